@@ -1,0 +1,23 @@
+# Tests: one Boost.Test executable per folder of tests/ (test_tensor, test_autograd, ...),
+# built from every tests/<folder>/test_*.cpp, sharing one precompiled Boost.Test main.
+find_package(Boost REQUIRED)
+add_library(kiln_test_main OBJECT tests/main.cpp)
+target_include_directories(kiln_test_main PUBLIC ${Boost_INCLUDE_DIRS} ${CMAKE_CURRENT_SOURCE_DIR})
+
+file(GLOB kiln_test_dirs LIST_DIRECTORIES true ${CMAKE_CURRENT_SOURCE_DIR}/tests/*)
+foreach(dir ${kiln_test_dirs})
+  if(NOT IS_DIRECTORY ${dir})
+    continue()
+  endif()
+  get_filename_component(name ${dir} NAME)
+  file(GLOB sources CONFIGURE_DEPENDS ${dir}/test_*.cpp)
+  if(NOT sources)
+    continue()
+  endif()
+  add_executable(test_${name} ${sources} $<TARGET_OBJECTS:kiln_test_main>)
+  target_link_libraries(test_${name} PRIVATE kiln ${KILN_TEST_LIBS_${name}})
+  target_include_directories(test_${name} PRIVATE ${Boost_INCLUDE_DIRS})
+  target_compile_definitions(test_${name} PRIVATE KILN_TEST_DIR="${dir}")
+  add_test(NAME ${name} COMMAND test_${name} --report_level=short --log_level=warning)
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")
+endforeach()

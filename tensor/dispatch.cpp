@@ -1,0 +1,122 @@
+// The op table and the dispatcher that every op call passes through.
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include "autograd/node.h"
+#include "tensor/kernels.h"
+
+namespace kiln {
+
+#define KILN_UNARY(name, ...) std::vector<Tensor> backward_##name(const BackwardArgs& b); \
+    Tensor forward_##name(std::span<const Tensor> in, const Attrs& attrs);
+#define KILN_BINARY(name, ...) KILN_UNARY(name)
+#define KILN_COMPARE(name, ...) Tensor forward_##name(std::span<const Tensor> in, const Attrs& attrs);
+#include "tensor/ops.def"
+
+namespace {
+
+// `list` names what a derivative reads, e.g. "xyout": x, y and out.
+constexpr bool saves(std::string_view list, std::string_view what) {
+    if (what == "out") return list.find("out") != std::string_view::npos;
+    return list.find(what) != std::string_view::npos;  // "out" contains neither x nor y
+}
+
+#define SAVES(list) saves(list, "x"), saves(list, "y"), saves(list, "out")
+const OpInfo kOps[] = {
+#define KILN_UNARY(name, math, dx, sv, ints) \
+    {#name, OpKind::pointwise, 1, #math, #dx, true, ints, SAVES(sv), forward_##name, backward_##name},
+#define KILN_BINARY(name, math, dx, dy, sv, ints) \
+    {#name, OpKind::pointwise, 2, #math, #dx " ; " #dy, true, ints, SAVES(sv), forward_##name, backward_##name},
+#define KILN_COMPARE(name, math) \
+    {#name, OpKind::pointwise, 2, #math, nullptr, true, true, false, false, false, forward_##name, nullptr},
+#define KILN_OP(name, kind, arity, recompute, sv) \
+    {#name, OpKind::kind, arity, nullptr, nullptr, recompute, true, SAVES(sv), forward_##name, backward_##name},
+#include "tensor/ops.def"
+};
+static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
+
+thread_local DispatchHook* t_hook = nullptr;
+thread_local int t_kernel_depth = 0;  // > 0 while a kernel runs: nested op calls are plain
+
+}  // namespace
+
+const char* op_kind_name(OpKind k) {
+    static const char* names[] = {"pointwise", "reduction", "view", "matmul", "factory", "random", "other"};
+    return names[int(k)];
+}
+
+const OpInfo& op_info(OpId op) { return kOps[int(op)]; }
+
+OpId op_by_name(const std::string& name) {
+    for (int i = 0; i < kOpCount; ++i)
+        if (name == kOps[i].name) return OpId(i);
+    fail("unknown op '", name, "'");
+}
+
+std::string attrs_print(OpId op, const Attrs& a) {
+    std::ostringstream os;
+    const OpInfo& info = op_info(op);
+    auto sep = [&, first = true]() mutable -> std::ostream& { os << (first ? "" : ", "); first = false; return os; };
+    if (a.scalar_pos == ScalarPos::right) sep() << "other=" << a.scalar;
+    if (a.scalar_pos == ScalarPos::left) sep() << "self=" << a.scalar;
+    switch (op) {
+        case OpId::sum: case OpId::amax: case OpId::amin:
+            sep() << "dims=" << a.dims << ", keepdim=" << (a.keepdim ? "True" : "False"); break;
+        case OpId::permute: sep() << "dims=" << a.dims; break;
+        case OpId::reshape: case OpId::expand: sep() << "shape=" << a.shape; break;
+        case OpId::slice: sep() << "dim=" << a.dim << ", start=" << a.start << ", end=" << a.end << ", step=" << a.step; break;
+        case OpId::slice_backward: sep() << "shape=" << a.shape << ", dim=" << a.dim << ", start=" << a.start << ", end=" << a.end << ", step=" << a.step; break;
+        case OpId::cat: sep() << "dim=" << a.dim; break;
+        case OpId::cast: sep() << "dtype=" << a.dtype; break;
+        case OpId::full: sep() << "shape=" << a.shape << ", value=" << a.scalar << ", dtype=" << a.dtype; break;
+        case OpId::arange: sep() << "start=" << a.lo << ", end=" << a.hi << ", step=" << a.scalar << ", dtype=" << a.dtype; break;
+        case OpId::rand: case OpId::randint: sep() << "shape=" << a.shape << ", low=" << a.lo << ", high=" << a.hi; break;
+        case OpId::randn: sep() << "shape=" << a.shape; break;
+        default: break;
+    }
+    (void)info;
+    return os.str();
+}
+
+DispatchHook* dispatch_hook() { return t_kernel_depth ? nullptr : t_hook; }
+void set_dispatch_hook(DispatchHook* hook) { t_hook = hook; }
+
+static void check_inputs(OpId op, std::span<const Tensor> inputs) {
+    const OpInfo& info = op_info(op);
+    KILN_CHECK(info.arity < 0 || int(inputs.size()) == info.arity || (info.kind == OpKind::pointwise && int(inputs.size()) == info.arity - 1),
+               info.name, ": expected ", info.arity, " tensor inputs, got ", inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        KILN_CHECK(inputs[i].defined(), info.name, ": input ", i, " is an undefined tensor");
+        KILN_CHECK(inputs[i].device() == inputs[0].device(), info.name, ": expected all tensors on one device, got ",
+                   inputs[0].device(), " and ", inputs[i].device());
+    }
+}
+
+Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
+    check_inputs(op, inputs);
+    Tensor out;
+    {
+        ++t_kernel_depth;
+        struct Leave { ~Leave() { --t_kernel_depth; } } leave;
+        autograd::NoGradGuard no_grad;  // kernels' inner op calls are not recorded
+        out = op_info(op).forward(inputs, attrs);
+    }
+    if (t_kernel_depth == 0) autograd::record_op(op, inputs, attrs, out);
+    return out;
+}
+
+Tensor dispatch(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
+    if (DispatchHook* hook = dispatch_hook()) return hook->call(op, inputs, attrs);
+    return dispatch_eager(op, inputs, attrs);
+}
+Tensor dispatch(OpId op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+    return dispatch(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
+void report_escape(const Tensor& t, Escape kind, const std::source_location& loc) {
+    if (DispatchHook* hook = dispatch_hook()) hook->escape(t, kind, loc);
+}
+
+}  // namespace kiln

@@ -1,0 +1,217 @@
+// Views (reshape, permute, expand, slice) share storage and only rewrite shape/strides;
+// contiguous/cat copy. Strided copies go through xtensor adaptors over kiln storage.
+#include <cstring>
+#include <numeric>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
+
+#include "tensor/kernels.h"
+#include "tensor/parallel.h"
+
+namespace kiln {
+namespace {
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = base.impl()->storage;
+    impl->shape = std::move(shape);
+    impl->strides = std::move(strides);
+    impl->offset = offset;
+    impl->dtype = base.dtype();
+    return Tensor(impl);
+}
+
+template <class T>
+auto xt_view(const Tensor& t) {
+    std::vector<size_t> shape(t.shape().begin(), t.shape().end());
+    std::vector<std::ptrdiff_t> strides(t.strides().begin(), t.strides().end());
+    // xtensor sizes an adaptor's buffer as the product of the shape, whatever the strides.
+    return xt::adapt(ptr<T>(t), size_t(t.numel()), xt::no_ownership(), shape, strides);
+}
+
+// Resolves one -1 in a requested shape and checks the element count.
+Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
+    Shape out = want;
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i] == -1) {
+            KILN_CHECK(infer < 0, "reshape: only one dimension can be -1, got ", want);
+            infer = int64_t(i);
+        } else {
+            KILN_CHECK(out[i] >= 0, "reshape: invalid size ", out[i], " in ", want);
+            known *= out[i];
+        }
+    }
+    if (infer >= 0) {
+        KILN_CHECK(known != 0 && numel % known == 0, "reshape: shape ", want, " is invalid for input of size ", numel, " (shape ", from, ")");
+        out[infer] = numel / known;
+    }
+    KILN_CHECK(shape_numel(out) == numel, "reshape: shape ", want, " is invalid for input of size ", numel, " (shape ", from, ")");
+    return out;
+}
+
+}  // namespace
+
+void strided_copy(const Tensor& dst, const Tensor& src) {
+    KILN_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "strided_copy: ", dst.shape(), " ", dst.dtype(), " vs ", src.shape(), " ", src.dtype());
+    if (src.numel() == 0) return;
+    if (dst.is_contiguous() && src.is_contiguous()) {
+        std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+        return;
+    }
+    visit_dtype(src.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        auto d = xt_view<T>(dst);
+        auto s = xt_view<T>(src);
+        std::copy(s.cbegin(), s.cend(), d.begin());  // row-major walk of both strided views
+    });
+}
+
+Tensor materialize(const Tensor& x) {
+    Tensor out = empty(x.shape(), x.dtype());
+    strided_copy(out, x);
+    return out;
+}
+
+Tensor contiguous_as(const Tensor& x, DType dtype) {
+    Tensor c = x.is_contiguous() ? x : materialize(x);
+    if (dtype == c.dtype()) return c;
+    Tensor out = empty(c.shape(), dtype);
+    visit_dtype(c.dtype(), [&](auto from) {
+        visit_dtype(dtype, [&](auto to) {
+            using F = decltype(from);
+            using T = decltype(to);
+            const F* s = ptr<F>(c);
+            T* d = ptr<T>(out);
+            parallel_for(c.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) d[i] = static_cast<T>(s[i]);
+            });
+        });
+    });
+    return out;
+}
+
+Tensor forward_contiguous(std::span<const Tensor> in, const Attrs&) {
+    return in[0].is_contiguous() ? in[0].detach() : materialize(in[0]);
+}
+std::vector<Tensor> backward_contiguous(const BackwardArgs& b) { return {b.grad}; }
+
+Tensor forward_reshape(std::span<const Tensor> in, const Attrs& a) {
+    const Tensor& x = in[0];
+    Shape shape = infer_shape(a.shape, x.numel(), x.shape());
+    Tensor base = x.is_contiguous() ? x : materialize(x);
+    return make_view(base, shape, contiguous_strides(shape), base.offset());
+}
+std::vector<Tensor> backward_reshape(const BackwardArgs& b) { return {b.grad.reshape(b.input_shapes[0])}; }
+
+Tensor forward_permute(std::span<const Tensor> in, const Attrs& a) {
+    const Tensor& x = in[0];
+    int64_t rank = x.dim();
+    KILN_CHECK(int64_t(a.dims.size()) == rank, "permute: got ", a.dims.size(), " dims ", a.dims, " for a tensor of rank ", rank, " (shape ", x.shape(), ")");
+    Shape shape(rank), strides(rank);
+    std::vector<bool> seen(rank, false);
+    for (int64_t i = 0; i < rank; ++i) {
+        int64_t d = normalize_dim(a.dims[i], rank, "permute");
+        KILN_CHECK(!seen[d], "permute: dim ", d, " repeated in ", a.dims);
+        seen[d] = true;
+        shape[i] = x.shape()[d];
+        strides[i] = x.strides()[d];
+    }
+    return make_view(x, shape, strides, x.offset());
+}
+std::vector<Tensor> backward_permute(const BackwardArgs& b) {
+    Shape inverse(b.attrs.dims.size());
+    int64_t rank = int64_t(inverse.size());
+    for (int64_t i = 0; i < rank; ++i) inverse[normalize_dim(b.attrs.dims[i], rank, "permute")] = i;
+    return {b.grad.permute(inverse)};
+}
+
+Tensor forward_expand(std::span<const Tensor> in, const Attrs& a) {
+    const Tensor& x = in[0];
+    int64_t rank = int64_t(a.shape.size()), lead = rank - x.dim();
+    KILN_CHECK(lead >= 0, "expand: target ", a.shape, " has fewer dims than input ", x.shape());
+    Shape shape(rank), strides(rank, 0);
+    for (int64_t i = 0; i < rank; ++i) {
+        int64_t want = a.shape[i];
+        if (i < lead) {
+            KILN_CHECK(want >= 0, "expand: size -1 not allowed for new leading dim ", i, " in ", a.shape);
+            shape[i] = want;
+            continue;
+        }
+        int64_t have = x.shape()[i - lead];
+        if (want == -1) want = have;
+        KILN_CHECK(have == want || have == 1, "expand: input ", x.shape(), " cannot expand to ", a.shape, " (dim ", i, ": ", have, " vs ", want, ")");
+        shape[i] = want;
+        strides[i] = have == want ? x.strides()[i - lead] : 0;
+    }
+    return make_view(x, shape, strides, x.offset());
+}
+std::vector<Tensor> backward_expand(const BackwardArgs& b) { return {sum_to(b.grad, b.input_shapes[0])}; }
+
+Tensor forward_slice(std::span<const Tensor> in, const Attrs& a) {
+    const Tensor& x = in[0];
+    int64_t d = normalize_dim(a.dim, x.dim(), "slice");
+    int64_t n = x.shape()[d];
+    KILN_CHECK(a.step > 0, "slice: step must be positive, got ", a.step);
+    auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t(0), n); };
+    int64_t start = clamp(a.start), end = std::max(clamp(a.end), start);
+    Shape shape = x.shape(), strides = x.strides();
+    shape[d] = (end - start + a.step - 1) / a.step;
+    strides[d] *= a.step;
+    return make_view(x, shape, strides, x.offset() + start * x.strides()[d]);
+}
+std::vector<Tensor> backward_slice(const BackwardArgs& b) {
+    Attrs a = b.attrs;
+    a.shape = b.input_shapes[0];
+    return {dispatch(OpId::slice_backward, {b.grad}, a)};
+}
+
+// Writes grad into the sliced positions of a zero tensor of the original shape.
+Tensor forward_slice_backward(std::span<const Tensor> in, const Attrs& a) {
+    Tensor out = zeros(a.shape, {.dtype = in[0].dtype()});
+    Attrs s = a;
+    Tensor window = forward_slice(std::span<const Tensor>(&out, 1), s);
+    strided_copy(window, in[0]);
+    return out;
+}
+std::vector<Tensor> backward_slice_backward(const BackwardArgs& b) {
+    return {dispatch(OpId::slice, {b.grad}, b.attrs)};
+}
+
+Tensor forward_cat(std::span<const Tensor> in, const Attrs& a) {
+    KILN_CHECK(!in.empty(), "cat: expected a non-empty list of tensors");
+    const Tensor& first = in[0];
+    int64_t d = normalize_dim(a.dim, first.dim(), "cat");
+    Shape shape = first.shape();
+    DType dt = first.dtype();
+    shape[d] = 0;
+    for (const Tensor& t : in) {
+        KILN_CHECK(t.dim() == first.dim(), "cat: tensors must have the same rank, got ", first.shape(), " and ", t.shape());
+        for (int64_t i = 0; i < t.dim(); ++i)
+            KILN_CHECK(i == d || t.shape()[i] == first.shape()[i], "cat: sizes must match except in dim ", d, ", got ", first.shape(), " and ", t.shape());
+        shape[d] += t.shape()[d];
+        dt = promote(dt, t.dtype());
+    }
+    Tensor out = empty(shape, dt);
+    int64_t at = 0;
+    for (const Tensor& t : in) {
+        Attrs s;
+        s.dim = d, s.start = at, s.end = at + t.shape()[d];
+        strided_copy(forward_slice(std::span<const Tensor>(&out, 1), s), contiguous_as(t, dt));
+        at = s.end;
+    }
+    return out;
+}
+std::vector<Tensor> backward_cat(const BackwardArgs& b) {
+    std::vector<Tensor> grads;
+    int64_t d = normalize_dim(b.attrs.dim, b.grad.dim(), "cat"), at = 0;
+    for (size_t i = 0; i < b.input_shapes.size(); ++i) {
+        int64_t n = b.input_shapes[i][d];
+        grads.push_back(b.needs(int(i)) ? b.grad.slice(d, at, at + n) : Tensor());
+        at += n;
+    }
+    return grads;
+}
+
+}  // namespace kiln

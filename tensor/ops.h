@@ -1,0 +1,157 @@
+// The op table as C++: OpId, OpInfo, Attrs, the dispatcher, and the free functions users call.
+#pragma once
+#include <functional>
+#include <span>
+
+#include "tensor/tensor.h"
+
+namespace kiln {
+
+enum class OpId : uint16_t {
+#define KILN_UNARY(name, ...) name,
+#define KILN_BINARY(name, ...) name,
+#define KILN_COMPARE(name, ...) name,
+#define KILN_OP(name, ...) name,
+#include "tensor/ops.def"
+    count_
+};
+inline constexpr int kOpCount = int(OpId::count_);
+
+enum class OpKind : uint8_t { pointwise, reduction, view, matmul, factory, random, other };
+const char* op_kind_name(OpKind k);
+
+// For a binary op with one scalar operand: which side the scalar sits on.
+enum class ScalarPos : uint8_t { none, right, left };
+
+// Non-tensor arguments of an op. Each op reads only the fields its ops.def comment names.
+struct Attrs {
+    Shape shape;                 // reshape/expand/full/rand target; slice_backward input shape
+    Shape dims;                  // reduction dims (empty: all), permutation
+    int64_t dim = 0;             // slice, cat
+    int64_t start = 0, end = 0, step = 1;  // slice
+    double scalar = 0;           // scalar operand, fill value, arange step
+    double lo = 0, hi = 0;       // arange / rand / randint range
+    ScalarPos scalar_pos = ScalarPos::none;
+    bool keepdim = false;
+    DType dtype = DType::float32;
+    bool operator==(const Attrs&) const = default;
+};
+std::string attrs_print(OpId op, const Attrs& a);
+
+struct BackwardArgs {
+    std::span<const Tensor> inputs;  // only the tensors in the op's `saves` are defined
+    const Tensor& out;               // defined only if `saves` names out
+    const Tensor& grad;
+    const Attrs& attrs;
+    std::span<const Shape> input_shapes;
+    std::span<const DType> input_dtypes;
+    uint32_t needs_grad;             // bit i: input i wants a gradient
+    bool needs(int i) const { return needs_grad >> i & 1u; }
+};
+
+using ForwardFn = Tensor (*)(std::span<const Tensor>, const Attrs&);
+using BackwardFn = std::vector<Tensor> (*)(const BackwardArgs&);
+
+struct OpInfo {
+    const char* name;
+    OpKind kind;
+    int arity;               // tensor inputs; -1 = variadic
+    const char* math;        // pointwise expression text (x, y), or nullptr
+    const char* derivative;  // derivative text, for printing, or nullptr
+    bool recompute;          // cheap enough for the min-cut partitioner to recompute
+    bool ints;               // keeps integer dtypes
+    bool saves_x, saves_y, saves_out;
+    ForwardFn forward;
+    BackwardFn backward;     // nullptr: not differentiable
+};
+const OpInfo& op_info(OpId op);
+OpId op_by_name(const std::string& name);  // throws on unknown
+
+// --- The dispatcher: every op call goes through here.
+// A hook (installed per thread by the JIT tracer) may take the call over; it calls
+// dispatch_eager to run the kernel with autograd recording.
+struct DispatchHook {
+    virtual ~DispatchHook() = default;
+    virtual Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) = 0;
+    // A value leaves the framework (item, bool, data access); `t` is the tensor read.
+    virtual void escape(const Tensor& t, Escape kind, const std::source_location& loc) = 0;
+};
+DispatchHook* dispatch_hook();
+void set_dispatch_hook(DispatchHook* hook);  // returns nothing; per thread
+
+Tensor dispatch(OpId op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+Tensor dispatch(OpId op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+void report_escape(const Tensor& t, Escape kind, const std::source_location& loc);
+
+// --- Free functions, generated from the table.
+#define KILN_UNARY(name, ...) Tensor name(const Tensor& x);
+#define KILN_BINARY(name, ...)                     \
+    Tensor name(const Tensor& x, const Tensor& y); \
+    Tensor name(const Tensor& x, double y);        \
+    Tensor name(double x, const Tensor& y);
+#define KILN_COMPARE(name, ...)                    \
+    Tensor name(const Tensor& x, const Tensor& y); \
+    Tensor name(const Tensor& x, double y);
+#include "tensor/ops.def"
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor sum_to(const Tensor& x, const Shape& shape);  // reduce broadcast dims back to `shape`
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+inline Tensor square(const Tensor& x) { return mul(x, x); }
+
+// Operators (thin names over the table ops).
+Tensor operator-(const Tensor& x);
+#define KILN_OPERATOR(sym, op)                                              \
+    inline Tensor operator sym(const Tensor& a, const Tensor& b) { return op(a, b); } \
+    inline Tensor operator sym(const Tensor& a, double b) { return op(a, b); }        \
+    inline Tensor operator sym(double a, const Tensor& b) { return op(a, b); }
+KILN_OPERATOR(+, add)
+KILN_OPERATOR(-, sub)
+KILN_OPERATOR(*, mul)
+KILN_OPERATOR(/, div)
+#undef KILN_OPERATOR
+#define KILN_COMPARE_OPERATOR(sym, op, flipped)                                        \
+    inline Tensor operator sym(const Tensor& a, const Tensor& b) { return op(a, b); } \
+    inline Tensor operator sym(const Tensor& a, double b) { return op(a, b); }        \
+    inline Tensor operator sym(double a, const Tensor& b) { return flipped(b, a); }
+KILN_COMPARE_OPERATOR(<, lt, gt)
+KILN_COMPARE_OPERATOR(<=, le, ge)
+KILN_COMPARE_OPERATOR(>, gt, lt)
+KILN_COMPARE_OPERATOR(>=, ge, le)
+KILN_COMPARE_OPERATOR(==, eq, eq)
+KILN_COMPARE_OPERATOR(!=, ne, ne)
+#undef KILN_COMPARE_OPERATOR
+
+// --- Factories.
+Tensor full(const Shape& shape, double value, TensorOptions opt = {});
+Tensor zeros(const Shape& shape, TensorOptions opt = {});
+Tensor ones(const Shape& shape, TensorOptions opt = {});
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
+Tensor scalar_tensor(double value, DType dtype = float32);
+Tensor arange(double end, TensorOptions opt = {});
+Tensor arange(double start, double end, double step = 1, TensorOptions opt = {});
+Tensor rand(const Shape& shape, TensorOptions opt = {});
+Tensor randn(const Shape& shape, TensorOptions opt = {});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt = {.dtype = DType::int64});
+Tensor randn_like(const Tensor& x);
+void manual_seed(uint64_t seed);
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, TensorOptions opt = {.dtype = dtype_of<T>()});
+Tensor tensor(std::initializer_list<double> values, TensorOptions opt = {});
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions opt = {});
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+}  // namespace kiln

@@ -1,0 +1,74 @@
+// The vocabulary that pointwise math in tensor/ops.def is written in. Each helper works on
+// scalars (float, double, int64) and on xsimd batches, so one expression serves the eager
+// kernel's scalar tail, its SIMD body, and (as text) the generated kernels, which include
+// this same header.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+namespace kiln_math {
+
+using std::abs;
+using std::cos;
+using std::exp;
+using std::log;
+using std::pow;
+using std::sin;
+using std::sqrt;
+using std::tanh;
+using xsimd::abs;
+using xsimd::cos;
+using xsimd::exp;
+using xsimd::log;
+using xsimd::pow;
+using xsimd::sin;
+using xsimd::sqrt;
+using xsimd::tanh;
+
+template <class T>
+inline constexpr bool is_batch = xsimd::is_batch<T>::value;
+
+template <class T>
+inline T zero(T) { return T(0); }
+
+// NaN-propagating max/min, like torch.maximum / torch.minimum.
+template <class T>
+inline T maximum(T a, T b) {
+    if constexpr (is_batch<T>) {
+        auto m = xsimd::max(a, b);
+        return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, m);
+    } else if constexpr (std::is_floating_point_v<T>) {
+        return (a != a || b != b) ? a + b : (a > b ? a : b);
+    } else {
+        return a > b ? a : b;
+    }
+}
+template <class T>
+inline T minimum(T a, T b) {
+    if constexpr (is_batch<T>) {
+        auto m = xsimd::min(a, b);
+        return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, m);
+    } else if constexpr (std::is_floating_point_v<T>) {
+        return (a != a || b != b) ? a + b : (a < b ? a : b);
+    } else {
+        return a < b ? a : b;
+    }
+}
+template <class T>
+inline T sign(T x) {
+    if constexpr (is_batch<T>) {
+        return xsimd::select(x > T(0), T(1), xsimd::select(x < T(0), T(-1), x * T(0)));
+    } else {
+        return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0);  // x*0 keeps NaN
+    }
+}
+template <class C, class T>
+inline T select(C cond, T a, T b) {
+    if constexpr (is_batch<T>) return xsimd::select(cond, a, b);
+    else return cond ? a : b;
+}
+
+}  // namespace kiln_math

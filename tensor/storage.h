@@ -1,0 +1,32 @@
+// Storage: one buffer of bytes, recycled through a caching pool so that repeated
+// same-size allocations don't pay the page-fault cost of fresh memory.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "tensor/dtype.h"
+
+namespace kiln {
+
+struct Storage {
+    void* data = nullptr;
+    size_t bytes = 0;       // usable size requested
+    size_t block_bytes = 0; // size class actually held
+    Device device = cpu;
+    bool owned = true;      // false: wraps user memory, never freed
+    Storage() = default;
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
+    ~Storage();
+};
+
+std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device = cpu);
+
+struct PoolStats {
+    size_t hits = 0, misses = 0;  // allocations served from cache / from the OS
+    size_t cached_bytes = 0;      // bytes held for reuse
+};
+PoolStats pool_stats();
+void pool_release_cached();  // give every cached block back to the OS
+
+}  // namespace kiln

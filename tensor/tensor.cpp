@@ -1,0 +1,245 @@
+// Tensor methods and the free functions of the op table: thin wrappers over dispatch().
+#include "tensor/tensor.h"
+
+#include <cstring>
+
+#include "autograd/node.h"
+#include "tensor/kernels.h"
+#include "tensor/ops.h"
+
+namespace kiln {
+
+Shape contiguous_strides(const Shape& shape) {
+    Shape strides(shape.size());
+    int64_t s = 1;
+    for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
+        strides[i] = s;
+        s *= std::max<int64_t>(shape[i], 1);
+    }
+    return strides;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
+    int64_t r = std::max<int64_t>(rank, 1);
+    KILN_CHECK(dim >= -r && dim < r, op, ": dimension out of range (expected to be in range of [", -r, ", ", r - 1, "], but got ", dim, ")");
+    return dim < 0 ? dim + r : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+    size_t n = std::max(a.size(), b.size());
+    Shape out(n);
+    for (size_t i = 0; i < n; ++i) {
+        int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+        int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+        KILN_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ", da, " vs ", db, ")");
+        out[i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = std::move(storage);
+    impl->strides = contiguous_strides(shape);
+    impl->shape = std::move(shape);
+    impl->dtype = dtype;
+    return Tensor(impl);
+}
+
+Tensor empty(const Shape& shape, DType dtype) {
+    for (int64_t d : shape) KILN_CHECK(d >= 0, "empty: negative size in shape ", shape);
+    return make_tensor(storage_allocate(size_t(shape_numel(shape)) * dtype_bytes(dtype)), shape, dtype);
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+    const auto& s = shape();
+    const auto& st = strides();
+    int64_t expect = 1;
+    for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
+        if (s[i] == 1) continue;
+        if (st[i] != expect) return false;
+        expect *= s[i];
+    }
+    return true;
+}
+
+void* Tensor::raw_data() const {
+    auto& impl = checked();
+    return static_cast<char*>(impl.storage->data) + impl.offset * int64_t(dtype_bytes(impl.dtype));
+}
+
+template <class T>
+T* Tensor::data_ptr(std::source_location loc) const {
+    KILN_CHECK(dtype() == dtype_of<T>(), "data_ptr: tensor has dtype ", dtype(), ", asked for ", dtype_of<T>());
+    report_escape(*this, Escape::data_access, loc);
+    return static_cast<T*>(raw_data());
+}
+
+template <class T>
+T Tensor::item(std::source_location loc) const {
+    KILN_CHECK(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar (shape ", shape(), ")");
+    report_escape(*this, Escape::item, loc);
+    T v{};
+    visit_dtype(dtype(), [&](auto tag) { v = static_cast<T>(*static_cast<const decltype(tag)*>(raw_data())); });
+    return v;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector(std::source_location loc) const {
+    report_escape(*this, Escape::data_access, loc);
+    Tensor c = contiguous_as(*this, dtype_of<T>());
+    const T* p = static_cast<const T*>(c.raw_data());
+    return std::vector<T>(p, p + numel());
+}
+
+Tensor::operator bool() const {
+    KILN_CHECK(numel() == 1, "bool: a Tensor with ", numel(), " elements is ambiguous as a condition (shape ", shape(), "); use .any() style reductions first");
+    report_escape(*this, Escape::bool_conversion, std::source_location::current());
+    bool v = false;
+    visit_dtype(dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(raw_data()) != decltype(tag)(0); });
+    return v;
+}
+
+#define KILN_INSTANTIATE(T)                                                      \
+    template T* Tensor::data_ptr<T>(std::source_location) const;                 \
+    template T Tensor::item<T>(std::source_location) const;                      \
+    template std::vector<T> Tensor::to_vector<T>(std::source_location) const;
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(bool)
+#undef KILN_INSTANTIATE
+
+// --- autograd surface
+Tensor& Tensor::requires_grad_(bool on) {
+    KILN_CHECK(!on || is_floating(dtype()), "requires_grad_: only floating point tensors can require gradients, got ", dtype());
+    KILN_CHECK(is_leaf() || on, "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()");
+    checked().requires_grad = on;
+    return *this;
+}
+Tensor Tensor::grad() const { return Tensor(checked().grad); }
+void Tensor::set_grad(const Tensor& g) { checked().grad = g.impl_ptr(); }
+void Tensor::zero_grad() { checked().grad.reset(); }
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+    autograd::run_backward(*this, grad, retain_graph);
+}
+Tensor Tensor::detach() const {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = checked().storage;
+    impl->shape = shape();
+    impl->strides = strides();
+    impl->offset = offset();
+    impl->dtype = dtype();
+    return Tensor(impl);
+}
+
+// --- views and shapes
+Tensor Tensor::reshape(const Shape& s) const { return dispatch(OpId::reshape, {*this}, {.shape = s}); }
+Tensor Tensor::view(const Shape& s) const {
+    KILN_CHECK(is_contiguous(), "view: tensor of shape ", shape(), " with strides ", strides(), " is not contiguous; use reshape()");
+    return reshape(s);
+}
+Tensor Tensor::permute(const Shape& d) const { return dispatch(OpId::permute, {*this}, {.dims = d}); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+    Shape perm(dim());
+    for (int64_t i = 0; i < dim(); ++i) perm[i] = i;
+    std::swap(perm[normalize_dim(d0, dim(), "transpose")], perm[normalize_dim(d1, dim(), "transpose")]);
+    return permute(perm);
+}
+Tensor Tensor::expand(const Shape& s) const { return dispatch(OpId::expand, {*this}, {.shape = s}); }
+Tensor Tensor::squeeze(int64_t d) const {
+    int64_t n = normalize_dim(d, dim(), "squeeze");
+    if (dim() == 0 || shape()[n] != 1) return reshape(shape());
+    Shape s = shape();
+    s.erase(s.begin() + n);
+    return reshape(s);
+}
+Tensor Tensor::squeeze() const {
+    Shape s;
+    for (int64_t d : shape()) if (d != 1) s.push_back(d);
+    return reshape(s);
+}
+Tensor Tensor::unsqueeze(int64_t d) const {
+    int64_t n = normalize_dim(d, dim() + 1, "unsqueeze");
+    Shape s = shape();
+    s.insert(s.begin() + n, 1);
+    return reshape(s);
+}
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+    int64_t n = normalize_dim(d, dim(), "narrow");
+    KILN_CHECK(start >= 0 && length >= 0 && start + length <= shape()[n], "narrow: start (", start, ") + length (", length, ") exceeds dimension size (", shape()[n], ") of dim ", n);
+    return slice(n, start, start + length);
+}
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+    KILN_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
+    return dispatch(OpId::slice, {*this}, {.dim = d, .start = start, .end = end, .step = step});
+}
+Tensor Tensor::select(int64_t d, int64_t index) const {
+    int64_t n = normalize_dim(d, dim(), "select");
+    int64_t size = shape()[n];
+    KILN_CHECK(index >= -size && index < size, "select: index ", index, " is out of bounds for dimension ", n, " with size ", size);
+    if (index < 0) index += size;
+    return slice(n, index, index + 1).squeeze(n);
+}
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch(OpId::contiguous, {*this}); }
+Tensor Tensor::to(DType t) const { return t == dtype() ? *this : dispatch(OpId::cast, {*this}, {.dtype = t}); }
+Tensor Tensor::clone() const { return dispatch(OpId::cast, {*this}, {.dtype = dtype()}); }
+
+// --- reductions
+Tensor Tensor::sum(const Shape& d, bool k) const { return dispatch(OpId::sum, {*this}, {.dims = d, .keepdim = k}); }
+Tensor Tensor::amax(const Shape& d, bool k) const { return dispatch(OpId::amax, {*this}, {.dims = d, .keepdim = k}); }
+Tensor Tensor::amin(const Shape& d, bool k) const { return dispatch(OpId::amin, {*this}, {.dims = d, .keepdim = k}); }
+Tensor Tensor::mean(const Shape& d, bool k) const {
+    KILN_CHECK(is_floating(dtype()), "mean: expected a floating point tensor, got ", dtype());
+    int64_t count = 1;
+    if (d.empty()) count = numel();
+    else for (int64_t x : d) count *= shape()[normalize_dim(x, dim(), "mean")];
+    return sum(d, k) * (1.0 / double(std::max<int64_t>(count, 1)));
+}
+Tensor Tensor::matmul(const Tensor& o) const { return dispatch(OpId::matmul, {*this, o}); }
+Tensor Tensor::softmax(int64_t d) const {
+    Tensor shifted = *this - amax({d}, true).detach();
+    Tensor e = kiln::exp(shifted);
+    return e / e.sum({d}, true);
+}
+Tensor Tensor::log_softmax(int64_t d) const {
+    Tensor shifted = *this - amax({d}, true).detach();
+    return shifted - kiln::log(kiln::exp(shifted).sum({d}, true));
+}
+
+#define KILN_UNARY(name, ...) \
+    Tensor Tensor::name() const { return dispatch(OpId::name, {*this}); }
+#include "tensor/ops.def"
+
+// --- in-place, outside autograd and the JIT
+Tensor& Tensor::copy_(const Tensor& src) {
+    KILN_CHECK(src.numel() == numel() || src.numel() == 1, "copy_: source shape ", src.shape(), " does not match ", shape());
+    Tensor s = src.detach().to(dtype());
+    if (s.shape() != shape()) s = s.expand(shape());
+    strided_copy(detach(), s.detach());
+    ++checked().version;
+    return *this;
+}
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+    NoGradGuard g;
+    Tensor sum = alpha == 1.0 ? detach() + other.detach() : detach() + other.detach() * alpha;
+    return copy_(sum);
+}
+Tensor& Tensor::mul_(double s) {
+    NoGradGuard g;
+    return copy_(detach() * s);
+}
+Tensor& Tensor::fill_(double v) {
+    KILN_CHECK(is_contiguous(), "fill_: tensor must be contiguous");
+    visit_dtype(dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* p = static_cast<T*>(raw_data());
+        std::fill(p, p + numel(), static_cast<T>(v));
+    });
+    ++checked().version;
+    return *this;
+}
+
+}  // namespace kiln

@@ -1,0 +1,142 @@
+// Tensor: a cheap handle to a shared TensorImpl (storage + shape + strides + autograd state).
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/storage.h"
+
+namespace kiln {
+
+namespace autograd {
+struct Node;
+}
+class Tensor;
+
+struct TensorImpl {
+    std::shared_ptr<Storage> storage;
+    Shape shape;                   // sizes, in elements
+    Shape strides;                 // strides, in elements (0 for broadcast dims)
+    int64_t offset = 0;            // first element, in elements from storage start
+    DType dtype = DType::float32;
+    bool requires_grad = false;
+    std::shared_ptr<TensorImpl> grad;          // accumulated gradient (leaves)
+    std::shared_ptr<autograd::Node> grad_fn;   // the node that produced this tensor
+    uint64_t version = 0;                      // bumped by in-place writes
+    std::shared_ptr<void> tracer_state;        // owned by the active tracer (jit/)
+};
+
+// Options for factories: randn({10}, {.requires_grad = true}).
+struct TensorOptions {
+    DType dtype = DType::float32;
+    Device device = cpu;
+    bool requires_grad = false;
+};
+
+// How a value leaves the framework into host code (a graph break under the JIT).
+enum class Escape { item, bool_conversion, data_access };
+
+class Tensor {
+   public:
+    Tensor() = default;
+    explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+    bool defined() const { return impl_ != nullptr; }
+    TensorImpl* impl() const { return impl_.get(); }
+    const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+    // --- metadata
+    const Shape& shape() const { return checked().shape; }
+    const Shape& sizes() const { return shape(); }
+    int64_t size(int64_t dim) const;
+    const Shape& strides() const { return checked().strides; }
+    int64_t offset() const { return checked().offset; }
+    int64_t dim() const { return int64_t(shape().size()); }
+    int64_t numel() const { return shape_numel(shape()); }
+    DType dtype() const { return checked().dtype; }
+    Device device() const { return checked().storage ? checked().storage->device : cpu; }
+    bool is_contiguous() const;
+    size_t nbytes() const { return size_t(numel()) * dtype_bytes(dtype()); }
+
+    // --- values leaving the framework (each is a graph break under the JIT)
+    template <class T>
+    T item(std::source_location loc = std::source_location::current()) const;
+    template <class T>
+    std::vector<T> to_vector(std::source_location loc = std::source_location::current()) const;
+    explicit operator bool() const;
+    // Raw pointer to the first element; requires a matching dtype.
+    template <class T>
+    T* data_ptr(std::source_location loc = std::source_location::current()) const;
+    void* raw_data() const;  // no dtype check, no escape report: for kernels
+
+    // --- autograd
+    bool requires_grad() const { return checked().requires_grad; }
+    Tensor& requires_grad_(bool on = true);
+    Tensor grad() const;
+    void set_grad(const Tensor& g);
+    void zero_grad();
+    bool is_leaf() const { return checked().grad_fn == nullptr; }
+    std::shared_ptr<autograd::Node> grad_fn() const { return checked().grad_fn; }
+    void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+    Tensor detach() const;  // shares storage, no history
+
+    // --- shape and view ops (all go through the dispatcher)
+    Tensor reshape(const Shape& shape) const;
+    Tensor view(const Shape& shape) const;
+    Tensor permute(const Shape& dims) const;
+    Tensor transpose(int64_t d0, int64_t d1) const;
+    Tensor t() const { return transpose(0, 1); }
+    Tensor expand(const Shape& shape) const;
+    Tensor squeeze(int64_t dim) const;
+    Tensor squeeze() const;
+    Tensor unsqueeze(int64_t dim) const;
+    Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+    Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+    Tensor select(int64_t dim, int64_t index) const;
+    Tensor operator[](int64_t index) const { return select(0, index); }
+    Tensor contiguous() const;
+    Tensor flatten() const { return reshape({numel()}); }
+    Tensor to(DType dtype) const;
+    Tensor clone() const;
+
+    // --- reductions
+    Tensor sum(const Shape& dims = {}, bool keepdim = false) const;
+    Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
+    Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+    Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
+    Tensor matmul(const Tensor& other) const;
+    Tensor softmax(int64_t dim) const;
+    Tensor log_softmax(int64_t dim) const;
+
+    // --- unary pointwise ops as methods: x.cos(), x.exp() ...
+#define KILN_UNARY(name, ...) Tensor name() const;
+#include "tensor/ops.def"
+
+    // --- in-place updates (optimizers): not recorded by autograd or the JIT
+    Tensor& copy_(const Tensor& src);
+    Tensor& add_(const Tensor& other, double alpha = 1.0);
+    Tensor& mul_(double s);
+    Tensor& fill_(double v);
+
+    bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+   private:
+    TensorImpl& checked() const {
+        KILN_CHECK(impl_, "use of an undefined Tensor");
+        return *impl_;
+    }
+    std::shared_ptr<TensorImpl> impl_;
+};
+
+// Wraps an existing allocation with a shape; contiguous strides.
+Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
+Tensor empty(const Shape& shape, DType dtype = float32);
+Shape contiguous_strides(const Shape& shape);
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op);
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace kiln
