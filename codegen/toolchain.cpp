@@ -1,0 +1,397 @@
+// CPU codegen toolchain: hashes what determines a kernel's machine code into a cache key,
+// then loads the shared object from this process, from the disk cache, or from a fresh
+// compile (optionally against a precompiled header), in that order.
+#include "codegen/toolchain.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include "codegen/disk_cache.h"
+#include "tensor/error.h"
+
+extern char** environ;
+
+namespace kiln::codegen {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bump when the key recipe or the cache layout changes, so old entries are never reused.
+constexpr const char* kCacheFormat = "kiln-codegen-v1";
+constexpr int kErrorLines = 40;  // compiler output quoted in a compile error
+
+// What every generated CPU kernel includes, parsed once into a .gch instead of per kernel
+// (xsimd alone is most of a kernel's compile time).
+constexpr const char* kPchText =
+    "// kiln precompiled header: what generated CPU kernels include.\n"
+    "#include <cmath>\n"
+    "#include <cstdint>\n"
+    "#include <thread>\n"
+    "#include <vector>\n"
+    "#include <xsimd/xsimd.hpp>\n"
+    "#include \"tensor/pointwise_math.h\"\n";
+
+// ---- running the compiler
+
+struct ProcessResult {
+    int spawn_errno = 0;  // nonzero: the program could not be started at all
+    int exit_status = -1;
+    std::string output;  // stdout and stderr, interleaved as the program wrote them
+};
+
+std::string read_all(int fd) {
+    std::string output;
+    char buffer[4096];
+    ssize_t got;
+    while ((got = ::read(fd, buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR))
+        if (got > 0) output.append(buffer, static_cast<size_t>(got));
+    return output;
+}
+
+int wait_for(pid_t pid) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// posix_spawnp with an argv, not popen with a shell line, so paths need no quoting.
+ProcessResult run_process(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) fail("codegen: pipe failed: ", std::strerror(errno));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+    ProcessResult result;
+    pid_t pid = 0;
+    result.spawn_errno = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(pipe_fds[1]);
+    if (result.spawn_errno == 0) result.output = read_all(pipe_fds[0]);
+    ::close(pipe_fds[0]);
+    if (result.spawn_errno == 0) result.exit_status = wait_for(pid);
+    return result;
+}
+
+bool succeeded(const ProcessResult& result) {
+    return result.spawn_errno == 0 && result.exit_status == 0;
+}
+
+std::string first_lines(const std::string& text, int count) {
+    std::istringstream in(text);
+    std::string line, kept;
+    int total = 0;
+    for (; std::getline(in, line); ++total)
+        if (total < count) kept += line + "\n";
+    if (total > count) kept += "[... " + std::to_string(total - count) + " more lines]\n";
+    return kept;
+}
+
+std::string join(const std::vector<std::string>& words, const std::string& separator) {
+    std::string joined;
+    for (const std::string& word : words) joined += (joined.empty() ? "" : separator) + word;
+    return joined;
+}
+
+// $CXX may be a command line such as "ccache g++", as in make.
+std::string compiler_command() {
+    const char* cxx = std::getenv("CXX");
+    return (cxx != nullptr && *cxx != '\0') ? cxx : "c++";
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+    std::istringstream in(text);
+    std::vector<std::string> words;
+    for (std::string word; in >> word;) words.push_back(word);
+    return words;
+}
+
+// nullopt if the compiler cannot be run. Probed once per $CXX value, since tests switch it.
+std::optional<std::string> cached_compiler_version(const std::string& cxx) {
+    static std::mutex mutex;
+    static std::unordered_map<std::string, std::optional<std::string>> versions;
+    std::lock_guard lock(mutex);
+    auto found = versions.find(cxx);
+    if (found != versions.end()) return found->second;
+    std::vector<std::string> argv = split_words(cxx);
+    argv.push_back("--version");
+    ProcessResult probe = run_process(argv);
+    if (!succeeded(probe)) return versions[cxx] = std::nullopt;
+    return versions[cxx] = probe.output.substr(0, probe.output.find('\n'));
+}
+
+std::string require_compiler_version(const std::string& cxx) {
+    std::optional<std::string> version = cached_compiler_version(cxx);
+    if (!version) fail("codegen: C++ compiler '", cxx, "' not found (set CXX or install g++)");
+    return *version;
+}
+
+// ---- process-wide state
+
+struct ToolchainState {
+    std::mutex mutex;  // guards stats and loaded
+    ToolchainStats stats;
+    // Held for the life of the process (not weak): callers may keep raw function pointers
+    // into a library, which must not be unloaded under them.
+    std::unordered_map<std::string, std::shared_ptr<CompiledLibrary>> loaded;  // key -> lib
+    std::mutex pch_mutex;  // one PCH build at a time; others wait for it and reuse it
+    std::set<std::string> pch_failed;    // PCH keys that failed once; not retried
+    std::set<std::string> pch_verified;  // hashing a ~100 MB .gch once per process is enough
+};
+
+// Leaked on purpose: kernels may still run during other objects' static destruction.
+ToolchainState& state() {
+    static ToolchainState* instance = new ToolchainState;
+    return *instance;
+}
+
+template <class Update>
+void update_stats(Update update) {
+    std::lock_guard lock(state().mutex);
+    update(state().stats);
+}
+
+ProcessResult run_compiler(const std::vector<std::string>& argv) {
+    auto start = std::chrono::steady_clock::now();
+    ProcessResult result = run_process(argv);
+    std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    update_stats([&](ToolchainStats& stats) {
+        stats.compiler_calls++;
+        stats.compile_seconds_total += seconds.count();
+    });
+    return result;
+}
+
+// ---- cache keys
+
+// Kernels and the PCH inline tensor/pointwise_math.h, so editing it must change the key.
+std::string header_fingerprint(const BuildOptions& options) {
+    for (const std::string& dir : options.include_dirs)
+        if (auto text = read_file(fs::path(dir) / "tensor" / "pointwise_math.h"))
+            return hex64(fnv1a64(*text));
+    return "";
+}
+
+struct BuildPlan {
+    // $CXX's words, then the flags that kernel and PCH share (a PCH needs the same ones).
+    std::vector<std::string> command;
+    std::string key;  // names <key>.so / <key>.cpp / <key>.meta
+    std::string pch_key;
+};
+
+BuildPlan make_plan(const std::string& source, const BuildOptions& options) {
+    std::string cxx = compiler_command();
+    std::string version = require_compiler_version(cxx);
+    BuildPlan plan;
+    plan.command = split_words(cxx);
+    plan.command.insert(plan.command.end(), {"-O3", "-march=native", "-std=c++20", "-fPIC"});
+    for (const std::string& dir : options.include_dirs)
+        plan.command.push_back("-I" + fs::absolute(dir).string());
+    plan.command.insert(plan.command.end(), options.extra_flags.begin(),
+                        options.extra_flags.end());
+    std::string context = join({kCacheFormat, version, join(plan.command, " "),
+                                cache_host_fingerprint(), header_fingerprint(options)},
+                               std::string(1, '\0'));
+    plan.key = hex64(fnv1a64(source + '\0' + context));
+    plan.pch_key = hex64(fnv1a64(std::string(kPchText) + '\0' + context));
+    return plan;
+}
+
+// ---- precompiled header
+
+// Called with pch_mutex held. Kernels compile without the PCH from now on in this process.
+void give_up_pch(const BuildPlan& plan, const ProcessResult& result) {
+    state().pch_failed.insert(plan.pch_key);
+    update_stats([](ToolchainStats& stats) { stats.pch_failures++; });
+    static bool warned = false;  // guarded by pch_mutex
+    if (std::exchange(warned, true)) return;
+    std::cerr << "kiln: warning: codegen: the precompiled header failed; compiling kernels "
+                 "without it (slower). Compiler said:\n"
+              << first_lines(result.output, 10);
+}
+
+ProcessResult compile_pch(const BuildPlan& plan, const fs::path& header, const fs::path& gch) {
+    fs::path temp = unique_temp_path(gch);
+    std::vector<std::string> argv = plan.command;
+    argv.insert(argv.end(), {"-x", "c++-header", header.string(), "-o", temp.string()});
+    ProcessResult result = run_compiler(argv);
+    update_stats([](ToolchainStats& stats) { stats.pch_builds++; });
+    if (succeeded(result)) cache_publish(temp, gch);
+    else ::unlink(temp.c_str());
+    return result;
+}
+
+// The header to -include (the compiler finds <header>.gch beside it), or nullopt: no PCH.
+std::optional<fs::path> ensure_pch(const fs::path& dir, const BuildPlan& plan) {
+    ToolchainState& s = state();
+    std::lock_guard lock(s.pch_mutex);
+    if (s.pch_failed.count(plan.pch_key) != 0) return std::nullopt;
+    fs::path header = dir / ("kiln_pch-" + plan.pch_key + ".h");
+    fs::path gch = header.string() + ".gch";
+    if (s.pch_verified.count(gch.string()) != 0 && fs::exists(gch)) return header;
+    CacheLock other_processes(header.string() + ".lock");
+    // Rewrite the header only if wrong: clang rejects a PCH whose header's mtime changed.
+    bool header_ok = read_file(header) == kPchText;
+    if (!header_ok) write_file_atomic(header, kPchText);
+    if (!header_ok || !cache_entry_valid(gch)) {
+        if (fs::exists(cache_meta_path(gch))) {  // there was an entry, and it was bad
+            cache_entry_remove(gch);
+            update_stats([](ToolchainStats& stats) { stats.rebuilds_corrupt++; });
+        }
+        ProcessResult result = compile_pch(plan, header, gch);
+        if (!succeeded(result)) {
+            give_up_pch(plan, result);
+            return std::nullopt;
+        }
+    }
+    s.pch_verified.insert(gch.string());  // full path: tests switch KILN_CACHE_DIR
+    return header;
+}
+
+// ---- kernels
+
+[[noreturn]] void fail_compile(const ProcessResult& result, const fs::path& source,
+                               const std::vector<std::string>& argv) {
+    std::string status = result.spawn_errno != 0
+                             ? std::string("could not start: ") + std::strerror(result.spawn_errno)
+                             : "exit status " + std::to_string(result.exit_status);
+    fail("codegen: C++ compile failed (", status, ")\n  source kept at: ", source.string(),
+         "\n  command: ", join(argv, " "), "\n", first_lines(result.output, kErrorLines));
+}
+
+std::vector<std::string> kernel_command(const BuildPlan& plan, const std::optional<fs::path>& pch,
+                                        const fs::path& source, const fs::path& output) {
+    std::vector<std::string> argv = plan.command;
+    if (pch) argv.insert(argv.end(), {"-include", pch->string()});
+    argv.insert(argv.end(), {"-shared", source.string(), "-o", output.string()});
+    return argv;
+}
+
+std::shared_ptr<CompiledLibrary> compile_library(const fs::path& dir, const BuildPlan& plan,
+                                                 const std::string& source,
+                                                 const BuildOptions& options) {
+    fs::path source_path = dir / (plan.key + ".cpp");
+    write_file_atomic(source_path, source);
+    std::optional<fs::path> pch = options.use_pch ? ensure_pch(dir, plan) : std::nullopt;
+    fs::path so_path = dir / (plan.key + ".so");
+    fs::path temp = unique_temp_path(so_path);
+    std::vector<std::string> argv = kernel_command(plan, pch, source_path, temp);
+    ProcessResult result = run_compiler(argv);
+    if (pch && !succeeded(result) && result.output.find(".gch") != std::string::npos) {
+        // The compiler refused the PCH itself (clang does once a header's mtime changes).
+        std::unique_lock lock(state().pch_mutex);
+        give_up_pch(plan, result);
+        cache_entry_remove(pch->string() + ".gch");  // so the next process builds a fresh one
+        lock.unlock();
+        argv = kernel_command(plan, std::nullopt, source_path, temp);
+        result = run_compiler(argv);
+    }
+    if (!succeeded(result)) {
+        ::unlink(temp.c_str());
+        fail_compile(result, source_path, argv);
+    }
+    cache_publish(temp, so_path);
+    return std::make_shared<CompiledLibrary>(so_path, source_path);
+}
+
+// nullptr on a miss. A corrupt or foreign entry is deleted, never loaded.
+std::shared_ptr<CompiledLibrary> load_from_disk(const fs::path& dir, const BuildPlan& plan) {
+    fs::path so_path = dir / (plan.key + ".so");
+    // A meta without its .so is a writer between its two renames: a miss, not corruption.
+    std::error_code ignored;
+    if (fs::symlink_status(so_path, ignored).type() == fs::file_type::not_found) return nullptr;
+    if (cache_entry_valid(so_path)) {
+        try {
+            auto library = std::make_shared<CompiledLibrary>(so_path, dir / (plan.key + ".cpp"));
+            update_stats([](ToolchainStats& stats) { stats.disk_hits++; });
+            return library;
+        } catch (const Error&) {
+            // Bytes match the meta but dlopen refuses them: treat as corrupt and rebuild.
+        }
+    }
+    cache_entry_remove(so_path);
+    update_stats([](ToolchainStats& stats) { stats.rebuilds_corrupt++; });
+    return nullptr;
+}
+
+std::shared_ptr<CompiledLibrary> find_loaded(const std::string& key) {
+    std::lock_guard lock(state().mutex);
+    auto found = state().loaded.find(key);
+    if (found == state().loaded.end()) return nullptr;
+    state().stats.memory_hits++;
+    return found->second;
+}
+
+// If another thread loaded the same key meanwhile, everyone shares the first one.
+std::shared_ptr<CompiledLibrary> remember_loaded(const std::string& key,
+                                                 std::shared_ptr<CompiledLibrary> library) {
+    std::lock_guard lock(state().mutex);
+    return state().loaded.emplace(key, std::move(library)).first->second;
+}
+
+}  // namespace
+
+CompiledLibrary::CompiledLibrary(fs::path so_path, fs::path source_path)
+    : so_path_(std::move(so_path)), source_path_(std::move(source_path)) {
+    handle_ = dlopen(so_path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) fail("codegen: cannot load '", so_path_.string(), "': ", dlerror());
+}
+
+CompiledLibrary::~CompiledLibrary() { dlclose(handle_); }
+
+void* CompiledLibrary::symbol(const std::string& name) const {
+    void* address = dlsym(handle_, name.c_str());
+    if (address == nullptr)
+        fail("codegen: symbol '", name, "' not found in ", so_path_.string(),
+             " (is it declared extern \"C\"?); source: ", source_path_.string());
+    return address;
+}
+
+std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
+                                               const BuildOptions& options) {
+    BuildPlan plan = make_plan(source, options);
+    if (auto library = find_loaded(plan.key)) return library;
+    fs::path dir = cache_dir();
+    std::shared_ptr<CompiledLibrary> library = load_from_disk(dir, plan);
+    if (!library) library = compile_library(dir, plan, source, options);
+    return remember_loaded(plan.key, std::move(library));
+}
+
+bool compiler_available() { return cached_compiler_version(compiler_command()).has_value(); }
+
+std::string compiler_version() { return require_compiler_version(compiler_command()); }
+
+ToolchainStats toolchain_stats() {
+    std::lock_guard lock(state().mutex);
+    return state().stats;
+}
+
+void toolchain_forget_loaded() {
+    // Declared before the locks, so destroyed (dlclose) after they are released.
+    std::unordered_map<std::string, std::shared_ptr<CompiledLibrary>> dropped;
+    std::scoped_lock lock(state().mutex, state().pch_mutex);
+    dropped.swap(state().loaded);
+    state().pch_verified.clear();  // a new process would hash the PCH again
+}
+
+}  // namespace kiln::codegen

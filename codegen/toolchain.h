@@ -1,0 +1,69 @@
+// CPU codegen toolchain: generated C++ source -> shared object (system compiler, on-disk
+// cache, optional precompiled header) -> loaded with dlopen. See docs/codegen-toolchain.md.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+// One loaded shared object; dlclose()d when the last owner lets go.
+class CompiledLibrary {
+   public:
+    // Throws kiln::Error (with dlerror's text) if the object cannot be loaded.
+    CompiledLibrary(std::filesystem::path so_path, std::filesystem::path source_path);
+    ~CompiledLibrary();
+    CompiledLibrary(const CompiledLibrary&) = delete;
+    CompiledLibrary& operator=(const CompiledLibrary&) = delete;
+
+    // Address of an exported (extern "C") symbol; throws kiln::Error naming it if missing.
+    void* symbol(const std::string& name) const;
+    const std::filesystem::path& so_path() const { return so_path_; }
+    // The generated source, kept in the cache beside the .so so errors and dumps can cite it.
+    const std::filesystem::path& source_path() const { return source_path_; }
+
+   private:
+    void* handle_ = nullptr;  // from dlopen
+    std::filesystem::path so_path_;
+    std::filesystem::path source_path_;
+};
+
+struct BuildOptions {
+    // -I directories. Generated kernels #include "tensor/pointwise_math.h", so the kiln
+    // source root must be here (the build passes it to the library as KILN_SOURCE_DIR).
+    std::vector<std::string> include_dirs;
+    std::vector<std::string> extra_flags;  // after the defaults: -O3 -march=native -std=c++20 -fPIC
+    bool use_pch = true;                   // -include the precompiled kiln_pch header
+};
+
+// Compiles source with $CXX (else `c++`), or reuses it from this process or the disk cache.
+// Throws kiln::Error if the compiler is missing, or if the source does not compile (the
+// message holds the first ~40 lines of compiler output and the path of the kept source).
+std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
+                                               const BuildOptions& options);
+
+// Whether $CXX (else `c++`) runs; probed once per compiler name, so callers can check it
+// cheaply and fall back to eager with a one-time warning.
+bool compiler_available();
+// First line of `$CXX --version` (part of every cache key); throws kiln::Error if missing.
+std::string compiler_version();
+
+struct ToolchainStats {
+    int64_t compiler_calls = 0;    // kernel and PCH compiles; `--version` probes don't count
+    int64_t disk_hits = 0;         // loaded from the disk cache without compiling
+    int64_t memory_hits = 0;       // already loaded in this process
+    int64_t rebuilds_corrupt = 0;  // corrupt or foreign entries deleted (then rebuilt)
+    int64_t pch_builds = 0;        // attempts to build a precompiled header
+    int64_t pch_failures = 0;      // PCHs given up (failed to build, or the compiler refused
+                                   // them); kernels then compile without
+    double compile_seconds_total = 0;  // wall time spent in the compiler
+};
+ToolchainStats toolchain_stats();  // totals since process start; tests compare differences
+
+// Forgets what this process has loaded and verified, as if it had just started: the next
+// build_library goes to the disk cache (libraries unload once nobody else holds them). For tests.
+void toolchain_forget_loaded();
+
+}  // namespace kiln::codegen
