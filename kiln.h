@@ -1,6 +1,17 @@
 // kiln: the one header a user includes.
 #pragma once
+#include "autograd/function.h"
+#include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "tensor/npy.h"
 #include "tensor/ops.h"
 #include "tensor/print.h"
 #include "tensor/tensor.h"
+#include "jit/compile.h"
+#include "jit/explain.h"
+#include "jit/export.h"
+#include "jit/trace.h"

@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 
 #include <algorithm>
+#include <cctype>
 #include <unordered_map>
 
 namespace kiln::autograd {
@@ -29,17 +30,31 @@ size_t Node::saved_bytes() const {
 
 Edge edge_to(const Tensor& t) {
     if (!t.defined() || !t.requires_grad()) return {};
-    if (t.grad_fn()) return {t.grad_fn(), nullptr};
+    if (t.grad_fn()) return {t.grad_fn(), nullptr, t.impl()->output_nr};
     return {nullptr, t.impl_ptr()};
 }
 
-void set_history(const Tensor& out, std::shared_ptr<Node> node) {
+void set_history(const Tensor& out, std::shared_ptr<Node> node, int output_nr) {
     out.impl()->grad_fn = std::move(node);
+    out.impl()->output_nr = output_nr;
     out.impl()->requires_grad = true;
 }
 
 // --- OpNode
-std::string OpNode::name() const { return std::string(op_info(op).name) + "_backward"; }
+// PyTorch's grad_fn names: CamelCase of the op name, then "Backward0" (relu -> ReluBackward0).
+std::string OpNode::name() const {
+    std::string out;
+    bool upper = true;
+    for (const char* c = op_info(op).name; *c; ++c) {
+        if (*c == '_') {
+            upper = true;
+            continue;
+        }
+        out += upper ? char(std::toupper(static_cast<unsigned char>(*c))) : *c;
+        upper = false;
+    }
+    return out + "Backward0";
+}
 
 std::vector<Tensor> OpNode::apply(const Tensor& grad) {
     KILN_CHECK(!released, "backward: trying to backward through the graph a second time (node ", name(),
@@ -79,7 +94,7 @@ void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, cons
         node->input_dtypes.push_back(t.dtype());
         // Input i plays the role of x (i == 0) or y (i == 1), or y when the scalar sits left.
         bool is_x = i == 0 && !scalar_left, is_y = i == 1 || (i == 0 && scalar_left);
-        bool keep = (is_x && info.saves_x) || (is_y && info.saves_y) || (i >= 2);
+        bool keep = (is_x && info.saves_x) || (is_y && info.saves_y);
         if (op == OpId::where) keep = i == 0;
         node->saved_inputs.push_back(keep ? t.detach() : Tensor());
         if (keep) notify_saved(t);
@@ -145,14 +160,20 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         accumulate(*root.impl(), grad);
         return;
     }
-    std::unordered_map<Node*, Tensor> pending;
+    // Gradients waiting for each node, one slot per node output.
+    std::unordered_map<Node*, std::vector<Tensor>> pending;
     std::shared_ptr<Node> keep_root = root.grad_fn();
-    pending[keep_root.get()] = grad;
+    auto slots = [&](Node* n) -> std::vector<Tensor>& {
+        auto& v = pending[n];
+        if (v.empty()) v.resize(n->num_outputs());
+        return v;
+    };
+    slots(keep_root.get())[root.impl()->output_nr] = grad;
     for (Node* node : topological_order(keep_root.get())) {
-        Tensor g = std::move(pending[node]);
+        std::vector<Tensor> g = std::move(slots(node));
         pending.erase(node);
-        if (!g.defined()) continue;
-        std::vector<Tensor> grads = node->apply(g);
+        if (std::none_of(g.begin(), g.end(), [](const Tensor& t) { return t.defined(); })) continue;
+        std::vector<Tensor> grads = node->apply_all(g);
         if (!retain_graph) node->release_saved();
         for (size_t i = 0; i < node->next.size() && i < grads.size(); ++i) {
             const Edge& e = node->next[i];
@@ -160,7 +181,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
             if (e.leaf) {
                 accumulate(*e.leaf, grads[i]);
             } else {
-                Tensor& slot = pending[e.node.get()];
+                Tensor& slot = slots(e.node.get())[e.output_nr];
                 slot = slot.defined() ? slot + grads[i] : grads[i];
             }
         }

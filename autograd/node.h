@@ -14,6 +14,7 @@ namespace kiln::autograd {
 struct Edge {
     std::shared_ptr<Node> node;          // producer of the input, or
     std::shared_ptr<TensorImpl> leaf;    // a leaf that accumulates into .grad
+    int output_nr = 0;                   // which output of `node` the input was
     bool defined() const { return node || leaf; }
 };
 
@@ -22,6 +23,10 @@ struct Node {
     virtual std::string name() const = 0;
     // Gradients for each input (undefined Tensor where none), given the output's gradient.
     virtual std::vector<Tensor> apply(const Tensor& grad) = 0;
+    // Nodes with several outputs (a compiled segment) get one gradient per output,
+    // undefined where that output received none.
+    virtual int num_outputs() const { return 1; }
+    virtual std::vector<Tensor> apply_all(const std::vector<Tensor>& grads) { return apply(grads[0]); }
     // Tensors this node keeps alive for backward.
     virtual std::vector<Tensor> saved_tensors() const = 0;
     virtual void release_saved() = 0;  // after backward without retain_graph
@@ -64,8 +69,8 @@ struct EnableGradGuard {
 
 // Edge for sending gradient to `t` (empty when t needs no grad).
 Edge edge_to(const Tensor& t);
-// Connects `out` to a new node: out.grad_fn = node, requires_grad = true.
-void set_history(const Tensor& out, std::shared_ptr<Node> node);
+// Connects `out` to a node as its output `output_nr`: out.grad_fn = node, requires_grad = true.
+void set_history(const Tensor& out, std::shared_ptr<Node> node, int output_nr = 0);
 // Called by the dispatcher after an eager op: records an OpNode when needed.
 void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out);
 

@@ -2,6 +2,7 @@
 // contiguous/cat copy. Strided copies go through xtensor adaptors over kiln storage.
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
@@ -48,6 +49,32 @@ Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
         out[infer] = numel / known;
     }
     KILN_CHECK(shape_numel(out) == numel, "reshape: shape ", want, " is invalid for input of size ", numel, " (shape ", from, ")");
+    return out;
+}
+
+// Strides that show a strided tensor in `want` shape without copying, if any (PyTorch's
+// computeStride): `want` must split or merge only dims that are contiguous with each other,
+// as squeeze/unsqueeze/select of a transposed or sliced tensor do.
+std::optional<Shape> view_strides(const Shape& have, const Shape& strides, const Shape& want) {
+    if (have.empty()) return Shape(want.size(), 1);
+    if (shape_numel(have) == 0) return std::nullopt;  // a copy of nothing is free
+    Shape out(want.size());
+    int64_t view_d = int64_t(want.size()) - 1;
+    int64_t chunk_stride = strides.back(), chunk_numel = 1, view_numel = 1;
+    for (int64_t d = int64_t(have.size()) - 1; d >= 0; --d) {
+        chunk_numel *= have[d];
+        // A chunk ends where the next-outer dim is not laid out right after this one.
+        if (d == 0 || (have[d - 1] != 1 && strides[d - 1] != chunk_numel * chunk_stride)) {
+            while (view_d >= 0 && (view_numel < chunk_numel || want[view_d] == 1)) {
+                out[view_d] = view_numel * chunk_stride;
+                view_numel *= want[view_d];
+                --view_d;
+            }
+            if (view_numel != chunk_numel) return std::nullopt;
+            if (d > 0) chunk_stride = strides[d - 1], chunk_numel = 1, view_numel = 1;
+        }
+    }
+    if (view_d != -1) return std::nullopt;
     return out;
 }
 
@@ -100,7 +127,9 @@ std::vector<Tensor> backward_contiguous(const BackwardArgs& b) { return {b.grad}
 Tensor forward_reshape(std::span<const Tensor> in, const Attrs& a) {
     const Tensor& x = in[0];
     Shape shape = infer_shape(a.shape, x.numel(), x.shape());
-    Tensor base = x.is_contiguous() ? x : materialize(x);
+    if (x.is_contiguous()) return make_view(x, shape, contiguous_strides(shape), x.offset());
+    if (auto strides = view_strides(x.shape(), x.strides(), shape)) return make_view(x, shape, *strides, x.offset());
+    Tensor base = materialize(x);
     return make_view(base, shape, contiguous_strides(shape), base.offset());
 }
 std::vector<Tensor> backward_reshape(const BackwardArgs& b) { return {b.grad.reshape(b.input_shapes[0])}; }
@@ -141,6 +170,7 @@ Tensor forward_expand(std::span<const Tensor> in, const Attrs& a) {
         }
         int64_t have = x.shape()[i - lead];
         if (want == -1) want = have;
+        KILN_CHECK(want >= 0, "expand: invalid size ", want, " for dim ", i, " in ", a.shape);
         KILN_CHECK(have == want || have == 1, "expand: input ", x.shape(), " cannot expand to ", a.shape, " (dim ", i, ": ", have, " vs ", want, ")");
         shape[i] = want;
         strides[i] = have == want ? x.strides()[i - lead] : 0;
@@ -182,6 +212,7 @@ std::vector<Tensor> backward_slice_backward(const BackwardArgs& b) {
 Tensor forward_cat(std::span<const Tensor> in, const Attrs& a) {
     KILN_CHECK(!in.empty(), "cat: expected a non-empty list of tensors");
     const Tensor& first = in[0];
+    KILN_CHECK(first.dim() > 0, "cat: zero-dimensional tensor (at position 0) cannot be concatenated");
     int64_t d = normalize_dim(a.dim, first.dim(), "cat");
     Shape shape = first.shape();
     DType dt = first.dtype();

@@ -75,6 +75,8 @@ struct DispatchHook {
     virtual Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) = 0;
     // A value leaves the framework (item, bool, data access); `t` is the tensor read.
     virtual void escape(const Tensor& t, Escape kind, const std::source_location& loc) = 0;
+    // Tensor::detach() made `out` from `src` outside the dispatcher; the JIT records it.
+    virtual void detached(const Tensor& src, const Tensor& out) { (void)src, (void)out; }
 };
 DispatchHook* dispatch_hook();
 void set_dispatch_hook(DispatchHook* hook);  // returns nothing; per thread

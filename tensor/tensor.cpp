@@ -54,6 +54,7 @@ Tensor empty(const Shape& shape, DType dtype) {
 int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
+    if (numel() == 0) return true;  // nothing to lay out (else [3, 0] would count as strided)
     const auto& s = shape();
     const auto& st = strides();
     int64_t expect = 1;
@@ -132,7 +133,9 @@ Tensor Tensor::detach() const {
     impl->strides = strides();
     impl->offset = offset();
     impl->dtype = dtype();
-    return Tensor(impl);
+    Tensor out(impl);
+    if (DispatchHook* hook = dispatch_hook()) hook->detached(*this, out);  // the JIT sees detach
+    return out;
 }
 
 // --- views and shapes
@@ -145,7 +148,8 @@ Tensor Tensor::permute(const Shape& d) const { return dispatch(OpId::permute, {*
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
     Shape perm(dim());
     for (int64_t i = 0; i < dim(); ++i) perm[i] = i;
-    std::swap(perm[normalize_dim(d0, dim(), "transpose")], perm[normalize_dim(d1, dim(), "transpose")]);
+    int64_t n0 = normalize_dim(d0, dim(), "transpose"), n1 = normalize_dim(d1, dim(), "transpose");
+    if (dim() > 0) std::swap(perm[n0], perm[n1]);  // a 0-d tensor transposes to itself
     return permute(perm);
 }
 Tensor Tensor::expand(const Shape& s) const { return dispatch(OpId::expand, {*this}, {.shape = s}); }

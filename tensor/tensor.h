@@ -26,6 +26,7 @@ struct TensorImpl {
     bool requires_grad = false;
     std::shared_ptr<TensorImpl> grad;          // accumulated gradient (leaves)
     std::shared_ptr<autograd::Node> grad_fn;   // the node that produced this tensor
+    int output_nr = 0;                         // which of grad_fn's outputs this is
     uint64_t version = 0;                      // bumped by in-place writes
     std::shared_ptr<void> tracer_state;        // owned by the active tracer (jit/)
 };

@@ -83,7 +83,7 @@ Partition finish(const std::vector<PartitionNode>& g, const std::vector<bool>& b
     std::vector<bool> fw_roots(g.size(), false), bw_roots(g.size(), false);
     for (size_t i = 0; i < g.size(); ++i) {
         fw_roots[i] = g[i].is_fw_output || saved[i];
-        bw_roots[i] = bw[i];
+        bw_roots[i] = bw[i] || g[i].is_bw_output;
     }
     std::vector<bool> none(g.size(), false), stop = saved;
     for (size_t i = 0; i < g.size(); ++i) stop[i] = stop[i] || g[i].is_primal;  // primals reach bw only if saved
@@ -119,6 +119,9 @@ Partition partition(const std::vector<PartitionNode>& g) {
         net.add(in(v), out(v), std::max<int64_t>(int64_t(node.bytes), 1));
         if (node.is_primal || node.is_fw_output || !node.recomputable) net.add(source, in(v), kInf);
         for (int p : node.inputs) net.add(out(p), in(v), kInf);
+        // A gradient that doesn't depend on the tangents (a constant zero, say) must still
+        // reach the backward: saved or recomputed there.
+        if (node.is_bw_output) net.add(out(v), sink, kInf);
     }
     for (int v = 0; v < n; ++v)
         if (bw[v] && !g[v].is_tangent)

@@ -20,6 +20,7 @@ struct PartitionNode {
     bool is_primal = false;    // a forward input
     bool is_tangent = false;   // an incoming gradient (backward input)
     bool is_fw_output = false; // returned by the forward
+    bool is_bw_output = false; // returned by the backward (an input's gradient)
     bool recomputable = true;  // cheap to recompute (pointwise, views, cheap reductions)
 };
 

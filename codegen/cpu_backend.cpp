@@ -1,0 +1,146 @@
+// The CPU backend: builds the generated translation unit once, then runs the kernels in
+// schedule order over buffers allocated from kiln's pool. Host kernels (blas, fallback)
+// and views that leave the graph go through dispatch_eager, not dispatch: a tracer hook
+// must not record the inside of a compiled graph, and no autograd history is wanted here.
+#include "codegen/cpu_backend.h"
+
+#include <functional>
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "codegen/toolchain.h"
+#include "tensor/parallel.h"
+
+namespace kiln::codegen {
+namespace {
+
+// What generated kernels call to spread a loop over kiln's thread pool.
+void run_parallel(int64_t n, int64_t grain, void* ctx, void (*body)(void*, int64_t, int64_t)) {
+    parallel_for(n, grain, [&](int64_t begin, int64_t end) { body(ctx, begin, end); });
+}
+
+Shape concrete(const Shape& shape, const std::vector<int64_t>& symbols) {
+    Shape out = shape;
+    for (int64_t& d : out)
+        if (is_symbol(d)) d = symbols.at(symbol_index(d));
+    return out;
+}
+
+std::string shape_text(const Shape& shape) {
+    std::string out = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+        out += (i ? ", " : "") + (is_symbol(shape[i]) ? "s" + std::to_string(symbol_index(shape[i])) : std::to_string(shape[i]));
+    return out + "]";
+}
+
+// Binds s0, s1, ... from the input shapes and checks every input against the graph.
+std::vector<int64_t> bind_symbols(const LGraph& graph, const std::vector<Tensor>& inputs, int num_symbols) {
+    KILN_CHECK(inputs.size() == graph.inputs.size(), "compiled graph: expected ", graph.inputs.size(), " inputs, got ", inputs.size());
+    std::vector<int64_t> symbols(size_t(num_symbols), -1);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const LValue& want = graph.inputs[i];
+        const Tensor& t = inputs[i];
+        bool ok = t.defined() && t.dtype() == want.dtype && t.dim() == int64_t(want.shape.size());
+        for (size_t d = 0; ok && d < want.shape.size(); ++d) {
+            int64_t size = want.shape[d];
+            if (!is_symbol(size)) ok = t.shape()[d] == size;
+            else if (symbols[symbol_index(size)] < 0) symbols[symbol_index(size)] = t.shape()[d];
+            else ok = symbols[symbol_index(size)] == t.shape()[d];
+        }
+        KILN_CHECK(ok, "compiled graph: input ", i, " should be ", want.dtype, " of shape ", shape_text(want.shape), ", got ",
+                   t.defined() ? dtype_name(t.dtype()) : "undefined", " of shape ", t.defined() ? t.shape() : Shape{},
+                   " (hint: the caller's guards should have sent this call elsewhere)");
+    }
+    return symbols;
+}
+
+Tensor eval_node(const LNode& n, const std::vector<Tensor>& inputs, const std::vector<int64_t>& symbols) {
+    Attrs attrs = n.attrs;
+    if (n.op == OpId::reshape || n.op == OpId::expand) attrs.shape = concrete(n.out.shape, symbols);
+    return dispatch_eager(n.op, inputs, attrs);
+}
+
+Tensor contiguous_input(const Tensor& t) { return t.is_contiguous() ? t : dispatch_eager(OpId::contiguous, {&t, 1}, {}); }
+
+}  // namespace
+
+CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::shared_ptr<CompiledLibrary> library)
+    : schedule_(std::move(schedule)), source_(std::move(source)), library_(std::move(library)) {
+    for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+        KernelKind kind = schedule_.kernels[k].kind;
+        bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
+        kernels_.push_back(generated ? reinterpret_cast<KernelFn>(library_->symbol(schedule_.kernel_name(int(k)))) : nullptr);
+    }
+}
+
+std::vector<Tensor> CompiledCpuGraph::run(const std::vector<Tensor>& inputs) const {
+    const LGraph& graph = schedule_.graph;
+    std::vector<int64_t> symbols = bind_symbols(graph, inputs, schedule_.num_symbols);
+    autograd::NoGradGuard no_grad;
+    std::unordered_map<int, Tensor> env;  // value id -> its tensor, once computed
+    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
+    // Views are index math inside kernels; the host only builds them when it needs them.
+    std::function<Tensor(int)> tensor_of = [&](int id) -> Tensor {
+        if (auto it = env.find(id); it != env.end()) return it->second;
+        const LNode& n = graph.nodes[schedule_.producer.at(id)];
+        std::vector<Tensor> in;
+        for (int v : n.inputs) in.push_back(tensor_of(v));
+        return env[id] = eval_node(n, in, symbols);
+    };
+    std::vector<float*> buffers;
+    for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+        const Kernel& kernel = schedule_.kernels[k];
+        if (kernels_[k]) {
+            for (int v : kernel.stores) env[v] = empty(concrete(schedule_.value(v).shape, symbols), DType::float32);
+            buffers.clear();
+            for (int v : kernel.args()) buffers.push_back(static_cast<float*>(env.at(v).raw_data()));
+            kernels_[k](buffers.data(), symbols.data(), run_parallel);
+        } else {
+            const LNode& n = graph.nodes[kernel.nodes[0]];
+            std::vector<Tensor> in;
+            for (int v : n.inputs) in.push_back(tensor_of(v));
+            env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
+        }
+    }
+    std::vector<Tensor> outputs;
+    for (int id : graph.outputs) outputs.push_back(tensor_of(id));
+    return outputs;
+}
+
+std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options) {
+    std::vector<Schedule> schedules;
+    std::vector<const Schedule*> pointers;
+    for (size_t i = 0; i < graphs.size(); ++i) {
+        schedules.push_back(schedule(graphs[i]));
+        if (graphs.size() > 1) schedules.back().prefix = "g" + std::to_string(i) + "_";
+    }
+    for (const Schedule& s : schedules) pointers.push_back(&s);
+    std::string source = emit(pointers);
+    BuildOptions build;
+    build.include_dirs = {KILN_SOURCE_DIR};
+    build.extra_flags = options.extra_flags;
+    std::shared_ptr<CompiledLibrary> library = build_library(source, build);
+    std::vector<CompiledCpuGraph> compiled;
+    for (Schedule& s : schedules) compiled.emplace_back(std::move(s), source, library);
+    return compiled;
+}
+
+CompiledCpuGraph compile_cpu(const LGraph& graph, const CpuCompileOptions& options) {
+    return std::move(compile_cpu_many({graph}, options).front());
+}
+
+std::vector<Tensor> run_eager(const LGraph& graph, const std::vector<Tensor>& inputs) {
+    std::vector<int64_t> symbols = bind_symbols(graph, inputs, 64);
+    std::unordered_map<int, Tensor> env;
+    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = inputs[i];
+    for (const LNode& n : graph.nodes) {
+        std::vector<Tensor> in;
+        for (int v : n.inputs) in.push_back(env.at(v));
+        env[n.out.id] = eval_node(n, in, symbols);
+    }
+    std::vector<Tensor> outputs;
+    for (int id : graph.outputs) outputs.push_back(env.at(id));
+    return outputs;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,464 @@
+// The C++/xsimd emitter. Each generated kernel is a loop body handed to the host's thread
+// pool: a pointwise kernel runs over chunks of elements (or over rows when broadcasting
+// needs index math), a row kernel over rows, making one pass along the row per group of
+// reductions and a last pass for what it stores. Every pass has an xsimd body and a scalar
+// tail built from the very same statements, one per node, named after the node.
+#include "codegen/emit_cpp.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "tensor/error.h"
+
+namespace kiln::codegen {
+
+std::string math_text(const std::string& math, const std::string& x, const std::string& y) {
+    std::string out;
+    size_t i = 0;
+    auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    while (i < math.size()) {
+        char c = math[i];
+        size_t j = i + 1;
+        if (std::isdigit(static_cast<unsigned char>(c))) {  // a literal such as 1.f: copy whole
+            while (j < math.size() && (word_char(math[j]) || math[j] == '.')) ++j;
+            out += math.substr(i, j - i);
+        } else if (word_char(c)) {
+            while (j < math.size() && word_char(math[j])) ++j;
+            std::string word = math.substr(i, j - i);
+            out += word == "x" ? x : word == "y" ? y : word;
+        } else {
+            out += c;
+        }
+        i = j;
+    }
+    return out;
+}
+
+namespace {
+
+std::string float_literal(double value) {
+    float f = float(value);
+    if (std::isnan(f)) return "std::numeric_limits<float>::quiet_NaN()";
+    if (std::isinf(f)) return f > 0 ? "std::numeric_limits<float>::infinity()" : "(-std::numeric_limits<float>::infinity())";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", double(f));
+    std::string text = buf;
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    text += "f";
+    return f < 0 ? "(" + text + ")" : text;
+}
+
+std::string product_cpp(const Shape& shape, size_t begin, size_t end) {
+    SizeExpr e{1, {}};
+    for (size_t d = begin; d < end; ++d) e = e * size_expr(shape[d]);
+    return to_cpp(e);
+}
+
+// How a loop reads one value: fixed for the whole row, contiguous along it, or strided.
+enum class LoadKind { constant, contiguous, strided };
+struct LoadPlan {
+    LoadKind kind = LoadKind::constant;
+    std::string base;                           // offset + outer index terms
+    std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the row
+};
+
+struct Reduction {
+    const char* init;  // identity element
+    const char* fold;  // folds a batch into a float accumulator
+    std::string update(const std::string& acc, const std::string& v) const {
+        return std::string(fold) == "fold_sum" ? acc + " + " + v
+               : std::string(fold) == "fold_max" ? "maximum(" + acc + ", " + v + ")"
+                                                 : "minimum(" + acc + ", " + v + ")";
+    }
+};
+Reduction reduction_of(OpId op) {
+    if (op == OpId::sum) return {"0.0f", "fold_sum"};
+    if (op == OpId::amax) return {"(-std::numeric_limits<float>::infinity())", "fold_max"};
+    return {"std::numeric_limits<float>::infinity()", "fold_min"};
+}
+
+class KernelEmitter {
+   public:
+    KernelEmitter(const Schedule& s, int index, std::ostream& os)
+        : s_(s), k_(s.kernels[index]), index_(index), os_(os), rank_(int(k_.domain.size())) {}
+
+    void emit() {
+        choose_loop();
+        std::string name = s_.kernel_name(index_);
+        os_ << "// " << name << ": " << describe() << "\n";
+        os_ << "static void " << name << "_body(void* ctx, int64_t begin, int64_t end) {\n";
+        os_ << "    const KernelArgs& args = *static_cast<const KernelArgs*>(ctx);\n";
+        emit_symbols("    ", "args.symbols");
+        std::vector<int> args = k_.args();
+        for (size_t i = 0; i < args.size(); ++i) {
+            bool out = i >= k_.loads.size();
+            os_ << "    " << (out ? "float* " : "const float* ") << s_.value_name(args[i]) << "_ptr = args.buffers[" << i << "];\n";
+        }
+        if (flat_) {
+            os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0") << ";\n";
+            emit_row_body("    ", "begin", "end");
+        } else {
+            os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+            os_ << "    const int64_t vec_end = " << (vector_ ? "row_size / W * W" : "0") << ";\n";
+            os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
+            emit_row_indices("        ");
+            emit_row_body("        ", "0", "row_size");
+            os_ << "    }\n";
+        }
+        os_ << "}\n";
+        os_ << "extern \"C\" void " << name << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n";
+        emit_symbols("    ", "symbols");
+        os_ << "    KernelArgs args{buffers, symbols};\n";
+        if (flat_) {
+            os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name << "_body);\n";
+        } else {
+            os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+            os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_)
+                << ", std::max<int64_t>(1, 32768 / std::max<int64_t>(row_size, 1)), &args, " << name << "_body);\n";
+        }
+        os_ << "}\n\n";
+    }
+
+   private:
+    const Schedule& s_;
+    const Kernel& k_;
+    int index_;
+    std::ostream& os_;
+    int rank_;
+    int outer_ = 0;       // leading domain dims indexed by `row`
+    bool flat_ = false;   // no rows: [begin, end) are element indices
+    bool vector_ = true;  // every element load is constant or contiguous along the row
+    std::set<int> row_scope_loads_;
+
+    bool in_kernel(int v) const {
+        const ValueInfo& info = s_.values.at(v);
+        return info.kernel == index_ && info.home != Home::view && s_.producer.count(v) &&
+               std::find(k_.nodes.begin(), k_.nodes.end(), s_.producer.at(v)) != k_.nodes.end();
+    }
+    bool per_row(int v) const { return in_kernel(v) && s_.values.at(v).per_row; }
+    const LNode& node(int index) const { return s_.graph.nodes[index]; }
+    bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
+
+    std::string describe() const {
+        std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
+        out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
+                     : product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
+        out += vector_ ? "" : " (scalar: strided loads)";
+        return out;
+    }
+
+    void emit_symbols(const char* indent, const char* from) {
+        for (int k = 0; k < s_.num_symbols; ++k)
+            os_ << indent << "[[maybe_unused]] const int64_t s" << k << " = " << from << "[" << k << "];\n";
+    }
+
+    void emit_row_indices(const std::string& indent) {
+        os_ << indent << "int64_t rest = row;\n";
+        for (int d = outer_ - 1; d > 0; --d)
+            os_ << indent << "const int64_t i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
+                << to_cpp(size_expr(k_.domain[d])) << ";\n";
+        if (outer_ > 0) os_ << indent << "const int64_t i0 = rest;\n";
+    }
+
+    // Value v read by a node whose shape has `consumer_rank` dims (aligned right, NumPy-style).
+    LoadPlan plan_load(int v, size_t consumer_rank, bool row_context) const {
+        const Access& a = s_.values.at(v).access;
+        const Shape& shape = s_.value(v).shape;
+        LoadPlan p;
+        std::vector<SizeExpr> base = a.offset;
+        std::string outer_terms;
+        for (size_t d = 0; d < shape.size(); ++d) {
+            if (shape[d] == 1) continue;  // broadcast (or a dim of one): index 0
+            int dim = int(consumer_rank - shape.size() + d);
+            std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
+            if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
+            else if (!row_context) p.inner.push_back({dim, a.strides[d]});
+        }
+        p.base = to_cpp(base) + outer_terms;
+        if (p.base.rfind("0 + ", 0) == 0) p.base = p.base.substr(4);
+        if (p.inner.empty()) return p;
+        std::vector<SizeExpr> want = contiguous_stride_exprs(Shape(k_.domain.begin() + outer_, k_.domain.end()));
+        size_t matched = 0;
+        for (int d = outer_; d < rank_; ++d) {
+            if (k_.domain[d] == 1) continue;
+            auto it = std::find_if(p.inner.begin(), p.inner.end(), [&](const auto& t) { return t.first == d; });
+            if (it == p.inner.end() || !(it->second == want[d - outer_])) return p.kind = LoadKind::strided, p;
+            ++matched;
+        }
+        p.kind = matched == p.inner.size() ? LoadKind::contiguous : LoadKind::strided;
+        return p;
+    }
+
+    // Element loads of every node that runs along the row.
+    std::vector<LoadPlan> element_loads() const {
+        std::vector<LoadPlan> plans;
+        for (int index : k_.nodes) {
+            if (!is_reduction(index) && per_row(node(index).out.id)) continue;
+            for (int v : node(index).inputs)
+                if (!in_kernel(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
+            for (int v : k_.stores)
+                if (v == node(index).out.id && !per_row(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
+        }
+        return plans;
+    }
+
+    void choose_loop() {
+        auto all_vector = [&] {
+            for (const LoadPlan& p : element_loads())
+                if (p.kind == LoadKind::strided) return false;
+            return true;
+        };
+        if (k_.kind == KernelKind::row) {
+            outer_ = k_.outer_dims;
+            vector_ = all_vector();
+            return;
+        }
+        outer_ = 0, flat_ = true;  // best case: one flat loop over all elements
+        if (all_vector()) return;
+        flat_ = false, outer_ = std::max(rank_ - 1, 0);
+        vector_ = all_vector();
+    }
+
+    // ---- statements
+
+    std::string operand(int v, bool vec, bool along_row) const {
+        if (per_row(v) && vec && along_row) return "B(" + s_.value_name(v) + ")";
+        return s_.value_name(v);
+    }
+
+    std::string expression(const LNode& n, bool vec, bool along_row) const {
+        const OpInfo& op = op_info(n.op);
+        std::string scalar = float_literal(n.attrs.scalar);
+        if (vec) scalar = "B(" + scalar + ")";
+        std::vector<std::string> xs;
+        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar);
+        for (int v : n.inputs) xs.push_back(operand(v, vec, along_row));
+        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar);
+        if (!op.math) return xs[0];  // contiguous / cast to float32: the value itself
+        return math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+    }
+
+    std::string load_text(int v, const LoadPlan& p, bool vec) const {
+        std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr";
+        std::string index = p.base;
+        if (p.kind == LoadKind::contiguous) index += " + j";
+        if (p.kind == LoadKind::strided)
+            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+        if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
+        if (!vec) return ptr + "[" + index + "]";
+        if (p.kind == LoadKind::contiguous) return "B::load_unaligned(" + ptr + " + " + index + ")";
+        return "B(" + ptr + "[" + index + "])";
+    }
+
+    // Element nodes of this kernel that `targets` need, in execution order.
+    std::vector<int> element_closure(const std::vector<int>& targets) const {
+        std::set<int> seen;
+        std::function<void(int)> visit = [&](int index) {
+            for (int v : node(index).inputs)
+                if (in_kernel(v) && !per_row(v) && seen.insert(s_.producer.at(v)).second) visit(s_.producer.at(v));
+        };
+        for (int t : targets) {
+            if (!is_reduction(t)) seen.insert(t);
+            visit(t);
+        }
+        return std::vector<int>(seen.begin(), seen.end());  // node indices are execution order
+    }
+
+    // One loop along the row: computes `reductions` and writes `stores` (element values).
+    void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores,
+                   const std::string& from, const std::string& to) {
+        std::vector<int> targets = reductions;
+        for (int v : stores) targets.push_back(s_.producer.at(v));
+        std::vector<int> body = element_closure(targets);
+        std::string names;
+        for (int t : targets) names += " " + s_.value_name(node(t).out.id);
+        os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
+        for (int r : reductions) {
+            std::string name = s_.value_name(node(r).out.id);
+            const char* init = reduction_of(node(r).op).init;
+            if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
+            os_ << ind << "float " << name << " = " << init << ";\n";
+        }
+        if (vector_) {
+            os_ << ind << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
+            emit_loop_body(ind + "    ", body, reductions, stores, true);
+            os_ << ind << "}\n";
+        }
+        os_ << ind << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to << "; ++j) {\n";
+        emit_loop_body(ind + "    ", body, reductions, stores, false);
+        os_ << ind << "}\n";
+        for (int r : reductions) {
+            std::string name = s_.value_name(node(r).out.id);
+            if (vector_) os_ << ind << name << " = " << reduction_of(node(r).op).fold << "(" << name << "_vec, " << name << ");\n";
+            emit_row_store(ind, node(r).out.id);
+        }
+    }
+
+    void emit_loop_body(const std::string& ind, const std::vector<int>& body, const std::vector<int>& reductions,
+                        const std::vector<int>& stores, bool vec) {
+        if (!vector_ && !flat_ && rank_ - outer_ > 1) {  // strided loads need the index within the row
+            os_ << ind << "int64_t rest_j = j;\n";
+            for (int d = rank_ - 1; d > outer_; --d)
+                os_ << ind << "const int64_t k" << d << " = rest_j % " << to_cpp(size_expr(k_.domain[d])) << "; rest_j /= "
+                    << to_cpp(size_expr(k_.domain[d])) << ";\n";
+            os_ << ind << "const int64_t k" << outer_ << " = rest_j;\n";
+        } else if (!vector_ && rank_ > outer_) {
+            os_ << ind << "const int64_t k" << outer_ << " = j;\n";
+        }
+        std::set<int> loaded;
+        auto load = [&](int v) {
+            if (in_kernel(v) || !loaded.insert(v).second) return;
+            os_ << ind << "auto " << s_.value_name(v) << " = " << load_text(v, plan_load(v, rank_, false), vec) << ";\n";
+        };
+        std::vector<int> all = body;
+        all.insert(all.end(), reductions.begin(), reductions.end());
+        for (int index : all)
+            for (int v : node(index).inputs) load(v);
+        for (int index : body)
+            os_ << ind << "auto " << s_.value_name(node(index).out.id) << " = " << expression(node(index), vec, true) << ";\n";
+        for (int r : reductions) {
+            std::string acc = s_.value_name(node(r).out.id) + (vec ? "_vec" : "");
+            os_ << ind << acc << " = " << reduction_of(node(r).op).update(acc, operand(node(r).inputs[0], vec, true)) << ";\n";
+        }
+        for (int v : stores) {
+            LoadPlan p = plan_load(v, rank_, false);
+            std::string at = p.base + " + j";
+            if (at.rfind("0 + ", 0) == 0) at = at.substr(4);
+            std::string ptr = s_.value_name(v) + "_ptr";
+            if (vec) os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at << ");\n";
+            else os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
+        }
+    }
+
+    void emit_row_store(const std::string& ind, int v) {
+        if (std::find(k_.stores.begin(), k_.stores.end(), v) == k_.stores.end()) return;
+        LoadPlan p = plan_load(v, s_.value(v).shape.size(), true);
+        os_ << ind << s_.value_name(v) << "_ptr[" << p.base << "] = " << s_.value_name(v) << ";\n";
+    }
+
+    // A value computed once per row (a reduction's result, or math on such results).
+    void emit_per_row_node(const std::string& ind, int index) {
+        const LNode& n = node(index);
+        for (int v : n.inputs) {
+            if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
+            LoadPlan p = plan_load(v, n.out.shape.size(), true);
+            os_ << ind << "const float " << s_.value_name(v) << " = " << load_text(v, p, false) << ";\n";
+        }
+        os_ << ind << "const auto " << s_.value_name(n.out.id) << " = " << expression(n, false, false) << ";\n";
+        emit_row_store(ind, n.out.id);
+    }
+
+    bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {
+        for (int index : nodes)
+            for (int v : node(index).inputs)
+                if (values.count(v)) return true;
+        return false;
+    }
+
+    // Reductions are grouped into one pass while none needs another's result.
+    void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {
+        row_scope_loads_.clear();
+        std::vector<int> pending;
+        std::set<int> pending_values;
+        auto flush = [&] {
+            if (!pending.empty()) emit_pass(ind, pending, {}, from, to);
+            pending.clear(), pending_values.clear();
+        };
+        for (int index : k_.nodes) {
+            int out = node(index).out.id;
+            if (is_reduction(index)) {
+                std::vector<int> needs = element_closure({index});
+                needs.push_back(index);
+                if (reads_any(needs, pending_values)) flush();
+                pending.push_back(index), pending_values.insert(out);
+            } else if (per_row(out)) {
+                if (reads_any({index}, pending_values)) flush();
+                emit_per_row_node(ind, index);
+            }
+        }
+        std::vector<int> stores;
+        for (int v : k_.stores)
+            if (!per_row(v)) stores.push_back(v);
+        std::vector<int> store_nodes;
+        for (int v : stores) store_nodes.push_back(s_.producer.at(v));
+        if (!stores.empty() && !reads_any(element_closure(store_nodes), pending_values)) {
+            emit_pass(ind, pending, stores, from, to);
+            return;
+        }
+        flush();
+        if (!stores.empty()) emit_pass(ind, {}, stores, from, to);
+    }
+};
+
+const char* kPrelude = R"(#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "tensor/pointwise_math.h"
+
+// Inside kiln_math, exp/maximum/... resolve exactly as in the eager kernels.
+namespace kiln_math {
+
+using B = xsimd::batch<float>;
+constexpr int64_t W = B::size;  // floats per batch
+using ParallelFn = void (*)(int64_t n, int64_t grain, void* ctx, void (*body)(void*, int64_t, int64_t));
+struct KernelArgs {
+    float* const* buffers;   // the kernel's loads, then its stores
+    const int64_t* symbols;  // s0, s1, ...
+};
+
+// Fold the lanes of a batch accumulator into a float one (NaN-propagating for max/min).
+inline float fold_sum(B v, float acc) {
+    alignas(64) float lanes[W];
+    v.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) acc += lanes[k];
+    return acc;
+}
+inline float fold_max(B v, float acc) {
+    alignas(64) float lanes[W];
+    v.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) acc = maximum(acc, lanes[k]);
+    return acc;
+}
+inline float fold_min(B v, float acc) {
+    alignas(64) float lanes[W];
+    v.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) acc = minimum(acc, lanes[k]);
+    return acc;
+}
+
+)";
+
+void emit_schedule(const Schedule& s, std::ostream& os) {
+    os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": " << s.graph.nodes.size() << " nodes, "
+       << s.kernels.size() << " kernels\n";
+    for (size_t k = 0; k < s.kernels.size(); ++k) {
+        const Kernel& kernel = s.kernels[k];
+        if (kernel.kind == KernelKind::pointwise || kernel.kind == KernelKind::row) {
+            KernelEmitter(s, int(k), os).emit();
+        } else {
+            os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
+               << (kernel.kind == KernelKind::blas ? " runs on the host (cblas_sgemm)\n\n" : " runs on the host (eager dispatcher)\n\n");
+        }
+    }
+}
+
+}  // namespace
+
+std::string emit(const std::vector<const Schedule*>& schedules) {
+    std::ostringstream os;
+    os << "// Generated by kiln (codegen/emit_cpp.cpp). One function per kernel; see docs/codegen.md.\n";
+    os << kPrelude;
+    for (const Schedule* s : schedules) emit_schedule(*s, os);
+    os << "}  // namespace kiln_math\n";
+    return os.str();
+}
+
+std::string emit(const Schedule& schedule) { return emit(std::vector<const Schedule*>{&schedule}); }
+
+}  // namespace kiln::codegen

@@ -1,0 +1,27 @@
+// The C++/xsimd emitter (DESIGN.md §8): a Schedule -> one readable translation unit with
+// one extern "C" entry per generated kernel. See docs/codegen.md for a walk through it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codegen/schedule.h"
+
+namespace kiln::codegen {
+
+// Every generated kernel has this signature. `buffers` holds Kernel::args() in order (a
+// graph input, a stored value or a view's base, as float32 contiguous data); `symbols`
+// holds s0, s1, ... The kernel never starts threads itself: it hands its loop body to
+// `parallel`, which the host implements with kiln's thread pool (tensor/parallel.h), so
+// generated code needs nothing from libkiln.
+using ParallelFn = void (*)(int64_t n, int64_t grain, void* ctx, void (*body)(void* ctx, int64_t begin, int64_t end));
+using KernelFn = void (*)(float* const* buffers, const int64_t* symbols, ParallelFn parallel);
+
+// The whole translation unit for one schedule, or for several (their prefixes must differ).
+std::string emit(const Schedule& schedule);
+std::string emit(const std::vector<const Schedule*>& schedules);
+
+// The text of one op's math with its operands filled in: math_text("x + y", "a", "b") is
+// "a + b". The text comes from the op table (OpInfo::math), never from the emitter.
+std::string math_text(const std::string& math, const std::string& x, const std::string& y);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,384 @@
+// The scheduler: one walk over the nodes in order, placing each into a kernel. A node
+// joins an existing kernel when it has the same loop structure and everything it reads is
+// either computed there or already in memory; otherwise it starts a new kernel, and the
+// values it needs from other kernels are written out ("realized").
+#include "codegen/schedule.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "tensor/error.h"
+
+namespace kiln::codegen {
+
+// ---- size expressions
+
+SizeExpr size_expr(int64_t size) {
+    if (is_symbol(size)) return {1, {symbol_index(size)}};
+    return {size, {}};
+}
+
+SizeExpr operator*(const SizeExpr& a, const SizeExpr& b) {
+    SizeExpr r{a.c * b.c, a.syms};
+    r.syms.insert(r.syms.end(), b.syms.begin(), b.syms.end());
+    std::sort(r.syms.begin(), r.syms.end());
+    if (r.c == 0) r.syms.clear();  // a broadcast stride stays 0 whatever it multiplies
+    return r;
+}
+
+std::string to_cpp(const SizeExpr& e) {
+    std::string out;
+    for (int k : e.syms) out += (out.empty() ? "s" : " * s") + std::to_string(k);
+    if (e.c != 1 || out.empty()) out += (out.empty() ? "" : " * ") + std::to_string(e.c);
+    return out;
+}
+
+std::string to_cpp(const std::vector<SizeExpr>& sum) {
+    std::string out;
+    for (const SizeExpr& term : sum)
+        if (term.c != 0) out += (out.empty() ? "" : " + ") + to_cpp(term);
+    return out.empty() ? "0" : out;
+}
+
+std::vector<SizeExpr> contiguous_stride_exprs(const Shape& shape) {
+    std::vector<SizeExpr> strides(shape.size());
+    SizeExpr running{1, {}};
+    for (size_t i = shape.size(); i-- > 0;) {
+        strides[i] = running;
+        running = running * size_expr(shape[i]);
+    }
+    return strides;
+}
+
+const char* kernel_kind_name(KernelKind k) {
+    static const char* names[] = {"pointwise", "row", "blas", "fallback"};
+    return names[int(k)];
+}
+
+std::vector<int> Kernel::args() const {
+    std::vector<int> all = loads;
+    all.insert(all.end(), stores.begin(), stores.end());
+    return all;
+}
+
+// ---- Schedule accessors and printing
+
+const LValue& Schedule::value(int id) const {
+    for (const LValue& v : graph.inputs)
+        if (v.id == id) return v;
+    auto it = producer.find(id);
+    KILN_CHECK(it != producer.end(), "codegen: value ", id, " is not defined in the graph");
+    return graph.nodes[it->second].out;
+}
+
+std::string Schedule::value_name(int id) const {
+    const LValue& v = value(id);
+    std::string base = v.name;
+    if (base.empty()) {
+        auto it = producer.find(id);
+        base = it == producer.end() ? "in" : op_info(graph.nodes[it->second].op).name;
+    }
+    return base + "_" + std::to_string(id);
+}
+
+std::string Schedule::kernel_name(int k) const { return prefix + "kernel_" + std::to_string(k); }
+
+namespace {
+
+std::string shape_str(const Shape& shape) {
+    std::string out = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+        out += (i ? ", " : "") + (is_symbol(shape[i]) ? "s" + std::to_string(symbol_index(shape[i]))
+                                                      : std::to_string(shape[i]));
+    return out + "]";
+}
+
+}  // namespace
+
+std::string Schedule::print() const {
+    std::ostringstream os;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+        const Kernel& kernel = kernels[k];
+        std::string head = kernel_name(int(k)) + "  " + kernel_kind_name(kernel.kind);
+        if (kernel.kind == KernelKind::pointwise) head += " " + shape_str(kernel.domain);
+        if (kernel.kind == KernelKind::row) {
+            Shape rows(kernel.domain.begin(), kernel.domain.begin() + kernel.outer_dims);
+            Shape row(kernel.domain.begin() + kernel.outer_dims, kernel.domain.end());
+            head += " " + shape_str(rows) + " x " + shape_str(row);
+        }
+        os << head << std::string(head.size() < 36 ? 36 - head.size() : 1, ' ');
+        for (size_t i = 0; i < kernel.nodes.size(); ++i)
+            os << (i ? " " : "") << value_name(graph.nodes[kernel.nodes[i]].out.id);
+        if (!kernel.stores.empty()) {
+            os << "  ->";
+            for (int id : kernel.stores) os << " " << value_name(id);
+        }
+        os << "\n";
+    }
+    return os.str();
+}
+
+// ---- the scheduler
+
+namespace {
+
+enum class Plan { pointwise, reduction, view, blas, fallback };
+enum class Role { none, element, per_row };
+
+bool is_identity(const LNode& n) { return n.op == OpId::contiguous || n.op == OpId::cast; }
+
+// How many trailing dims a reduction reduces, or -1 if its dims are not the trailing ones.
+int trailing_reduced(const LNode& n, const Shape& in) {
+    int64_t rank = int64_t(in.size());
+    if (n.attrs.dims.empty()) return int(rank);
+    std::set<int64_t> dims;
+    for (int64_t d : n.attrs.dims) dims.insert(normalize_dim(d, rank, op_info(n.op).name));
+    if (int64_t(dims.size()) != int64_t(n.attrs.dims.size())) return -1;
+    return *dims.begin() == rank - int64_t(dims.size()) ? int(dims.size()) : -1;
+}
+
+Shape padded(const Shape& shape, size_t rank) {
+    if (shape.size() >= rank) return shape;
+    Shape out(rank - shape.size(), 1);
+    out.insert(out.end(), shape.begin(), shape.end());
+    return out;
+}
+
+struct Scheduler {
+    Schedule s;
+
+    ValueInfo& info(int id) {
+        auto it = s.values.find(id);
+        KILN_CHECK(it != s.values.end(), "codegen: value ", id, " is used before it is defined");
+        return it->second;
+    }
+    const LValue& val(int id) const { return s.value(id); }
+
+    Plan plan_for(const LNode& n) {
+        bool f32 = n.out.dtype == DType::float32;
+        for (int in : n.inputs) f32 = f32 && val(in).dtype == DType::float32;
+        const OpInfo& op = op_info(n.op);
+        if (!f32) return Plan::fallback;  // generated kernels are float32 only
+        if (is_identity(n)) return n.inputs.size() == 1 ? Plan::pointwise : Plan::fallback;
+        if (op.kind == OpKind::pointwise && op.math) {
+            size_t want = n.attrs.scalar_pos == ScalarPos::none ? size_t(op.arity) : size_t(op.arity) - 1;
+            return n.inputs.size() == want ? Plan::pointwise : Plan::fallback;
+        }
+        if (op.kind == OpKind::reduction)
+            return trailing_reduced(n, val(n.inputs[0]).shape) >= 0 ? Plan::reduction : Plan::fallback;
+        if (op.kind == OpKind::view) return Plan::view;
+        if (op.kind == OpKind::matmul) return Plan::blas;
+        return Plan::fallback;
+    }
+
+    int new_kernel(KernelKind kind, Shape domain, int outer_dims) {
+        s.kernels.push_back({kind, {}, std::move(domain), outer_dims, {}, {}});
+        return int(s.kernels.size()) - 1;
+    }
+
+    // From now on the value lives in memory: its kernel writes it out.
+    void realize(int id) {
+        ValueInfo& v = info(id);
+        if (v.home != Home::inlined) return;
+        v.home = Home::stored;
+        v.access = {id, contiguous_stride_exprs(val(id).shape), {}};
+        s.kernels[v.kernel].stores.push_back(id);
+    }
+
+    bool computed_in(int id, int k) {
+        const ValueInfo& v = info(id);
+        return v.kernel == k && (v.home == Home::inlined || v.home == Home::stored) && s.producer.count(id);
+    }
+
+    Shape row_keepdim_shape(const Kernel& k) const {
+        Shape keep(k.domain.begin(), k.domain.begin() + k.outer_dims);
+        keep.resize(k.domain.size(), 1);
+        return keep;
+    }
+
+    // The part node n would play in kernel k, if it fits there at all.
+    Role role_in(const Kernel& k, const LNode& n, Plan plan) {
+        if (plan == Plan::reduction) {
+            const Shape& in = val(n.inputs[0]).shape;
+            if (in != k.domain) return Role::none;
+            if (k.kind == KernelKind::pointwise) return Role::per_row;  // the kernel becomes a row kernel
+            int reduced = trailing_reduced(n, in);
+            return k.kind == KernelKind::row && reduced == int(in.size()) - k.outer_dims ? Role::per_row : Role::none;
+        }
+        if (k.kind == KernelKind::pointwise) return n.out.shape == k.domain ? Role::element : Role::none;
+        if (k.kind != KernelKind::row) return Role::none;
+        if (n.out.shape == k.domain) return Role::element;
+        Shape rows(k.domain.begin(), k.domain.begin() + k.outer_dims);
+        if (n.out.shape == rows || n.out.shape == row_keepdim_shape(k)) return Role::per_row;
+        return Role::none;
+    }
+
+    // Whether node n, playing `role` in kernel k, can read value v (computed in k) directly:
+    // the broadcast from v's shape to n's must map rows to rows and elements to elements.
+    bool can_read_inline(const Kernel& k, int v, Role role, const LNode& n, Plan plan) {
+        bool v_per_row = info(v).per_row;
+        if (plan == Plan::reduction) return !v_per_row;
+        if (role == Role::element)
+            return !v_per_row || padded(val(v).shape, k.domain.size()) == row_keepdim_shape(k);
+        return v_per_row && padded(val(v).shape, n.out.shape.size()) == n.out.shape;
+    }
+
+    void place_compute(int index, const LNode& n, Plan plan) {
+        int after = -1;  // the latest kernel whose results n reads
+        for (int in : n.inputs) after = std::max(after, info(in).kernel);
+        int best = -1, best_score = -1;
+        Role best_role = Role::none;
+        for (int k = std::max(after, 0); k < int(s.kernels.size()); ++k) {
+            Role role = role_in(s.kernels[k], n, plan);
+            if (role == Role::none) continue;
+            int score = 0;
+            bool fits = true;
+            for (int in : n.inputs) {
+                if (!computed_in(in, k)) continue;
+                // Reading another row's value of this very kernel would race with its loop.
+                fits = fits && can_read_inline(s.kernels[k], in, role, n, plan);
+                ++score;
+            }
+            if (fits && score >= best_score) best = k, best_score = score, best_role = role;
+        }
+        if (best < 0) {
+            if (plan == Plan::reduction) {
+                const Shape& in = val(n.inputs[0]).shape;
+                best = new_kernel(KernelKind::row, in, int(in.size()) - trailing_reduced(n, in));
+                best_role = Role::per_row;
+            } else {
+                best = new_kernel(KernelKind::pointwise, n.out.shape, 0);
+                best_role = Role::element;
+            }
+        }
+        Kernel& kernel = s.kernels[best];
+        if (plan == Plan::reduction && kernel.kind == KernelKind::pointwise) {
+            kernel.kind = KernelKind::row;
+            kernel.outer_dims = int(kernel.domain.size()) - trailing_reduced(n, kernel.domain);
+        }
+        kernel.nodes.push_back(index);
+        for (int in : n.inputs)
+            if (info(in).home == Home::inlined && info(in).kernel != best) realize(in);
+        s.values[n.out.id] = {Home::inlined, best, best_role == Role::per_row, {}};
+    }
+
+    // Views become index math over the buffer underneath; those index math cannot express
+    // (reshaping a non-contiguous view) run eagerly instead.
+    bool view_access(const LNode& n, const Shape& from, Access& a) {
+        const Shape& to = n.out.shape;
+        const Attrs& at = n.attrs;
+        switch (n.op) {
+            case OpId::permute: {
+                std::vector<SizeExpr> strides;
+                for (int64_t d : at.dims) strides.push_back(a.strides[normalize_dim(d, int64_t(from.size()), "permute")]);
+                a.strides = strides;
+                return true;
+            }
+            case OpId::expand: {
+                size_t lead = to.size() - from.size();
+                std::vector<SizeExpr> strides(lead, SizeExpr{0, {}});
+                for (size_t i = 0; i < from.size(); ++i)
+                    strides.push_back(from[i] == to[lead + i] ? a.strides[i] : SizeExpr{0, {}});
+                a.strides = strides;
+                return true;
+            }
+            case OpId::slice: {
+                int64_t d = normalize_dim(at.dim, int64_t(from.size()), "slice");
+                int64_t size = from[d];
+                if (is_symbol(size) || at.step <= 0) return false;
+                auto clamp = [size](int64_t v) { return std::clamp(v < 0 ? v + size : v, int64_t(0), size); };
+                int64_t start = clamp(at.start);
+                a.offset.push_back(SizeExpr{start, {}} * a.strides[d]);
+                a.strides[d] = SizeExpr{at.step, {}} * a.strides[d];
+                return true;
+            }
+            case OpId::reshape:
+                if (a.strides != contiguous_stride_exprs(from)) return false;
+                a.strides = contiguous_stride_exprs(to);
+                return true;
+            default: return false;
+        }
+    }
+
+    void place_extern(int index, const LNode& n, KernelKind kind) {
+        for (int in : n.inputs) realize(in);
+        int k = new_kernel(kind, n.out.shape, 0);
+        s.kernels[k].nodes.push_back(index);
+        s.values[n.out.id] = {Home::stored, k, false, {n.out.id, contiguous_stride_exprs(n.out.shape), {}}};
+    }
+
+    void place(int index) {
+        const LNode& n = s.graph.nodes[index];
+        Plan plan = plan_for(n);
+        if (plan == Plan::pointwise || plan == Plan::reduction) return place_compute(index, n, plan);
+        if (plan == Plan::view && n.inputs.size() == 1) {
+            realize(n.inputs[0]);
+            ValueInfo base = info(n.inputs[0]);
+            if (view_access(n, val(n.inputs[0]).shape, base.access)) {
+                s.values[n.out.id] = {Home::view, base.kernel, false, base.access};
+                return;
+            }
+        }
+        place_extern(index, n, plan == Plan::blas ? KernelKind::blas : KernelKind::fallback);
+    }
+
+    void bind_symbols() {
+        std::set<int> used;
+        auto collect = [&](const Shape& shape) {
+            for (int64_t d : shape)
+                if (is_symbol(d)) used.insert(symbol_index(d));
+        };
+        for (size_t i = 0; i < s.graph.inputs.size(); ++i) {
+            const Shape& shape = s.graph.inputs[i].shape;
+            for (size_t d = 0; d < shape.size(); ++d)
+                if (is_symbol(shape[d])) s.symbol_binding.emplace(symbol_index(shape[d]), std::pair{int(i), int(d)});
+        }
+        for (const LNode& n : s.graph.nodes) collect(n.out.shape);
+        for (int k : used)
+            KILN_CHECK(s.symbol_binding.count(k), "codegen: symbol s", k,
+                       " is not the size of any input dim, so it cannot be bound at run time");
+        s.num_symbols = s.symbol_binding.empty() ? 0 : s.symbol_binding.rbegin()->first + 1;
+    }
+
+    void collect_loads() {
+        for (size_t k = 0; k < s.kernels.size(); ++k) {
+            Kernel& kernel = s.kernels[k];
+            if (kernel.kind != KernelKind::pointwise && kernel.kind != KernelKind::row) continue;
+            for (int index : kernel.nodes)
+                for (int in : s.graph.nodes[index].inputs) {
+                    if (computed_in(in, int(k))) continue;
+                    int buffer = info(in).access.buffer;
+                    if (std::find(kernel.loads.begin(), kernel.loads.end(), buffer) == kernel.loads.end())
+                        kernel.loads.push_back(buffer);
+                }
+        }
+    }
+
+    void run(const LGraph& graph) {
+        s.graph = graph;
+        for (const LValue& v : graph.inputs) {
+            KILN_CHECK(!s.values.count(v.id), "codegen: value id ", v.id, " defined twice");
+            s.values[v.id] = {Home::input, -1, false, {v.id, contiguous_stride_exprs(v.shape), {}}};
+        }
+        for (size_t i = 0; i < graph.nodes.size(); ++i) {
+            int id = graph.nodes[i].out.id;
+            KILN_CHECK(!s.values.count(id) && !s.producer.count(id), "codegen: value id ", id, " defined twice");
+            s.producer[id] = int(i);
+            place(int(i));
+        }
+        for (int id : graph.outputs) realize(id);
+        bind_symbols();
+        collect_loads();
+    }
+};
+
+}  // namespace
+
+Schedule schedule(const LGraph& graph) {
+    Scheduler scheduler;
+    scheduler.run(graph);
+    return std::move(scheduler.s);
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,91 @@
+// The scheduler (DESIGN.md §8): groups the nodes of an LGraph into kernels, and decides
+// which values live in memory and how each kernel indexes them. See docs/codegen.md.
+#pragma once
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "codegen/lower_input.h"
+
+namespace kiln::codegen {
+
+// A size, stride or offset term: c * s_a * s_b * ... (symbols sorted). Sizes and strides of
+// contiguous, permuted, expanded and sliced views are always such products.
+struct SizeExpr {
+    int64_t c = 1;
+    std::vector<int> syms;
+    bool operator==(const SizeExpr&) const = default;
+};
+SizeExpr size_expr(int64_t size);  // a shape entry (concrete or symbolic)
+SizeExpr operator*(const SizeExpr& a, const SizeExpr& b);
+std::string to_cpp(const SizeExpr& e);               // "8", "s0", "s0 * 8"
+std::string to_cpp(const std::vector<SizeExpr>& sum);  // "0", "s0 * 3 + 2"
+std::vector<SizeExpr> contiguous_stride_exprs(const Shape& shape);
+
+// Where a value lives while the graph runs.
+enum class Home {
+    input,    // a graph input (made contiguous by run())
+    stored,   // written to a fresh contiguous buffer by the kernel that computes it
+    view,     // no memory of its own: strided index math over a stored or input buffer
+    inlined,  // computed inside its kernel's loop and never written out
+};
+inline std::ostream& operator<<(std::ostream& os, Home h) {
+    const char* names[] = {"input", "stored", "view", "inlined"};
+    return os << names[int(h)];
+}
+
+// How a kernel reads a value from memory: element idx of the value's own shape sits at
+// buffer[offset + sum(idx[d] * strides[d])].
+struct Access {
+    int buffer = -1;  // value id of the input or stored buffer
+    std::vector<SizeExpr> strides;
+    std::vector<SizeExpr> offset;
+};
+
+struct ValueInfo {
+    Home home = Home::inlined;
+    int kernel = -1;          // kernel computing it; for views, the kernel of the base
+    bool per_row = false;     // in a row kernel: one value per row (a reduction or its math)
+    Access access;            // input, stored, view
+};
+
+enum class KernelKind {
+    pointwise,  // one loop over the output shape
+    row,        // reductions over the trailing dims, with their producers and consumers
+    blas,       // matmul through the eager kernel (cblas_sgemm); epilogue: the next kernel
+    fallback,   // one node run by the eager dispatcher
+};
+const char* kernel_kind_name(KernelKind k);
+inline std::ostream& operator<<(std::ostream& os, KernelKind k) { return os << kernel_kind_name(k); }
+
+struct Kernel {
+    KernelKind kind = KernelKind::pointwise;
+    std::vector<int> nodes;   // indices into graph.nodes, in execution order
+    Shape domain;             // pointwise: the loop shape; row: the shape of one element node
+    int outer_dims = 0;       // row: leading dims of domain that index rows
+    std::vector<int> loads;   // buffers (value ids) read, in first-use order
+    std::vector<int> stores;  // values written, in order
+    // Generated kernels receive their buffers as one array: loads, then stores.
+    std::vector<int> args() const;
+};
+
+struct Schedule {
+    LGraph graph;
+    std::vector<Kernel> kernels;
+    std::map<int, ValueInfo> values;   // by value id
+    std::map<int, int> producer;       // value id -> node index
+    std::map<int, std::pair<int, int>> symbol_binding;  // symbol -> (input index, dim)
+    int num_symbols = 0;
+    std::string prefix;                // prepended to kernel names (several graphs per TU)
+
+    const LValue& value(int id) const;
+    std::string value_name(int id) const;  // the C++ name: cos_3, x_0
+    std::string kernel_name(int k) const;  // kernel_2
+    std::string print() const;             // one line per kernel
+};
+
+// Throws kiln::Error if the graph is malformed (unknown ids, unbound symbols).
+Schedule schedule(const LGraph& graph);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,170 @@
+// plan() cuts the joint graph into forward and backward graphs; aot_compile() runs them,
+// entering the eager tape as one AotNode per call.
+#include "jit/aot/aot.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "autograd/node.h"
+#include "jit/aot/partition.h"
+#include "jit/log.h"
+
+namespace kiln::jit::aot {
+namespace {
+
+size_t meta_bytes(const ValueMeta& m) { return size_t(shape_numel(m.shape)) * dtype_bytes(m.dtype); }
+
+std::vector<PartitionNode> partition_input(const JointGraph& j) {
+    const auto& nodes = j.graph->nodes();
+    std::vector<PartitionNode> pn(nodes.size() - 1);  // all but the output node
+    for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+        const Node& n = nodes[i];
+        pn[i] = {n.name, n.args, meta_bytes(n.meta)};
+        pn[i].is_primal = n.kind == NodeKind::placeholder && int(i) < j.num_primals;
+        pn[i].is_tangent = n.kind == NodeKind::placeholder && int(i) >= j.num_primals;
+        pn[i].recomputable = n.kind != NodeKind::call || op_info(n.op).recompute;
+    }
+    for (int o : j.fw_outputs) pn[o].is_fw_output = true;
+    for (int g : j.input_grads)
+        if (g >= 0) pn[g].is_bw_output = true;
+    return pn;
+}
+
+// Copies the nodes of `keep` from the joint graph into `b`, mapping ids through `ids`.
+void copy_nodes(const Graph& g, const std::vector<bool>& keep, GraphBuilder& b, std::vector<int>& ids) {
+    for (size_t i = 0; i + 1 < g.nodes().size(); ++i) {
+        const Node& n = g.nodes()[i];
+        if (!keep[i] || n.kind == NodeKind::placeholder) continue;
+        std::vector<int> args;
+        for (int a : n.args) {
+            KILN_CHECK(ids[a] >= 0, "aot: node ", n.name, " needs ", g.nodes()[a].name, ", which its graph lacks");
+            args.push_back(ids[a]);
+        }
+        ids[i] = n.kind == NodeKind::detach ? b.detach(args[0], n.meta) : b.call(n.op, n.attrs, args, n.meta, true);
+    }
+}
+
+// What eager autograd would save for the same graph: each op's `saves` per the table.
+std::vector<SavedInfo> eager_saved(const Graph& fw, std::span<const Tensor> inputs) {
+    const auto& nodes = fw.nodes();
+    std::vector<bool> needs(nodes.size(), false);
+    std::set<int> saved;
+    for (size_t i = 0, p = 0; i < nodes.size(); ++i) {
+        const Node& n = nodes[i];
+        if (n.kind == NodeKind::placeholder) needs[i] = inputs[p++].requires_grad();
+        if (n.kind != NodeKind::call) continue;
+        for (int a : n.args) needs[i] = needs[i] || needs[a];
+        const OpInfo& info = op_info(n.op);
+        if (!needs[i] || !info.backward || !n.grad_enabled) continue;
+        bool left = n.attrs.scalar_pos == ScalarPos::left;
+        for (size_t k = 0; k < n.args.size(); ++k) {
+            bool is_x = k == 0 && !left, is_y = k == 1 || (k == 0 && left);
+            bool keep = n.op == OpId::where ? k == 0 : (is_x && info.saves_x) || (is_y && info.saves_y) || k >= 2;
+            if (keep) saved.insert(n.args[k]);
+        }
+        if (info.saves_out) saved.insert(int(i));
+    }
+    std::vector<SavedInfo> out;
+    for (int s : saved) out.push_back({nodes[s].name, nodes[s].meta.shape, meta_bytes(nodes[s].meta)});
+    return out;
+}
+
+std::mutex g_reports_mu;
+std::map<const Graph*, MemoryReport> g_reports;
+MemoryReport g_latest;
+
+}  // namespace
+
+size_t MemoryReport::eager_bytes() const {
+    size_t n = 0;
+    for (const auto& s : eager) n += s.bytes;
+    return n;
+}
+size_t MemoryReport::compiled_bytes() const {
+    size_t n = 0;
+    for (const auto& s : compiled) n += s.bytes;
+    return n;
+}
+std::string MemoryReport::str() const {
+    using kiln::operator<<;
+    std::ostringstream os;
+    auto list = [&](const char* what, const std::vector<SavedInfo>& v, size_t total) {
+        os << what << ": " << v.size() << " tensors, " << total << " bytes\n";
+        for (const auto& s : v) os << "    " << s.name << " " << s.shape << " " << s.bytes << " bytes\n";
+    };
+    list("  saved for backward, eager", eager, eager_bytes());
+    list("  saved for backward, compiled", compiled, compiled_bytes());
+    return os.str();
+}
+
+AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
+    AotPlan p;
+    p.joint = build_joint(fw, examples);
+    const JointGraph& j = p.joint;
+    const Graph& g = *j.graph;
+    Partition part = partition(partition_input(j));
+
+    GraphBuilder fb;
+    std::vector<int> fids(g.nodes().size(), -1);
+    for (int i = 0; i < j.num_primals; ++i) fids[i] = fb.placeholder(g.nodes()[i].name, g.nodes()[i].meta, "primal");
+    copy_nodes(g, part.in_forward, fb, fids);
+    std::vector<int> fouts;
+    for (int o : j.fw_outputs) fouts.push_back(fids[o]);
+    for (int s : part.saved) fouts.push_back(fids[s]);
+    p.forward = fb.build(fouts);
+    p.num_outputs = int(j.fw_outputs.size());
+
+    GraphBuilder bb;
+    std::vector<int> bids(g.nodes().size(), -1);
+    for (int s : part.saved) bids[s] = bb.placeholder(g.nodes()[s].name, g.nodes()[s].meta, "saved");
+    for (size_t k = 0; k < j.tangent_of.size(); ++k) {
+        int t = j.tangent_of[k];
+        if (t < 0) continue;
+        bids[t] = bb.placeholder(g.nodes()[t].name, g.nodes()[t].meta, "tangent");
+        p.tangent_outputs.push_back(int(k));
+    }
+    copy_nodes(g, part.in_backward, bb, bids);
+    std::vector<int> bouts;
+    for (int gi : j.input_grads) {
+        p.input_grad_slot.push_back(gi >= 0 ? int(bouts.size()) : -1);
+        if (gi >= 0) bouts.push_back(bids[gi]);
+    }
+    p.backward = bb.build(bouts);
+
+    p.memory.eager = eager_saved(fw, examples);
+    for (int s : part.saved) p.memory.compiled.push_back({g.nodes()[s].name, g.nodes()[s].meta.shape, meta_bytes(g.nodes()[s].meta)});
+    if (log_enabled("aot")) {
+        std::ostringstream os;
+        os << "joint graph:\n" << g << "forward graph:\n" << *p.forward << "backward graph:\n" << *p.backward << p.memory.str();
+        log_event("aot", os.str());
+    }
+    std::lock_guard lock(g_reports_mu);
+    g_reports[&fw] = p.memory;
+    g_latest = p.memory;
+    return p;
+}
+
+MemoryReport last_memory_report(const Graph* graph) {
+    std::lock_guard lock(g_reports_mu);
+    auto it = g_reports.find(graph);
+    return it == g_reports.end() ? MemoryReport{} : it->second;
+}
+
+MemoryReport latest_memory_report() {
+    std::lock_guard lock(g_reports_mu);
+    return g_latest;
+}
+
+CompiledFn aot_eager_backend(const Graph& graph, std::span<const Tensor> examples) {
+    // backend_compile keeps `graph` alive as long as the result: a non-owning handle.
+    std::shared_ptr<const Graph> g(&graph, [](const Graph*) {});
+    return aot_compile(g, examples, interpret_compiler);
+}
+
+CompiledFn interpret_compiler(std::shared_ptr<const Graph> graph, std::span<const Tensor>) {
+    return [graph](std::span<const Tensor> inputs) { return interpret(*graph, inputs); };
+}
+
+}  // namespace kiln::jit::aot

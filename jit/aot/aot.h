@@ -1,0 +1,54 @@
+// AOT autograd, step 2: split the joint graph with the min-cut partitioner into a forward
+// graph (outputs + saved tensors) and a backward graph (saved + tangents -> input grads),
+// and run them as one node of the eager tape (the seed's OptimizedFunction pattern).
+#pragma once
+#include <string>
+
+#include "jit/aot/joint.h"
+#include "jit/backends.h"
+
+namespace kiln::jit::aot {
+
+// Compiles a graph of the forward or backward half (aot_eager: the interpreter).
+using GraphCompiler = std::function<CompiledFn(std::shared_ptr<const Graph>, std::span<const Tensor> examples)>;
+
+struct SavedInfo {
+    std::string name;
+    Shape shape;
+    size_t bytes = 0;
+};
+struct MemoryReport {
+    std::vector<SavedInfo> eager;     // what the eager tape would keep
+    std::vector<SavedInfo> compiled;  // what the partitioned forward keeps
+    size_t eager_bytes() const;
+    size_t compiled_bytes() const;
+    std::string str() const;
+};
+
+// The two halves of one segment for one set of input shapes.
+struct AotPlan {
+    JointGraph joint;
+    std::shared_ptr<const Graph> forward, backward;
+    MemoryReport memory;
+    int num_outputs = 0;              // forward outputs (the rest of forward's results are saved)
+    std::vector<int> tangent_outputs; // forward outputs that take a tangent, in tangent order
+    std::vector<int> input_grad_slot; // per primal: index into backward's results, or -1
+};
+
+// Builds the joint graph, partitions it and cuts it into forward and backward graphs.
+AotPlan plan(const Graph& forward, std::span<const Tensor> example_inputs);
+
+// A backend that runs `inner`-compiled forward/backward halves when inputs need grad.
+CompiledFn aot_compile(std::shared_ptr<const Graph> graph, std::span<const Tensor> examples, GraphCompiler inner);
+
+// The interpreter as a GraphCompiler.
+CompiledFn interpret_compiler(std::shared_ptr<const Graph> graph, std::span<const Tensor> examples);
+
+// The memory report of the most recent plan built for `graph` (empty when none).
+MemoryReport last_memory_report(const Graph* graph);
+MemoryReport latest_memory_report();  // of the most recent plan, any graph
+
+// The "aot_eager" backend: joint graph + partition, both halves interpreted.
+CompiledFn aot_eager_backend(const Graph& graph, std::span<const Tensor> examples);
+
+}  // namespace kiln::jit::aot

@@ -1,0 +1,135 @@
+// build_joint(): record-while-executing, as the tracer does, but of derivative formulas.
+#include "jit/aot/joint.h"
+
+#include <unordered_map>
+
+#include "autograd/node.h"
+
+namespace kiln::jit::aot {
+namespace {
+
+// Records every op the derivative formulas dispatch, naming values by their TensorImpl.
+class JointRecorder final : public DispatchHook {
+   public:
+    explicit JointRecorder(GraphBuilder& b) : b_(b) {}
+    int add(const Tensor& t, int id) {
+        ids_[t.impl()] = id;
+        keep_.push_back(t);  // keeps the address unique while recording
+        return id;
+    }
+    int id_of(const Tensor& t, const char* op) const {
+        auto it = ids_.find(t.impl());
+        KILN_CHECK(it != ids_.end(), "aot: a derivative formula of '", op,
+                   "' used a tensor that no op of the joint graph produced (shape ", t.shape(), ")");
+        return it->second;
+    }
+    Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) override {
+        std::vector<int> args;
+        for (const Tensor& t : inputs) args.push_back(id_of(t, op_info(op).name));
+        Tensor out = dispatch_eager(op, inputs, attrs);
+        return add(out, b_.call(op, attrs, std::move(args), out, true)), out;
+    }
+    void escape(const Tensor& t, Escape, const std::source_location&) override {
+        fail("aot: a derivative formula read a tensor's value (shape ", t.shape(), "); formulas must stay in Tensor ops");
+    }
+
+   private:
+    GraphBuilder& b_;
+    std::unordered_map<TensorImpl*, int> ids_;
+    std::vector<Tensor> keep_;
+};
+
+// Installs a hook for the current thread, restoring the previous one on exit.
+struct HookScope {
+    DispatchHook* prev;
+    explicit HookScope(DispatchHook* h) : prev(dispatch_hook()) { set_dispatch_hook(h); }
+    ~HookScope() { set_dispatch_hook(prev); }
+};
+
+void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + g : g; }
+
+}  // namespace
+
+JointGraph build_joint(const Graph& fw, std::span<const Tensor> example_inputs) {
+    autograd::NoGradGuard no_grad;
+    GraphBuilder b;
+    JointRecorder rec(b);
+    HookScope hook(&rec);
+    const auto& nodes = fw.nodes();
+    std::vector<Tensor> vals(nodes.size());
+    std::vector<bool> needs(nodes.size(), false);
+    std::vector<int64_t> syms = fw.num_symbols() ? fw.bind_symbols(example_inputs) : std::vector<int64_t>{};
+    JointGraph j;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node& n = nodes[i];
+        if (n.kind == NodeKind::placeholder) {
+            const Tensor& ex = example_inputs[j.num_primals++];
+            vals[i] = ex.detach();
+            needs[i] = ex.requires_grad();
+            rec.add(vals[i], b.placeholder(n.name, meta_of(vals[i]), "primal"));
+        } else if (n.kind == NodeKind::detach) {
+            vals[i] = vals[n.args[0]].detach();
+            rec.add(vals[i], b.detach(rec.id_of(vals[n.args[0]], "detach"), vals[i]));
+        } else if (n.kind == NodeKind::call) {
+            Attrs scratch;
+            std::vector<Tensor> in;
+            for (int a : n.args) in.push_back(vals[a]);
+            vals[i] = rec.call(n.op, in, fw.attrs(n, syms, scratch));
+            for (int a : n.args) needs[i] = needs[i] || needs[a];
+            needs[i] = needs[i] && n.grad_enabled && op_info(n.op).backward && is_floating(vals[i].dtype());
+        }
+    }
+    // One tangent per differentiable forward output, then the formulas in reverse.
+    std::vector<Tensor> grads(nodes.size());
+    for (int o : fw.outputs()) {
+        j.fw_outputs.push_back(rec.id_of(vals[o], "output"));
+        j.tangent_of.push_back(-1);
+        if (!needs[o]) continue;
+        Tensor tangent;
+        {
+            HookScope plain(nullptr);  // an example value, not a recorded op
+            tangent = ones_like(vals[o].detach());
+        }
+        j.tangent_of.back() = rec.add(tangent, b.placeholder("tangents_" + std::to_string(j.tangent_of.size()), meta_of(tangent), "tangent"));
+        accumulate(grads[o], tangent);
+    }
+    for (int i = int(nodes.size()) - 1; i >= 0; --i) {
+        const Node& n = nodes[i];
+        if (n.kind != NodeKind::call || !needs[i] || !grads[i].defined()) continue;
+        std::vector<Tensor> in;
+        std::vector<Shape> shapes;
+        std::vector<DType> dtypes;
+        uint32_t mask = 0;
+        for (size_t k = 0; k < n.args.size(); ++k) {
+            in.push_back(vals[n.args[k]]);
+            shapes.push_back(in.back().shape());
+            dtypes.push_back(in.back().dtype());
+            mask |= uint32_t(needs[n.args[k]]) << k;
+        }
+        Attrs scratch;
+        BackwardArgs args{in, vals[i], grads[i], fw.attrs(n, syms, scratch), shapes, dtypes, mask};
+        std::vector<Tensor> gin = op_info(n.op).backward(args);
+        for (size_t k = 0; k < n.args.size() && k < gin.size(); ++k)
+            if (gin[k].defined() && needs[n.args[k]]) accumulate(grads[n.args[k]], gin[k]);
+    }
+    std::vector<int> outputs = j.fw_outputs;
+    for (int p = 0, i = 0; i < int(nodes.size()); ++i) {
+        if (nodes[i].kind != NodeKind::placeholder) continue;
+        j.input_grads.push_back(needs[i] && grads[i].defined() ? rec.id_of(grads[i], "grad") : -1);
+        if (j.input_grads.back() >= 0) outputs.push_back(j.input_grads.back());
+        ++p;
+    }
+    j.graph = b.build(outputs);
+    // build() renumbers (placeholders first); map our builder ids through the output node.
+    const std::vector<int>& out = j.graph->outputs();
+    size_t k = 0;
+    for (int& o : j.fw_outputs) o = out[k++];
+    for (int& g : j.input_grads)
+        if (g >= 0) g = out[k++];
+    int tangents_seen = 0;
+    for (int& t : j.tangent_of)
+        if (t >= 0) t = j.num_primals + tangents_seen++;  // tangents follow primals
+    return j;
+}
+
+}  // namespace kiln::jit::aot

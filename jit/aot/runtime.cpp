@@ -1,0 +1,117 @@
+// aot_compile(): the compiled segment as one node of the eager tape. The forward half
+// runs without autograd and returns outputs + saved tensors; an AotNode holds the saved
+// tensors and runs the backward half when loss.backward() reaches it.
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "autograd/node.h"
+#include "jit/aot/aot.h"
+
+namespace kiln::jit::aot {
+namespace {
+
+// One plan and its compiled halves, per set of input shapes/dtypes/requires_grad.
+struct Compiled {
+    AotPlan plan;
+    CompiledFn forward;
+    std::once_flag backward_once;
+    CompiledFn backward;  // compiled at the first backward
+};
+
+struct State {
+    std::shared_ptr<const Graph> graph;
+    GraphCompiler inner;
+    std::once_flag plain_once;
+    CompiledFn plain;  // no input needs grad: the graph as is
+    std::mutex mu;
+    std::map<std::string, std::shared_ptr<Compiled>> compiled;
+};
+
+std::string plan_key(std::span<const Tensor> inputs) {
+    using kiln::operator<<;
+    std::ostringstream os;
+    for (const Tensor& t : inputs) os << t.shape() << dtype_name(t.dtype()) << (t.requires_grad() ? "g" : "") << ";";
+    return os.str();
+}
+
+class AotNode final : public autograd::Node {
+   public:
+    AotNode(std::shared_ptr<Compiled> c, std::vector<Tensor> saved, std::vector<Tensor> outputs)
+        : c_(std::move(c)), saved_(std::move(saved)) {
+        for (const Tensor& o : outputs) out_meta_.push_back({o.shape(), o.dtype()});
+    }
+    std::string name() const override { return "CompiledFunctionBackward"; }
+    int num_outputs() const override { return int(out_meta_.size()); }
+    std::vector<Tensor> apply(const Tensor& grad) override { return apply_all({grad}); }
+    std::vector<Tensor> apply_all(const std::vector<Tensor>& grads) override {
+        KILN_CHECK(!released, "backward: trying to backward through a compiled segment a second time; its saved "
+                              "tensors were freed. Pass retain_graph=true to the first backward.");
+        std::call_once(c_->backward_once, [&] { c_->backward = c_->forward ? compile_backward() : CompiledFn(); });
+        std::vector<Tensor> in = saved_;
+        for (int k : c_->plan.tangent_outputs) {
+            const Tensor& g = k < int(grads.size()) ? grads[k] : Tensor();
+            in.push_back(g.defined() ? g.contiguous() : zeros(out_meta_[k].first, {.dtype = out_meta_[k].second}));
+        }
+        std::vector<Tensor> res = c_->backward(in);
+        std::vector<Tensor> out;
+        for (int slot : c_->plan.input_grad_slot) out.push_back(slot >= 0 ? res[slot] : Tensor());
+        return out;
+    }
+    std::vector<Tensor> saved_tensors() const override { return saved_; }
+    void release_saved() override {
+        saved_.clear();
+        released = true;
+    }
+
+   private:
+    CompiledFn compile_backward() { return interpret_compiler(c_->plan.backward, {}); }
+    std::shared_ptr<Compiled> c_;
+    std::vector<Tensor> saved_;
+    std::vector<std::pair<Shape, DType>> out_meta_;
+};
+
+std::shared_ptr<Compiled> compiled_for(State& s, std::span<const Tensor> inputs) {
+    std::string key = plan_key(inputs);
+    std::lock_guard lock(s.mu);
+    auto& c = s.compiled[key];
+    if (!c) {
+        c = std::make_shared<Compiled>();
+        c->plan = plan(*s.graph, inputs);
+        c->forward = s.inner(c->plan.forward, inputs);
+    }
+    return c;
+}
+
+}  // namespace
+
+CompiledFn aot_compile(std::shared_ptr<const Graph> graph, std::span<const Tensor>, GraphCompiler inner) {
+    auto s = std::make_shared<State>();
+    s->graph = std::move(graph);
+    s->inner = std::move(inner);
+    return [s](std::span<const Tensor> inputs) -> std::vector<Tensor> {
+        bool wants_grad = autograd::grad_enabled() &&
+                          std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });
+        if (!wants_grad) {
+            std::call_once(s->plain_once, [&] { s->plain = s->inner(s->graph, inputs); });
+            return s->plain(inputs);
+        }
+        std::shared_ptr<Compiled> c = compiled_for(*s, inputs);
+        std::vector<Tensor> res;
+        {
+            autograd::NoGradGuard no_grad;
+            res = c->forward(inputs);
+        }
+        int n = c->plan.num_outputs;
+        std::vector<Tensor> outs(res.begin(), res.begin() + n);
+        auto node = std::make_shared<AotNode>(c, std::vector<Tensor>(res.begin() + n, res.end()), outs);
+        for (const Tensor& t : inputs) node->next.push_back(autograd::edge_to(t));
+        for (int k = 0; k < n; ++k) {
+            outs[k] = outs[k].detach();  // a fresh handle: never rewrite an input's history
+            if (c->plan.joint.tangent_of[k] >= 0) autograd::set_history(outs[k], node, k);
+        }
+        return outs;
+    };
+}
+
+}  // namespace kiln::jit::aot

@@ -1,0 +1,108 @@
+// The backend registry and the eager backend (the graph interpreter).
+#include "jit/backends.h"
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <array>
+
+#include "autograd/node.h"
+#include "jit/aot/aot.h"
+
+namespace kiln::jit {
+namespace {
+
+struct Registry {
+    std::mutex mu;
+    std::map<std::string, BackendFn> backends;
+};
+
+CompiledFn eager_backend(const Graph& graph, std::span<const Tensor>) {
+    return [&graph](std::span<const Tensor> inputs) { return interpret(graph, inputs); };
+}
+
+Registry& registry() {
+    static Registry* r = [] {
+        auto* reg = new Registry;
+        reg->backends["eager"] = eager_backend;
+        reg->backends["aot_eager"] = aot::aot_eager_backend;
+        // Until codegen registers itself, inductor is AOT autograd with interpreted halves.
+        reg->backends["inductor"] = aot::aot_eager_backend;
+        return reg;
+    }();
+    return *r;
+}
+
+// Runs one call node; up to 3 inputs live on the stack (no allocation on the hot path).
+Tensor run_call(const Graph& g, const Node& n, std::span<const int64_t> syms, std::span<const Tensor> vals) {
+    Attrs scratch;
+    const Attrs& attrs = g.attrs(n, syms, scratch);
+    std::optional<autograd::NoGradGuard> no_grad;
+    if (!n.grad_enabled && autograd::grad_enabled()) no_grad.emplace();
+    if (n.args.size() <= 3) {
+        std::array<Tensor, 3> in;
+        for (size_t i = 0; i < n.args.size(); ++i) in[i] = vals[n.args[i]];
+        return dispatch(n.op, std::span<const Tensor>(in.data(), n.args.size()), attrs);
+    }
+    std::vector<Tensor> in;
+    for (int a : n.args) in.push_back(vals[a]);
+    return dispatch(n.op, in, attrs);
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, BackendFn factory) {
+    std::lock_guard lock(registry().mu);
+    registry().backends[name] = std::move(factory);
+}
+
+bool has_backend(const std::string& name) {
+    std::lock_guard lock(registry().mu);
+    return registry().backends.count(name) > 0;
+}
+
+std::vector<std::string> list_backends() {
+    std::lock_guard lock(registry().mu);
+    std::vector<std::string> names;
+    for (const auto& [n, f] : registry().backends) names.push_back(n);
+    return names;
+}
+
+CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples) {
+    BackendFn factory = backend.fn;
+    if (!factory) {
+        std::lock_guard lock(registry().mu);
+        auto it = registry().backends.find(backend.name);
+        KILN_CHECK(it != registry().backends.end(), "compile: unknown backend '", backend.name,
+                   "'; register it with jit::register_backend or pass a callback");
+        factory = it->second;
+    }
+    CompiledFn fn = factory(*graph, examples);
+    KILN_CHECK(fn != nullptr, "compile: backend '", backend.name, "' returned nothing runnable");
+    // The compiled function may refer to the graph: keep it alive alongside.
+    return [graph, fn = std::move(fn)](std::span<const Tensor> in) { return fn(in); };
+}
+
+std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs) {
+    KILN_CHECK(int(inputs.size()) == graph.num_inputs(), "graph: expected ", graph.num_inputs(), " inputs, got ", inputs.size());
+    const auto& nodes = graph.nodes();
+    std::vector<int64_t> syms = graph.num_symbols() ? graph.bind_symbols(inputs) : std::vector<int64_t>{};
+    std::array<Tensor, 16> small;  // small graphs: no allocation for the values
+    std::vector<Tensor> big(nodes.size() > small.size() ? nodes.size() : 0);
+    std::span<Tensor> vals = big.empty() ? std::span<Tensor>(small.data(), nodes.size()) : std::span<Tensor>(big);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node& n = nodes[i];
+        switch (n.kind) {
+            case NodeKind::placeholder: vals[i] = inputs[i]; break;
+            case NodeKind::call: vals[i] = run_call(graph, n, syms, vals); break;
+            case NodeKind::detach: vals[i] = vals[n.args[0]].detach(); break;
+            case NodeKind::output: break;
+        }
+    }
+    std::vector<Tensor> out;
+    out.reserve(graph.outputs().size());
+    for (int o : graph.outputs()) out.push_back(vals[o]);
+    return out;
+}
+
+}  // namespace kiln::jit

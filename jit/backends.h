@@ -1,0 +1,40 @@
+// Backends turn a recorded Graph into something runnable (DESIGN.md §6). They register
+// by name; "eager" interprets the graph op by op through the dispatcher, so autograd's
+// tape records as usual. A user callback gets the Graph and example inputs.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/graph.h"
+
+namespace kiln::jit {
+
+// Runs a compiled graph: inputs in placeholder order, outputs in output order.
+using CompiledFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs)>;
+using BackendFn = std::function<CompiledFn(const Graph& graph, std::span<const Tensor> example_inputs)>;
+
+// A backend by name ("eager", "aot_eager", "inductor") or a user callback.
+struct Backend {
+    std::string name = "inductor";
+    BackendFn fn;  // set for user callbacks
+    Backend() = default;
+    Backend(const char* n) : name(n) {}
+    Backend(std::string n) : name(std::move(n)) {}
+    Backend(BackendFn f) : name("custom"), fn(std::move(f)) {}
+    template <class F>
+        requires std::is_invocable_r_v<CompiledFn, F, const Graph&, std::span<const Tensor>>
+    Backend(F f) : name("custom"), fn(std::move(f)) {}
+};
+
+void register_backend(const std::string& name, BackendFn factory);
+bool has_backend(const std::string& name);
+std::vector<std::string> list_backends();
+// Compiles `graph` with `backend`; the graph stays alive as long as the result.
+CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> example_inputs);
+
+// The reference interpreter: every node through dispatch(), in order.
+std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs);
+
+}  // namespace kiln::jit

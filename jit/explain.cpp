@@ -1,0 +1,55 @@
+// Collecting and printing explain's report.
+#include "jit/explain.h"
+
+#include <ostream>
+
+namespace kiln::jit {
+
+ExplainOutput explain_core(const CompiledCore& core) {
+    ExplainOutput out;
+    core.with_entries([&](const std::vector<std::unique_ptr<Entry>>& entries) {
+        for (const auto& e : entries) {
+            for (const Segment* s : e->segments()) {
+                if (!s->graph) continue;
+                ++out.graph_count;
+                out.op_count += s->num_ops();
+                out.ops_per_graph.push_back(s->graph->op_names());
+                out.graphs.push_back(s->graph->str());
+            }
+            out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
+            out.guards.push_back(e->guards.lines(core.options().arg_names));
+            out.rerun = out.rerun || e->rerun;
+        }
+    });
+    out.graph_break_count = int(out.break_reasons.size());
+    return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
+    os << "Graph Count: " << e.graph_count << "\n"
+       << "Graph Break Count: " << e.graph_break_count << "\n"
+       << "Op Count: " << e.op_count << "\n"
+       << "Break Reasons:\n";
+    for (size_t i = 0; i < e.break_reasons.size(); ++i) {
+        const BreakInfo& b = e.break_reasons[i];
+        os << "  Break Reason " << i + 1 << ":\n"
+           << "    Reason: " << b.reason << "\n"
+           << "    Location: " << b.location << "\n"
+           << "    Hint: " << b.hint << "\n";
+    }
+    os << "Ops per Graph:\n";
+    for (size_t i = 0; i < e.ops_per_graph.size(); ++i) {
+        os << "  Ops per Graph " << i + 1 << ":";
+        for (const std::string& op : e.ops_per_graph[i]) os << " " << op;
+        os << "\n";
+    }
+    os << "Guards:\n";
+    for (size_t i = 0; i < e.guards.size(); ++i) {
+        os << "  Entry " << i + 1 << ":\n";
+        for (const std::string& g : e.guards[i]) os << "    " << g << "\n";
+    }
+    os << "Re-run every call: " << (e.rerun ? "yes (host code consumed a tensor value)" : "no") << "\n";
+    return os;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,113 @@
+// The JIT's IR: a Graph is an immutable, topologically ordered list of nodes, each an op
+// of the table (OpId + inputs + Attrs) exactly as the dispatcher saw it. Like an FX graph:
+// placeholders first, then calls, then one output node. Printable one line per node.
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace kiln::jit {
+
+// A size derived from the symbolic input sizes: a product of symbols, or its reciprocal
+// (mean's 1/n scale).
+struct SymExpr {
+    std::vector<int> syms;    // symbol ids, multiplied together
+    int64_t coeff = 1;        // times this constant (the static dims of a numel)
+    bool reciprocal = false;  // 1 / (coeff * product)
+    double eval(std::span<const int64_t> values) const;
+    std::string str() const;  // s0*s1, 1/s0
+};
+
+// An attribute that is not a constant but a SymExpr, re-evaluated on every run.
+enum class AttrField : uint8_t { shape, scalar, end, hi };
+struct AttrPatch {
+    AttrField field;
+    int index = 0;  // element of attrs.shape, for AttrField::shape
+    SymExpr expr;
+};
+
+// Shape and dtype of a value; dims that are symbols carry their symbol id.
+struct ValueMeta {
+    Shape shape;           // sizes seen when recording
+    std::vector<int> sym;  // per dim: symbol id, or -1 for a static size
+    DType dtype = DType::float32;
+    bool requires_grad = false;
+    std::string str() const;  // float32[s0, 3]
+};
+ValueMeta meta_of(const Tensor& t);  // all dims static
+
+enum class NodeKind : uint8_t { placeholder, call, detach, output };
+
+struct Node {
+    NodeKind kind = NodeKind::call;
+    std::string name;                // unique in its graph: a, abs, add_1 ...
+    OpId op{};                       // call: the op of the table
+    Attrs attrs;                     // call: as recorded
+    std::vector<AttrPatch> patches;  // call: attrs that follow symbolic sizes
+    std::vector<int> args;           // node indices (output: the returned values)
+    ValueMeta meta;
+    bool grad_enabled = true;        // grad mode when recorded (a NoGradGuard inside fn)
+    std::string source;              // placeholder: argument, lifted tensor, earlier graph ...
+};
+
+class Graph {
+   public:
+    const std::vector<Node>& nodes() const { return nodes_; }
+    int num_inputs() const { return num_inputs_; }
+    const std::vector<int>& outputs() const { return nodes_.back().args; }
+    int num_ops() const { return int(nodes_.size()) - num_inputs_ - 1; }
+    int num_symbols() const { return num_symbols_; }
+    std::vector<std::string> op_names() const;  // "abs", "add" ... in order
+
+    // Symbol values read from the inputs' sizes (the graph is self-contained).
+    std::vector<int64_t> bind_symbols(std::span<const Tensor> inputs) const;
+    // The node's attrs with its patches evaluated; `scratch` holds the copy if needed.
+    const Attrs& attrs(const Node& n, std::span<const int64_t> syms, Attrs& scratch) const;
+
+    std::string str() const;      // one line per node
+    std::string tabular() const;  // FX's print_tabular: opcode, name, target, args, kwargs
+    void print_tabular(std::ostream& os) const;
+    void print_tabular() const;   // to stdout
+    std::string to_dot() const;   // Graphviz
+
+   private:
+    friend class GraphBuilder;
+    struct SymSource {
+        int input, dim, sym;
+    };
+    std::vector<Node> nodes_;
+    int num_inputs_ = 0;
+    int num_symbols_ = 0;
+    std::vector<SymSource> sym_sources_;
+};
+std::ostream& operator<<(std::ostream& os, const Graph& g);
+
+// Builds a Graph node by node while recording. Ids returned are builder ids; build()
+// puts placeholders first and renumbers. `symbol_values` are the current values of the
+// entry's symbols: recorded sizes equal to one become symbolic (see docs/jit.md).
+class GraphBuilder {
+   public:
+    explicit GraphBuilder(std::vector<int64_t> symbol_values = {}) : sym_values_(std::move(symbol_values)) {}
+    int placeholder(const std::string& name, ValueMeta meta, std::string source);
+    int call(OpId op, const Attrs& attrs, std::vector<int> args, const Tensor& out, bool grad_enabled);
+    int call(OpId op, const Attrs& attrs, std::vector<int> args, ValueMeta meta, bool grad_enabled);
+    int detach(int arg, const Tensor& out);
+    int detach(int arg, ValueMeta meta);
+    int size() const { return int(nodes_.size()); }
+    int num_ops() const { return num_ops_; }
+    bool is_placeholder(int id) const { return nodes_[id].kind == NodeKind::placeholder; }
+    std::shared_ptr<const Graph> build(const std::vector<int>& outputs) const;
+
+   private:
+    std::string unique_name(std::string base);
+    std::vector<Node> nodes_;
+    std::vector<std::string> names_;
+    std::vector<int64_t> sym_values_;
+    int num_ops_ = 0;
+};
+
+}  // namespace kiln::jit

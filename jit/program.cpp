@@ -1,0 +1,84 @@
+// Running a program tree on a cache hit: no host code, only guards + segments.
+#include "jit/program.h"
+
+#include <array>
+
+#include "tensor/kernels.h"
+
+namespace kiln::jit {
+
+std::string escape_name(Escape kind) {
+    switch (kind) {
+        case Escape::bool_conversion: return "operator bool";
+        case Escape::item: return "item()";
+        case Escape::data_access: return "data access";
+    }
+    return "?";
+}
+
+Segment* Segment::child(int outcome) const {
+    for (const Child& c : children)
+        if (c.outcome == outcome) return c.seg.get();
+    return nullptr;
+}
+
+int Entry::add_slot(SlotKind kind, Tensor held_tensor) {
+    slot_kinds.push_back(kind);
+    held.push_back(std::move(held_tensor));
+    return int(slot_kinds.size()) - 1;
+}
+
+std::vector<const Segment*> Entry::segments() const {
+    std::vector<const Segment*> out, stack;
+    if (root) stack.push_back(root.get());
+    while (!stack.empty()) {
+        const Segment* s = stack.back();
+        stack.pop_back();
+        out.push_back(s);
+        for (auto it = s->children.rbegin(); it != s->children.rend(); ++it) stack.push_back(it->seg.get());
+    }
+    return out;
+}
+
+void segment_run(const Segment& seg, std::vector<Tensor>& slots) {
+    if (!seg.graph) return;
+    std::array<Tensor, 8> small;
+    std::vector<Tensor> big;
+    std::span<Tensor> in;
+    if (seg.input_slots.size() <= small.size()) {
+        in = std::span<Tensor>(small.data(), seg.input_slots.size());
+    } else {
+        big.resize(seg.input_slots.size());
+        in = big;
+    }
+    for (size_t i = 0; i < seg.input_slots.size(); ++i) in[i] = slots[seg.input_slots[i]];
+    std::vector<Tensor> out = seg.run(in);
+    KILN_CHECK(out.size() == seg.output_slots.size(), "compiled graph returned ", out.size(), " values, expected ",
+               seg.output_slots.size());
+    for (size_t j = 0; j < out.size(); ++j) slots[seg.output_slots[j]] = std::move(out[j]);
+}
+
+bool truth_value(const Tensor& t) {
+    bool v = false;
+    visit_dtype(t.dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(t.raw_data()) != decltype(tag)(0); });
+    return v;
+}
+
+bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& results) {
+    std::vector<Tensor> slots = entry.held;
+    int next_arg = 0;
+    for (const ArgValue& a : args)
+        if (a.kind == ArgKind::tensor) slots[next_arg++] = a.tensor;
+    const Segment* seg = entry.root.get();
+    while (true) {
+        segment_run(*seg, slots);
+        if (seg->is_return) break;
+        seg = seg->child(truth_value(slots[seg->escape_slot]) ? 1 : 0);
+        if (!seg) return false;
+    }
+    results.clear();
+    for (int s : seg->return_slots) results.push_back(slots[s]);
+    return true;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,78 @@
+// An entry's compiled code: a tree of graph segments joined by branch points (DESIGN.md §6).
+//
+//   root segment ──(escape: bool)──► child[true]  ──► ... return
+//                                └─► child[false] ──► ... return
+//
+// Values flow between segments through *slots*: fn's tensor arguments first, then
+// lifted outside tensors (closures, parameters), then segment outputs. A cache hit runs
+// the tree with no host code: it reads each branch's bool and follows that child.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jit/backends.h"
+#include "jit/guards.h"
+
+namespace kiln::jit {
+
+// Why and where a graph ended early.
+struct BreakInfo {
+    Escape kind = Escape::bool_conversion;
+    std::string reason;
+    std::string location;
+    std::string hint;
+};
+std::string escape_name(Escape kind);  // "operator bool", "item()", "data access"
+
+struct Segment {
+    std::shared_ptr<const Graph> graph;  // null when the segment has no ops
+    CompiledFn run;
+    std::vector<int> input_slots;   // placeholder i reads this slot
+    std::vector<int> output_slots;  // graph output j writes this slot
+    int id = 0;                     // 1-based, in recording order within its entry
+
+    bool is_return = true;          // else: ends at an escape (a graph break)
+    std::vector<int> return_slots;  // return: fn's results
+    int escape_slot = -1;           // escape: the tensor whose value left
+    BreakInfo brk;
+
+    // outcome: 0/1 for a bool escape; -1 for item/data (re-run entries keep one child per
+    // distinct recording that followed).
+    struct Child {
+        int outcome;
+        std::unique_ptr<Segment> seg;
+    };
+    std::vector<Child> children;
+    Segment* child(int outcome) const;
+    int num_ops() const { return graph ? graph->num_ops() : 0; }
+};
+
+enum class SlotKind : uint8_t { argument, lifted, output };
+
+struct Entry {
+    GuardSet guards;
+    std::unique_ptr<Segment> root;
+    std::vector<SlotKind> slot_kinds;
+    std::vector<Tensor> held;          // per slot: the lifted tensor (others undefined)
+    bool rerun = false;                // host code consumed a raw value: re-run fn every call
+    std::vector<BreakInfo> breaks;     // in recording order
+    int num_segments = 0;
+    int id = 0;
+
+    int add_slot(SlotKind kind, Tensor held_tensor = {});
+    std::vector<const Segment*> segments() const;  // pre-order
+};
+
+// Runs the program of a non-rerun entry for a cache hit. Returns false (having done
+// nothing visible) when a branch outcome has no child yet: the caller replays fn.
+bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& results);
+
+// The value of a one-element tensor as a condition (no escape report).
+bool truth_value(const Tensor& t);
+
+// Runs one segment's compiled graph, reading and writing `slots`.
+void segment_run(const Segment& seg, std::vector<Tensor>& slots);
+
+}  // namespace kiln::jit

@@ -1,0 +1,101 @@
+// Recording one whole graph (trace and export): no guards, no segments.
+#include "jit/trace.h"
+
+#include <unordered_map>
+
+#include "autograd/node.h"
+
+namespace kiln::jit {
+namespace {
+
+class OneGraphRecorder final : public DispatchHook {
+   public:
+    OneGraphRecorder(const Args& args, bool fail_on_escape, const std::vector<std::string>& names)
+        : fail_(fail_on_escape), names_(names) {
+        int ordinal = 0;
+        for (const ArgValue& a : args)
+            if (a.kind == ArgKind::tensor) arg_ordinal_[a.tensor.impl()] = {ordinal++, &a};
+    }
+
+    Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) override {
+        std::vector<int> ids;
+        for (const Tensor& t : inputs) ids.push_back(value_of(t));
+        in_eager_ = true;
+        Tensor out = dispatch_eager(op, inputs, attrs);
+        in_eager_ = false;
+        ids_[out.impl()] = {out.impl_ptr(), b_.call(op, attrs, ids, out, autograd::grad_enabled())};
+        return out;
+    }
+
+    void detached(const Tensor& src, const Tensor& out) override {
+        if (in_eager_ || !ids_.count(src.impl())) return;
+        ids_[out.impl()] = {out.impl_ptr(), b_.detach(value_of(src), out)};
+    }
+
+    void escape(const Tensor&, Escape kind, const std::source_location& loc) override {
+        if (in_eager_) return;
+        BreakInfo brk = describe_escape(kind, loc);
+        if (fail_)
+            fail("export: fn cannot be exported as one graph: graph break: ", brk.reason, "\n  at ", brk.location,
+                 "\n  hint: ", brk.hint);
+        out_.escapes.push_back(brk);  // trace: the value read now is baked into the recording
+    }
+
+    OneGraph finish(const std::vector<Tensor>& results) {
+        std::vector<int> outs;
+        for (const Tensor& t : results) outs.push_back(value_of(t));
+        out_.graph = b_.build(outs);
+        return std::move(out_);
+    }
+
+   private:
+    int value_of(const Tensor& t) {
+        auto it = ids_.find(t.impl());
+        if (it != ids_.end() && it->second.first.lock().get() == t.impl()) return it->second.second;
+        auto arg = arg_ordinal_.find(t.impl());
+        bool is_arg = arg != arg_ordinal_.end();
+        std::string name = is_arg ? arg_name(*arg->second.second, names_) : "constant";
+        int id = b_.placeholder(name, meta_of(t), is_arg ? "argument" : "lifted constant");
+        out_.input_args.push_back(is_arg ? arg->second.first : -1);
+        out_.constants.push_back(is_arg ? Tensor() : t);
+        ids_[t.impl()] = {t.impl_ptr(), id};
+        return id;
+    }
+
+    bool fail_;
+    bool in_eager_ = false;
+    const std::vector<std::string>& names_;
+    GraphBuilder b_;
+    OneGraph out_;
+    std::unordered_map<const TensorImpl*, std::pair<int, const ArgValue*>> arg_ordinal_;
+    std::unordered_map<const TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, int>> ids_;
+};
+
+}  // namespace
+
+OneGraph record_one_graph(const Args& args, const HostFn& host, bool fail_on_escape, const std::vector<std::string>& names) {
+    OneGraphRecorder rec(args, fail_on_escape, names);
+    std::vector<Tensor> results;
+    {
+        DispatchHook* prev = dispatch_hook();
+        set_dispatch_hook(&rec);
+        struct Restore { DispatchHook* p; ~Restore() { set_dispatch_hook(p); } } restore{prev};
+        results = host();
+    }
+    return rec.finish(results);
+}
+
+std::vector<Tensor> run_one_graph(const OneGraph& g, const Args& args) {
+    std::vector<Tensor> tensors;
+    for (const ArgValue& a : args)
+        if (a.kind == ArgKind::tensor) tensors.push_back(a.tensor);
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < g.input_args.size(); ++i) {
+        int k = g.input_args[i];
+        KILN_CHECK(k < int(tensors.size()), "traced graph: expected at least ", k + 1, " tensor arguments, got ", tensors.size());
+        inputs.push_back(k >= 0 ? tensors[k] : g.constants[i]);
+    }
+    return interpret(*g.graph, inputs);
+}
+
+}  // namespace kiln::jit

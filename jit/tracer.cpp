@@ -1,0 +1,429 @@
+// The tracer: record-while-executing, graph breaks at escapes, replay with verification.
+#include "jit/tracer.h"
+
+#include <sstream>
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "jit/log.h"
+
+namespace kiln::jit {
+
+BreakInfo describe_escape(Escape kind, const std::source_location& loc) {
+    BreakInfo b{.kind = kind};
+    std::string fn = loc.function_name();
+    if (kind == Escape::bool_conversion && fn.find("operator bool") != std::string::npos) {
+        b.location = "unknown line (Tensor::operator bool cannot see its caller)";
+    } else {
+        b.location = std::string(loc.file_name()) + ":" + std::to_string(loc.line()) + " in " + fn;
+    }
+    switch (kind) {
+        case Escape::bool_conversion:
+            b.reason = "data-dependent branch: a tensor was used as a bool (operator bool)";
+            b.hint = "kiln keeps one branch per outcome; use where() to stay in one graph, or wrap the "
+                     "condition in jit::cond(t) to record its line";
+            break;
+        case Escape::item:
+            b.reason = "item(): a tensor value was read into C++";
+            b.hint = "host code now depends on data, so fn re-runs on every call; keep the value a tensor to stay in one graph";
+            break;
+        case Escape::data_access:
+            b.reason = "raw data access (data_ptr/to_vector): an opaque host call reads the tensor";
+            b.hint = "the host code cannot be recorded, so fn re-runs on every call with its graphs served from the cache";
+            break;
+    }
+    return b;
+}
+
+bool cond(const Tensor& t, std::source_location loc) {
+    KILN_CHECK(t.numel() == 1, "jit::cond: a Tensor with ", t.numel(), " elements is ambiguous as a condition (shape ", t.shape(), ")");
+    report_escape(t, Escape::bool_conversion, loc);
+    return truth_value(t);
+}
+
+namespace {
+
+struct HookScope {
+    DispatchHook* prev;
+    explicit HookScope(DispatchHook* h) : prev(dispatch_hook()) { set_dispatch_hook(h); }
+    ~HookScope() { set_dispatch_hook(prev); }
+};
+
+// One op (or detach) seen while replaying: enough to check it and to record it later.
+struct Step {
+    bool is_detach = false;
+    OpId op{};
+    Attrs attrs;
+    std::vector<Tensor> inputs;
+    Tensor out;
+    bool grad = true;
+};
+
+class Tracer final : public DispatchHook {
+   public:
+    Tracer(Entry& e, const Args& args, const std::vector<int64_t>& syms, const TraceConfig& cfg, TraceStats& st)
+        : e_(e), syms_(syms), cfg_(cfg), stats_(st) {
+        int slot = 0;
+        for (size_t i = 0; i < args.size(); ++i) {
+            if (args[i].kind != ArgKind::tensor) continue;
+            if (e_.root == nullptr && slot >= int(e_.slot_kinds.size())) e_.add_slot(SlotKind::argument);
+            slot_arg_.push_back(&args[i]);
+            slot_guard_.push_back(&e_.guards.args[i]);
+            bind(args[i].tensor, RefKind::slot, slot++);
+        }
+        for (size_t s = 0; s < e_.held.size(); ++s)
+            if (e_.held[s].defined()) bind(e_.held[s], RefKind::slot, int(s));
+        if (e_.root) cands_ = {e_.root.get()};
+        else start_record();
+    }
+
+    Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) override {
+        Step s{.op = op, .attrs = attrs, .inputs = {inputs.begin(), inputs.end()}, .grad = autograd::grad_enabled()};
+        if (matching()) return match(std::move(s));
+        std::vector<int> ids;
+        for (const Tensor& t : inputs) ids.push_back(value_of(t));
+        Tensor out = eager(op, inputs, attrs);
+        bind(out, RefKind::op, record_node(b_->call(op, attrs, ids, out, s.grad), out));
+        return out;
+    }
+
+    void detached(const Tensor& src, const Tensor& out) override {
+        if (in_eager_ || !resolve(src)) return;  // autograd's own detaches; outside tensors lift as they are
+        if (matching()) {
+            match(Step{.is_detach = true, .inputs = {src}, .out = out});
+            return;
+        }
+        bind(out, RefKind::op, record_node(b_->detach(value_of(src), out), out));
+    }
+
+    void escape(const Tensor& t, Escape kind, const std::source_location& loc) override {
+        if (in_eager_) return;
+        BreakInfo brk = describe_escape(kind, loc);
+        if (cfg_.fullgraph)
+            fail("compile(fullgraph=true): graph break in ", cfg_.fn_name, ": ", brk.reason, "\n  at ", brk.location, "\n  hint: ", brk.hint);
+        Segment* seg = matching() ? end_match(false, kind, {t}) : nullptr;
+        if (!seg) seg = end_record(false, {t}, &brk);
+        parent_ = seg;
+        outcome_ = kind == Escape::bool_conversion ? int(truth_value(t)) : -1;
+        cands_.clear();
+        for (const auto& c : seg->children)
+            if (c.outcome == outcome_) cands_.push_back(c.seg.get());
+        if (cands_.empty()) start_record();
+    }
+
+    void finish(const std::vector<Tensor>& results) {
+        Segment* seg = matching() ? end_match(true, Escape::item, results) : nullptr;
+        if (!seg) end_record(true, results, nullptr);
+    }
+
+   private:
+    enum class RefKind { slot, op };  // op: a builder id when recording, a step index when replaying
+    struct Ref {
+        std::weak_ptr<TensorImpl> w;
+        RefKind kind;
+        int id;
+    };
+
+    bool matching() const { return b_ == nullptr; }
+
+    const Ref* resolve(const Tensor& t) {
+        auto it = refs_.find(t.impl());
+        if (it == refs_.end()) return nullptr;
+        if (it->second.w.lock().get() != t.impl()) {  // a freed tensor's address, reused
+            refs_.erase(it);
+            return nullptr;
+        }
+        return &it->second;
+    }
+    void bind(const Tensor& t, RefKind k, int id) { refs_[t.impl()] = Ref{t.impl_ptr(), k, id}; }
+
+    Tensor eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
+        in_eager_ = true;
+        struct Reset { bool& f; ~Reset() { f = false; } } reset{in_eager_};
+        return dispatch_eager(op, inputs, attrs);
+    }
+
+    // --- recording
+    void start_record() {
+        b_ = std::make_unique<GraphBuilder>(syms_);
+        in_slots_.clear();
+        in_examples_.clear();
+        slot_ph_.clear();
+        node_out_.clear();
+    }
+
+    int record_node(int id, const Tensor& out) {
+        node_out_.resize(id + 1);
+        node_out_[id] = out.impl_ptr();
+        return id;
+    }
+
+    // The slot holding `t`, lifting an outside tensor (closure, parameter) into a new one.
+    int slot_of(const Tensor& t) {
+        const Ref* r = resolve(t);
+        if (r && r->kind == RefKind::slot) return r->id;
+        KILN_CHECK(!r, "jit: internal error: slot_of on a value of the open graph");
+        int s = e_.add_slot(SlotKind::lifted, t);
+        bind(t, RefKind::slot, s);
+        return s;
+    }
+
+    int value_of(const Tensor& t) {
+        const Ref* r = resolve(t);
+        if (r && r->kind == RefKind::op) return r->id;
+        int s = slot_of(t);
+        if (auto it = slot_ph_.find(s); it != slot_ph_.end()) return it->second;
+        ValueMeta meta = meta_of(t);
+        std::string name, source;
+        if (e_.slot_kinds[s] == SlotKind::argument) {
+            meta.sym = slot_guard_[s]->sym;
+            name = arg_name(*slot_arg_[s], cfg_.arg_names);
+            source = "argument " + name;
+        } else {
+            meta.sym.clear();  // the builder matches its sizes against the symbols
+            name = e_.slot_kinds[s] == SlotKind::lifted ? "lifted" : "prev";
+            source = e_.slot_kinds[s] == SlotKind::lifted ? "lifted outside tensor" : "output of an earlier graph";
+        }
+        int id = b_->placeholder(name, std::move(meta), source);
+        node_out_.resize(id + 1);
+        slot_ph_[s] = id;
+        in_slots_.push_back(s);
+        in_examples_.push_back(t);
+        return id;
+    }
+
+    // Closes the open recording as a segment (graph breaks at an escape, or fn returned).
+    Segment* end_record(bool is_return, const std::vector<Tensor>& ts, const BreakInfo* brk) {
+        std::vector<int> outs;
+        auto add_out = [&](int id) { if (std::find(outs.begin(), outs.end(), id) == outs.end()) outs.push_back(id); };
+        if (!is_return)  // live intermediates: user code still holds them
+            for (int id = 0; id < b_->size(); ++id)
+                if (!b_->is_placeholder(id) && !node_out_[id].expired()) add_out(id);
+        for (const Tensor& t : ts)
+            if (const Ref* r = resolve(t); r && r->kind == RefKind::op) add_out(r->id);
+        auto seg = std::make_unique<Segment>();
+        seg->is_return = is_return;
+        if (b_->num_ops() > 0) {
+            std::vector<Tensor> live;
+            for (int id : outs) live.push_back(Tensor(node_out_[id].lock()));
+            compile_into(*seg, outs);
+            adopt(*seg, in_examples_, live);
+        }
+        for (const Tensor& t : ts) {
+            if (is_return) seg->return_slots.push_back(slot_of(t));
+            else seg->escape_slot = slot_of(t);
+        }
+        if (brk) {
+            seg->brk = *brk;
+            e_.breaks.push_back(*brk);
+            ++stats_.breaks;
+            if (brk->kind != Escape::bool_conversion) e_.rerun = true;
+            log_event("breaks", "graph break in " + cfg_.fn_name + " (entry " + std::to_string(e_.id) + "): " + brk->reason + " at " + brk->location);
+        }
+        b_.reset();
+        return graft(std::move(seg));
+    }
+
+    void compile_into(Segment& seg, const std::vector<int>& outs) {
+        seg.graph = b_->build(outs);
+        seg.input_slots = in_slots_;
+        for (int id : outs) {
+            int s = e_.add_slot(SlotKind::output);
+            seg.output_slots.push_back(s);
+            bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
+        }
+        seg.run = backend_compile(cfg_.backend, seg.graph, in_examples_);
+        ++stats_.graphs_compiled;
+        std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " + std::to_string(e_.num_segments + 1);
+        log_event("graphs", "compiled " + title + ":\n" + seg.graph->str());
+        debug_dump(title + ".txt", seg.graph->str() + "\n" + seg.graph->tabular());
+        debug_dump(title + ".dot", seg.graph->to_dot());
+    }
+
+    Segment* graft(std::unique_ptr<Segment> seg) {
+        seg->id = ++e_.num_segments;
+        Segment* raw = seg.get();
+        if (!parent_) e_.root = std::move(seg);
+        else parent_->children.push_back({outcome_, std::move(seg)});
+        return raw;
+    }
+
+    // The segment's compiled code runs, and the tensors user code holds take on its
+    // results (storage and autograd history): what the host sees is the compiled result.
+    static void adopt(const Segment& seg, std::span<const Tensor> inputs, const std::vector<Tensor>& live) {
+        std::vector<Tensor> outs;
+        {
+            HookScope plain(nullptr);  // the compiled code's own ops are not recorded
+            outs = seg.run(inputs);
+        }
+        KILN_CHECK(outs.size() == live.size(), "compile: backend returned ", outs.size(), " values, expected ", live.size());
+        for (size_t j = 0; j < outs.size(); ++j) {
+            TensorImpl& dst = *live[j].impl();
+            const TensorImpl& src = *outs[j].impl();
+            KILN_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "compile: backend output ", j, " is ", src.dtype,
+                       src.shape, ", eager gave ", dst.dtype, dst.shape);
+            dst.storage = src.storage;
+            dst.strides = src.strides;
+            dst.offset = src.offset;
+            dst.requires_grad = src.requires_grad;
+            dst.grad_fn = src.grad_fn;
+        }
+    }
+
+    // The inputs of a replayed candidate, read off the ops that used them.
+    std::vector<Tensor> replay_inputs(const Segment& c) const {
+        std::vector<Tensor> in(c.graph->num_inputs());
+        for (size_t k = 0; k < log_.size(); ++k) {
+            const Node& n = c.graph->nodes()[c.graph->num_inputs() + k];
+            for (size_t i = 0; i < n.args.size(); ++i)
+                if (n.args[i] < c.graph->num_inputs()) in[n.args[i]] = log_[k].inputs[i];
+        }
+        return in;
+    }
+
+    // --- replaying
+    bool arg_matches(const Segment& c, int arg, const Tensor& t) {
+        int ni = c.graph->num_inputs();
+        const Ref* r = resolve(t);
+        if (r && r->kind == RefKind::op) return arg == ni + r->id;
+        if (arg >= ni) return false;
+        int slot = c.input_slots[arg];
+        return r ? r->id == slot : e_.slot_kinds[slot] == SlotKind::lifted;
+    }
+
+    bool step_matches(const Segment& c, const Step& s) {
+        int k = int(log_.size());
+        if (k >= c.num_ops()) return false;
+        const Node& n = c.graph->nodes()[c.graph->num_inputs() + k];
+        if ((n.kind == NodeKind::detach) != s.is_detach || n.args.size() != s.inputs.size()) return false;
+        Attrs scratch;
+        if (!s.is_detach && (n.op != s.op || n.grad_enabled != s.grad || !(c.graph->attrs(n, syms_, scratch) == s.attrs))) return false;
+        for (size_t i = 0; i < s.inputs.size(); ++i)
+            if (!arg_matches(c, n.args[i], s.inputs[i])) return false;
+        return true;
+    }
+
+    Tensor match(Step s) {
+        std::vector<Segment*> keep;
+        for (Segment* c : cands_)
+            if (step_matches(*c, s)) keep.push_back(c);
+        if (keep.empty()) {
+            diverge("op #" + std::to_string(log_.size() + 1) + " (" + (s.is_detach ? "detach" : op_info(s.op).name) + ")");
+            if (s.is_detach) {
+                bind(s.out, RefKind::op, record_node(b_->detach(value_of(s.inputs[0]), s.out), s.out));
+                return s.out;
+            }
+            return call(s.op, s.inputs, s.attrs);
+        }
+        cands_ = std::move(keep);
+        if (!s.is_detach) s.out = eager(s.op, s.inputs, s.attrs);
+        bind(s.out, RefKind::op, int(log_.size()));
+        log_.push_back(std::move(s));
+        return log_.back().out;
+    }
+
+    // The slot a candidate assigns to `t` at its end, or -1 if it disagrees.
+    bool end_matches(const Segment& c, const Tensor& t, int expected) {
+        const Ref* r = resolve(t);
+        if (!r) return e_.slot_kinds[expected] == SlotKind::lifted;
+        if (r->kind == RefKind::slot) return r->id == expected;
+        const auto& outs = c.graph->outputs();
+        for (size_t j = 0; j < outs.size(); ++j)
+            if (outs[j] == c.graph->num_inputs() + r->id) return c.output_slots[j] == expected;
+        return false;
+    }
+
+    Segment* choose(bool is_return, Escape kind, const std::vector<Tensor>& ts) {
+        for (Segment* c : cands_) {
+            if (c->is_return != is_return || c->num_ops() != int(log_.size())) continue;
+            if (!is_return && c->brk.kind != kind) continue;
+            if (is_return && c->return_slots.size() != ts.size()) continue;
+            bool ok = true;
+            for (size_t i = 0; i < ts.size() && ok; ++i) ok = end_matches(*c, ts[i], is_return ? c->return_slots[i] : c->escape_slot);
+            if (ok) return c;
+        }
+        return nullptr;
+    }
+
+    // Ends a replayed segment: binds its outputs to their slots. Null when it diverged
+    // (then recording has taken over).
+    Segment* end_match(bool is_return, Escape kind, const std::vector<Tensor>& ts) {
+        Segment* c = choose(is_return, kind, ts);
+        if (!c) {
+            diverge(is_return ? "the return" : "the graph break (" + escape_name(kind) + ")");
+            return nullptr;
+        }
+        if (c->graph) {
+            const auto& outs = c->graph->outputs();
+            std::vector<Tensor> live;
+            for (size_t j = 0; j < outs.size(); ++j) {
+                live.push_back(log_[outs[j] - c->graph->num_inputs()].out);
+                bind(live.back(), RefKind::slot, c->output_slots[j]);
+            }
+            adopt(*c, replay_inputs(*c), live);
+        }
+        for (size_t i = 0; i < ts.size(); ++i)
+            if (!resolve(ts[i])) bind(ts[i], RefKind::slot, is_return ? c->return_slots[i] : c->escape_slot);
+        log_.clear();
+        return c;
+    }
+
+    // The replay went where no recording did. For a re-run entry that is a new variant
+    // (host code decided on data): record it as a sibling. Otherwise fn is not deterministic.
+    void diverge(const std::string& where) {
+        if (!e_.rerun || !parent_) {
+            std::ostringstream os;
+            os << "compile: " << cfg_.fn_name << " is not deterministic: replaying it to record a new branch, "
+               << where << " differs from the recording";
+            if (!cands_.empty() && cands_[0]->graph) os << " of graph " << cands_[0]->id << ":\n" << cands_[0]->graph->str();
+            os << "\nhint: fn must issue the same ops for the same inputs (no global state, no randomness outside kiln ops)";
+            fail(os.str());
+        }
+        start_record();
+        std::vector<Step> steps = std::move(log_);
+        log_.clear();
+        cands_.clear();
+        for (Step& s : steps) {
+            std::vector<int> ids;
+            for (const Tensor& t : s.inputs) ids.push_back(value_of(t));
+            int id = s.is_detach ? b_->detach(ids[0], s.out) : b_->call(s.op, s.attrs, ids, s.out, s.grad);
+            bind(s.out, RefKind::op, record_node(id, s.out));
+        }
+    }
+
+    Entry& e_;
+    std::vector<int64_t> syms_;
+    const TraceConfig& cfg_;
+    TraceStats& stats_;
+    std::vector<const ArgValue*> slot_arg_;
+    std::vector<const ArgGuard*> slot_guard_;
+    std::unordered_map<const TensorImpl*, Ref> refs_;
+    bool in_eager_ = false;
+    Segment* parent_ = nullptr;  // where the next segment is grafted
+    int outcome_ = -1;
+    // recording (b_ set)
+    std::unique_ptr<GraphBuilder> b_;
+    std::vector<int> in_slots_;
+    std::vector<Tensor> in_examples_;
+    std::unordered_map<int, int> slot_ph_;
+    std::vector<std::weak_ptr<TensorImpl>> node_out_;  // per builder id: liveness
+    // replaying (b_ null)
+    std::vector<Segment*> cands_;
+    std::vector<Step> log_;
+};
+
+}  // namespace
+
+std::vector<Tensor> trace_entry(Entry& entry, const Args& args, const std::vector<int64_t>& syms,
+                                const TraceConfig& cfg, const HostFn& host, TraceStats& stats) {
+    Tracer tracer(entry, args, syms, cfg, stats);
+    std::vector<Tensor> results;
+    {
+        HookScope scope(&tracer);
+        results = host();
+    }
+    tracer.finish(results);
+    return results;
+}
+
+}  // namespace kiln::jit

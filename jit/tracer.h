@@ -1,0 +1,38 @@
+// The tracer: runs fn once under a dispatch hook (record-while-executing). Ops run
+// eagerly and are recorded into a Graph; at an escape (operator bool, item, data access)
+// the graph so far becomes a segment, and recording continues in a new one. Where the
+// entry already has segments, the tracer *replays*: it checks each op against the
+// recording and only records what is new (a branch outcome not seen before).
+#pragma once
+#include <functional>
+
+#include "jit/program.h"
+
+namespace kiln::jit {
+
+struct TraceConfig {
+    Backend backend;
+    bool fullgraph = false;
+    std::vector<std::string> arg_names;
+    std::string fn_name = "fn";
+};
+
+struct TraceStats {
+    int graphs_compiled = 0;  // new segments with ops, compiled by the backend
+    int breaks = 0;           // new graph breaks recorded
+};
+
+using HostFn = std::function<std::vector<Tensor>()>;
+
+// Runs `host` (fn applied to `args`) under the tracer, grafting new segments onto `entry`;
+// `syms` are the symbol values bound by the entry's guards. Returns fn's results.
+std::vector<Tensor> trace_entry(Entry& entry, const Args& args, const std::vector<int64_t>& syms,
+                                const TraceConfig& cfg, const HostFn& host, TraceStats& stats);
+
+// Describes an escape as a graph break: reason, "file:line in function", hint.
+BreakInfo describe_escape(Escape kind, const std::source_location& loc);
+
+// `if (jit::cond(t))`: operator bool with the caller's line recorded for explain/fullgraph.
+bool cond(const Tensor& t, std::source_location loc = std::source_location::current());
+
+}  // namespace kiln::jit

@@ -1,0 +1,65 @@
+// Losses as compositions of table ops: class picking is a where() over a one-hot mask.
+#include "nn/functional.h"
+
+namespace kiln::nn::functional {
+namespace {
+
+Tensor reduce(const Tensor& per_sample, Reduction r) {
+    switch (r) {
+        case Reduction::mean: return per_sample.mean();
+        case Reduction::sum: return per_sample.sum();
+        case Reduction::none: return per_sample;
+    }
+    return per_sample;
+}
+
+// bool [N, C]: true where column j is sample i's target.
+Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op) {
+    KILN_CHECK(targets.dim() == 1 && targets.dtype() == int64, op, ": expected int64 class indices of shape [N], got ",
+               targets.dtype(), " ", targets.shape());
+    // Reading values is a graph break under the JIT, so only eager calls check the range.
+    if (!dispatch_hook() && targets.numel() > 0) {
+        int64_t lo = targets.amin().item<int64_t>(), hi = targets.amax().item<int64_t>();
+        KILN_CHECK(lo >= 0 && hi < num_classes, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ",
+                   num_classes, " classes");
+    }
+    return arange(double(num_classes), {.dtype = int64}) == targets.unsqueeze(1);
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return kiln::relu(x); }
+Tensor softmax(const Tensor& x, int64_t dim) { return x.softmax(dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return x.log_softmax(dim); }
+
+Tensor one_hot(const Tensor& targets, int64_t num_classes) {
+    return class_mask(targets, num_classes, "one_hot").to(int64);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction) {
+    KILN_CHECK(log_probs.dim() == 2, "nll_loss: expected log-probabilities of shape [N, C], got ", log_probs.shape());
+    KILN_CHECK(targets.dim() == 1 && targets.size(0) == log_probs.size(0), "nll_loss: expected targets of shape [",
+               log_probs.size(0), "], got ", targets.shape());
+    Tensor mask = class_mask(targets, log_probs.size(1), "nll_loss");
+    Tensor picked = where(mask, log_probs, 0.0).sum({1});
+    return reduce(-picked, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+    KILN_CHECK(logits.dim() == 2, "cross_entropy: expected logits of shape [N, C], got ", logits.shape());
+    Tensor log_probs = logits.log_softmax(1);
+    if (is_floating(targets.dtype())) {
+        KILN_CHECK(targets.shape() == logits.shape(), "cross_entropy: probability targets must have the logits' shape ",
+                   logits.shape(), ", got ", targets.shape());
+        return reduce(-(targets * log_probs).sum({1}), reduction);
+    }
+    return nll_loss(log_probs, targets, reduction);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+    KILN_CHECK(input.shape() == target.shape(), "mse_loss: input ", input.shape(), " and target ", target.shape(),
+               " differ in shape (kiln does not broadcast losses silently)");
+    return reduce(square(input - target), reduction);
+}
+
+}  // namespace kiln::nn::functional

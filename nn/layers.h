@@ -1,0 +1,66 @@
+// The basic layers: Linear, ReLU, and Sequential to chain them.
+#pragma once
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// y = x W^T + b. W [out, in] and b [out] start uniform in +-1/sqrt(in), as in PyTorch.
+class Linear : public Module {
+   public:
+    Linear(int64_t in_features, int64_t out_features, bool bias = true);
+    Tensor forward(const Tensor& x) override;
+    std::string extra_repr() const override;
+
+    int64_t in_features, out_features;
+    Tensor weight;  // [out_features, in_features]
+    Tensor bias;    // [out_features]; undefined when built with bias = false
+};
+
+class ReLU : public Module {
+   public:
+    Tensor forward(const Tensor& x) override { return relu(x); }
+};
+
+// Runs its modules in order; they are named "0", "1", ... in named_parameters().
+class Sequential : public Module {
+   public:
+    Sequential() = default;
+    template <class... Ms>
+    explicit Sequential(std::shared_ptr<Ms>... modules) {
+        (push_back(std::move(modules)), ...);
+    }
+    explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);
+
+    void push_back(std::shared_ptr<Module> module);
+    Tensor forward(const Tensor& x) override;
+    size_t size() const { return layers_.size(); }
+    const std::shared_ptr<Module>& operator[](size_t i) const;
+
+   private:
+    std::vector<std::shared_ptr<Module>> layers_;
+};
+
+namespace detail {
+template <class M>
+std::shared_ptr<Module> as_module_ptr(M&& m) {
+    using T = std::decay_t<M>;
+    if constexpr (std::is_base_of_v<Module, T>) {
+        static_assert(!std::is_lvalue_reference_v<M>, "nn::sequential: pass a module as a temporary or as a shared_ptr");
+        return std::make_shared<T>(std::move(m));
+    } else {
+        return std::shared_ptr<Module>(std::forward<M>(m));  // already a shared_ptr to a module
+    }
+}
+}  // namespace detail
+
+// nn::sequential(nn::Linear(2, 64), nn::ReLU(), nn::Linear(64, 3)): modules by value or shared_ptr.
+template <class... Ms>
+std::shared_ptr<Sequential> sequential(Ms&&... modules) {
+    return std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{detail::as_module_ptr(std::forward<Ms>(modules))...});
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,74 @@
+// nn::Module: parameter registration, traversal, train/eval, printing.
+#include "nn/module.h"
+
+#include <sstream>
+#include <unordered_set>
+
+#include "autograd/function.h"
+
+namespace kiln::nn {
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+    KILN_CHECK(value.defined(), type_name(), ": register_parameter('", name, "') got an undefined tensor");
+    KILN_CHECK(name.find('.') == std::string::npos && !name.empty(), type_name(), ": parameter name '", name,
+               "' must be non-empty and contain no '.'");
+    for (const auto& [n, p] : params_) KILN_CHECK(n != name, type_name(), ": parameter '", name, "' registered twice");
+    Tensor leaf = value.is_leaf() ? value : value.detach();
+    leaf.requires_grad_(true);
+    params_.emplace_back(name, leaf);
+    return leaf;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+    KILN_CHECK(module != nullptr, type_name(), ": register_module('", name, "') got a null module");
+    KILN_CHECK(module.get() != this, type_name(), ": a module cannot contain itself");
+    for (const auto& [n, m] : children_) KILN_CHECK(n != name, type_name(), ": module '", name, "' registered twice");
+    children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+    for (const auto& [name, p] : params_) out.emplace_back(prefix + name, p);
+    for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+    std::vector<std::pair<std::string, Tensor>> all, unique;
+    collect("", all);
+    std::unordered_set<TensorImpl*> seen;  // a tensor shared by two modules is one parameter
+    for (auto& entry : all)
+        if (seen.insert(entry.second.impl()).second) unique.push_back(std::move(entry));
+    return unique;
+}
+
+std::vector<Tensor> Module::parameters() const {
+    std::vector<Tensor> out;
+    for (auto& [name, p] : named_parameters()) out.push_back(p);
+    return out;
+}
+
+void Module::train(bool on) {
+    training_ = on;
+    for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+    for (Tensor& p : parameters()) p.zero_grad();
+}
+
+std::string Module::type_name() const { return autograd::short_type_name(typeid(*this)); }
+
+std::ostream& operator<<(std::ostream& os, const Module& m) {
+    os << m.type_name() << "(" << m.extra_repr();
+    if (m.children().empty()) return os << ")";
+    os << "\n";
+    for (const auto& [name, child] : m.children()) {
+        std::ostringstream inner;
+        inner << *child;
+        std::string text = inner.str(), indented;
+        for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+        os << "  (" << name << "): " << indented << "\n";
+    }
+    return os << ")";
+}
+
+}  // namespace kiln::nn

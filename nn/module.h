@@ -1,0 +1,60 @@
+// nn::Module: a callable with named parameters and child modules (PyTorch's nn.Module).
+// Modules are held by shared_ptr and never copied: the JIT guards on a module's identity.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace kiln::nn {
+
+class Module {
+   public:
+    Module() = default;
+    virtual ~Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+    Module(Module&&) = default;  // only while building: nn::sequential(nn::Linear(2, 3), ...)
+    Module& operator=(Module&&) = delete;
+
+    virtual Tensor forward(const Tensor& x) = 0;
+    Tensor operator()(const Tensor& x) { return forward(x); }
+
+    // Makes `value` a leaf that requires grad and lists it under `name`; returns it.
+    Tensor register_parameter(const std::string& name, Tensor value);
+    template <class M>
+    std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+        add_child(name, module);
+        return module;
+    }
+
+    // Own parameters, then each child's, in registration order; a shared tensor once.
+    std::vector<Tensor> parameters() const;
+    std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // "0.weight", "0.bias", ...
+    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+    void train(bool on = true);  // this module and every child
+    void eval() { train(false); }
+    bool is_training() const { return training_; }
+    void zero_grad();  // drops every parameter's .grad
+
+    // For printing: "Linear" and "in_features=2, out_features=3, bias=True".
+    virtual std::string type_name() const;
+    virtual std::string extra_repr() const { return ""; }
+
+   private:
+    void add_child(const std::string& name, std::shared_ptr<Module> module);
+    void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+
+    std::vector<std::pair<std::string, Tensor>> params_;
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+    bool training_ = true;
+};
+
+// PyTorch's layout: "Sequential(\n  (0): Linear(in_features=2, ...)\n  (1): ReLU()\n)".
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+}  // namespace kiln::nn

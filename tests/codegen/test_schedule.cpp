@@ -1,0 +1,148 @@
+// Tests for codegen/schedule: which nodes fuse into which kernel, and what lives in memory.
+// No compiler runs here; tests/codegen/test_emit.cpp checks the results against eager.
+#include <boost/test/unit_test.hpp>
+
+#include "codegen/schedule.h"
+#include "lgraph_builder.h"
+
+using namespace kiln;
+using namespace kiln::codegen;
+using kiln::codegen::testing::GraphBuilder;
+
+BOOST_AUTO_TEST_CASE(pointwise_chain_fuses_into_one_kernel_storing_only_the_output) {
+    GraphBuilder b;
+    int x = b.input({10, 10}, "x"), y = b.input({10, 10}, "y");
+    int c = b.unary(OpId::cos, x);
+    int s = b.unary(OpId::sin, y);
+    int out = b.binary(OpId::add, c, s);
+    b.output(out);
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].stores == std::vector<int>{out});
+    BOOST_TEST(sched.values.at(c).home == Home::inlined);
+    BOOST_TEST(sched.print() == "kernel_0  pointwise [10, 10]        cos_2 sin_3 add_4  -> add_4\n");
+}
+
+BOOST_AUTO_TEST_CASE(softmax_is_one_row_kernel) {
+    GraphBuilder b;
+    int x = b.input({64, 1000}, "x");
+    int m = b.reduce(OpId::amax, x, {-1}, true);
+    int e = b.unary(OpId::exp, b.binary(OpId::sub, x, m));
+    b.output(b.binary(OpId::div, e, b.reduce(OpId::sum, e, {-1}, true)));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::row);
+    BOOST_TEST(sched.kernels[0].outer_dims == 1);
+    BOOST_TEST(sched.values.at(m).per_row);
+    BOOST_TEST(sched.print().find("row [64] x [1000]") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(layernorm_in_primitive_ops_is_one_row_kernel) {
+    GraphBuilder b;
+    int x = b.input({8, 32}, "x");
+    int centered = b.binary(OpId::sub, x, b.mean(x, {-1}, true));
+    int var = b.mean(b.binary(OpId::mul, centered, centered), {-1}, true);
+    int rstd = b.unary(OpId::rsqrt, b.scalar(OpId::add, var, 1e-5));
+    b.output(b.binary(OpId::mul, centered, rstd));
+    Schedule sched = schedule(b.graph);
+    BOOST_TEST(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].nodes.size() == b.graph.nodes.size());
+}
+
+BOOST_AUTO_TEST_CASE(a_pointwise_producer_becomes_part_of_the_reduction_kernel) {
+    GraphBuilder b;
+    int x = b.input({4, 6, 5}, "x");
+    int squared = b.binary(OpId::mul, x, x);
+    b.output(b.reduce(OpId::sum, squared, {-2, -1}, false));  // reduce the two trailing dims
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].outer_dims == 1);
+    BOOST_TEST(sched.values.at(squared).home == Home::inlined);
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_inputs_are_loads_not_copies) {
+    GraphBuilder b;
+    int x = b.input({4, 1, 8}, "x"), y = b.input({5, 8}, "y");
+    b.output(b.binary(OpId::add, x, y));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].domain == Shape({4, 5, 8}));
+    BOOST_TEST(sched.kernels[0].loads == std::vector<int>({x, y}));
+}
+
+BOOST_AUTO_TEST_CASE(views_are_index_math_over_their_base) {
+    GraphBuilder b;
+    int x = b.input({6, 10}, "x");
+    int t = b.permute(x, {1, 0});
+    int sliced = b.slice(t, 0, 2, 10, 2);  // rows 2, 4, 6, 8 of x^T
+    b.output(b.unary(OpId::neg, sliced));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    const ValueInfo& view = sched.values.at(sliced);
+    BOOST_TEST(view.home == Home::view);
+    BOOST_TEST(view.access.buffer == x);
+    BOOST_TEST(to_cpp(view.access.strides[0]) == "2");
+    BOOST_TEST(to_cpp(view.access.strides[1]) == "10");
+    BOOST_TEST(to_cpp(view.access.offset) == "2");
+}
+
+BOOST_AUTO_TEST_CASE(reshape_of_a_strided_view_falls_back_to_eager) {
+    GraphBuilder b;
+    int x = b.input({6, 10}, "x");
+    b.output(b.unary(OpId::neg, b.reshape(b.permute(x, {1, 0}), {60})));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_is_blas_then_its_epilogue_kernel) {
+    GraphBuilder b;
+    int x = b.input({16, 8}, "x"), w = b.input({8, 4}, "w"), bias = b.input({4}, "bias");
+    int mm = b.matmul(x, w);
+    b.output(b.unary(OpId::relu, b.binary(OpId::add, mm, bias)));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::blas);
+    BOOST_TEST(sched.kernels[1].kind == KernelKind::pointwise);
+    BOOST_TEST(sched.kernels[1].loads == std::vector<int>({mm, bias}));
+}
+
+BOOST_AUTO_TEST_CASE(a_value_used_by_two_kernels_is_stored_once) {
+    GraphBuilder b;
+    int x = b.input({16}, "x"), y = b.input({4, 16}, "y");
+    int e = b.unary(OpId::exp, x);        // kernel over [16]
+    int z = b.binary(OpId::mul, y, e);    // kernel over [4, 16] reads e from memory
+    b.output(z);
+    b.output(b.unary(OpId::neg, e));
+    Schedule sched = schedule(b.graph);
+    BOOST_TEST(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.values.at(e).home == Home::stored);
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
+    GraphBuilder b;
+    int x = b.input({4}, "x"), y = b.input({4}, "y");
+    int less = b.node(OpId::lt, {x, y}, {}, {4}, DType::boolean);
+    b.output(b.node(OpId::where, {less, x, y}, {}, {4}));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+    BOOST_TEST(sched.kernels[1].kind == KernelKind::fallback);
+}
+
+BOOST_AUTO_TEST_CASE(symbols_are_bound_from_input_dims) {
+    using kiln::codegen::testing::s0;
+    GraphBuilder b;
+    int x = b.input({3, s0}, "x");
+    b.output(b.unary(OpId::exp, x));
+    Schedule sched = schedule(b.graph);
+    BOOST_TEST(sched.num_symbols == 1);
+    BOOST_TEST((sched.symbol_binding.at(0) == std::pair<int, int>{0, 1}));
+    BOOST_TEST(to_cpp(contiguous_stride_exprs({s0, 4, s0})[0]) == "s0 * 4");
+
+    GraphBuilder unbound;
+    int y = unbound.input({4}, "y");
+    unbound.output(unbound.expand(y, {s0, 4}));
+    unbound.output(unbound.unary(OpId::exp, unbound.graph.outputs[0]));
+    BOOST_CHECK_THROW(schedule(unbound.graph), kiln::Error);
+}

@@ -1,0 +1,125 @@
+// Seeing inside: print_tabular, DOT, KILN_LOGS, KILN_DEBUG_DIR; export and its text format.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "jit/export.h"
+#include "jit/log.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor bar(Tensor a, Tensor b) {
+    Tensor x = a / (abs(a) + 1);
+    if (b.sum() < 0) b = b * -1;
+    return x * b;
+}
+
+Tensor mlp_like(Tensor x, Tensor w) { return relu(matmul(x, w)).sum({1}) * 0.5 + 1; }
+
+// Captures std::cerr for a scope.
+struct CerrCapture {
+    std::ostringstream out;
+    std::streambuf* old = std::cerr.rdbuf(out.rdbuf());
+    ~CerrCapture() { std::cerr.rdbuf(old); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(jit_tools)
+
+BOOST_AUTO_TEST_CASE(print_tabular_like_fx) {
+    jit::reset();
+    std::string table, dot;
+    auto f = compile(bar, {.backend = jit::BackendFn([&](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
+                               if (table.empty()) table = g.tabular(), dot = g.to_dot();
+                               return [&g](std::span<const Tensor> in) { return jit::interpret(g, in); };
+                           }),
+                           .arg_names = {"a", "b"}});
+    f(randn({10}), randn({10}));
+    BOOST_TEST_MESSAGE(table);
+    BOOST_CHECK(table.rfind("opcode", 0) == 0);
+    BOOST_CHECK(table.find("placeholder    a ") != std::string::npos);
+    BOOST_CHECK(table.find("call_function  abs ") != std::string::npos);
+    BOOST_CHECK(table.find("(abs, 1)") != std::string::npos);
+    BOOST_CHECK(table.find("output") != std::string::npos);
+    BOOST_CHECK(dot.rfind("digraph", 0) == 0);
+    BOOST_CHECK(dot.find("->") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(kiln_logs_prints_graphs_guards_breaks_recompiles) {
+    jit::reset();
+    setenv("KILN_LOGS", "graphs,guards,breaks,recompiles", 1);
+    log_reload();
+    std::string log;
+    {
+        CerrCapture cap;
+        auto f = compile(bar, {.backend = "eager", .dynamic = jit::Dynamic::never, .arg_names = {"a", "b"}});
+        f(randn({10}), randn({10}));
+        f(randn({12}), randn({12}));
+        log = cap.out.str();
+    }
+    unsetenv("KILN_LOGS");
+    log_reload();
+    BOOST_CHECK(log.find("[kiln:graphs]") != std::string::npos);
+    BOOST_CHECK(log.find("[kiln:guards]") != std::string::npos);
+    BOOST_CHECK(log.find("a: float32[10] cpu") != std::string::npos);
+    BOOST_CHECK(log.find("[kiln:breaks]") != std::string::npos);
+    BOOST_CHECK(log.find("[kiln:recompiles]") != std::string::npos);
+    BOOST_CHECK(log.find("size mismatch at a.size(0): expected 10, got 12") != std::string::npos);
+    BOOST_CHECK(!log_enabled("graphs"));
+}
+
+BOOST_AUTO_TEST_CASE(kiln_debug_dir_dumps_graphs) {
+    jit::reset();
+    auto dir = std::filesystem::temp_directory_path() / ("kiln-jit-debug-" + std::to_string(::getpid()));
+    setenv("KILN_DEBUG_DIR", dir.c_str(), 1);
+    auto f = compile(bar, {.backend = "eager", .name = "bar"});
+    f(randn({10}), randn({10}));
+    unsetenv("KILN_DEBUG_DIR");
+    int txt = 0, dot = 0;
+    for (const auto& p : std::filesystem::directory_iterator(dir)) (p.path().extension() == ".dot" ? dot : txt)++;
+    BOOST_CHECK_EQUAL(txt, 2);
+    BOOST_CHECK_EQUAL(dot, 2);
+    std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(export_saves_loads_and_runs) {
+    Tensor x = randn({4, 3}), w = randn({3, 5});
+    jit::ExportedProgram p = jit::export_graph(mlp_like, x, w);
+    auto path = std::filesystem::temp_directory_path() / ("kiln-export-" + std::to_string(::getpid()) + ".kg");
+    p.save(path.string());
+    jit::ExportedProgram loaded = jit::ExportedProgram::load(path.string());
+    std::filesystem::remove(path);
+    Tensor x2 = randn({4, 3}), w2 = randn({3, 5});
+    BOOST_CHECK(allclose(loaded.run({x2, w2}).at(0), mlp_like(x2, w2)));
+    BOOST_CHECK_EQUAL(loaded.to_text(), p.to_text());
+    // Lifted constants travel in the file.
+    Tensor c = randn({5});
+    jit::ExportedProgram withc = jit::export_graph([&c](Tensor x) { return x * c; }, randn({5}));
+    jit::ExportedProgram back = jit::ExportedProgram::from_text(withc.to_text());
+    Tensor x3 = randn({5});
+    BOOST_CHECK(allclose(back.run({x3}).at(0), x3 * c));
+}
+
+BOOST_AUTO_TEST_CASE(export_refuses_a_graph_break_and_names_it) {
+    BOOST_CHECK_EXCEPTION(jit::export_graph(bar, randn({10}), randn({10})), Error, [](const Error& e) {
+        std::string m = e.what();
+        return m.find("graph break") != std::string::npos && m.find("operator bool") != std::string::npos;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(unknown_backend_and_mode_are_errors) {
+    BOOST_CHECK_THROW(compile(bar, {.backend = "nope"}), Error);
+    BOOST_CHECK_THROW(compile(bar, {.mode = "fastest"}), Error);
+    jit::register_backend("my_eager", [](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
+        return [&g](std::span<const Tensor> in) { return jit::interpret(g, in); };
+    });
+    Tensor a = randn({3}), b = randn({3});
+    BOOST_CHECK(allclose(compile(bar, {.backend = "my_eager"})(a, b), bar(a, b)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

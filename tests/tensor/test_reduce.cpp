@@ -1,0 +1,212 @@
+// Reductions (sum, mean, amax, amin), softmax and matmul against naive float64 loops.
+#include <boost/test/unit_test.hpp>
+
+#include <limits>
+#include <map>
+
+#include "reference.h"
+
+using namespace kiln_test;
+
+namespace {
+
+// Reduces `x` over `dims` (empty: all) with `f`, starting from `init`; `mean` divides by the count.
+Ref reduce_ref(const Ref& x, const Shape& dims, bool keepdim, double init, double (*f)(double, double), bool mean = false) {
+    int64_t rank = int64_t(x.shape.size());
+    std::vector<bool> reduced(rank, dims.empty());
+    for (int64_t d : dims) reduced[d < 0 ? d + rank : d] = true;
+    Shape kept, out_shape;
+    int64_t count = 1;
+    for (int64_t i = 0; i < rank; ++i) {
+        kept.push_back(reduced[i] ? 1 : x.shape[i]);
+        if (!reduced[i] || keepdim) out_shape.push_back(reduced[i] ? 1 : x.shape[i]);
+        if (reduced[i]) count *= x.shape[i];
+    }
+    Ref out{out_shape, std::vector<double>(size_t(numel(kept)), init)};
+    for (int64_t i = 0; i < numel(x.shape); ++i) {
+        int64_t o = ravel_broadcast(unravel(i, x.shape), kept);  // size-1 dims of `kept` index 0
+        out.v[o] = f(out.v[o], x.v[i]);
+    }
+    if (mean)
+        for (double& v : out.v) v /= double(count);
+    return out;
+}
+double add(double a, double b) { return a + b; }
+double max_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+double min_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+
+struct Reduction {
+    Tensor (*run)(const Tensor&, const Shape&, bool);
+    double init;
+    double (*combine)(double, double);
+    bool exact;  // max/min pick an element; sums round
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// The table's reduction ops, by name (every_reduction_op_has_a_reference checks the list).
+const std::map<std::string, Reduction> kReductions = {
+    {"sum", {[](const Tensor& x, const Shape& d, bool k) { return kiln::sum(x, d, k); }, 0.0, add, false}},
+    {"amax", {[](const Tensor& x, const Shape& d, bool k) { return kiln::amax(x, d, k); }, -kInf, max_nan, true}},
+    {"amin", {[](const Tensor& x, const Shape& d, bool k) { return kiln::amin(x, d, k); }, kInf, min_nan, true}},
+};
+
+const std::vector<Shape> kDimSets = {{}, {0}, {1}, {2}, {-1}, {0, 2}, {2, 0}, {-3, -1}, {0, 1, 2}};
+
+// matmul with NumPy's rules: 1-D operands get a dim that is dropped again; batch dims broadcast.
+Ref matmul_ref(Ref a, Ref b) {
+    bool a_vec = a.shape.size() == 1, b_vec = b.shape.size() == 1;
+    if (a_vec) a.shape.insert(a.shape.begin(), 1);
+    if (b_vec) b.shape.push_back(1);
+    int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back(), N = b.shape.back();
+    Shape ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+    Shape batch = broadcast(ab, bb);
+    Ref out{batch, {}};
+    for (int64_t i = 0; i < numel(batch); ++i) {
+        auto idx = unravel(i, batch);
+        const double* pa = a.v.data() + ravel_broadcast(idx, ab) * M * K;
+        const double* pb = b.v.data() + ravel_broadcast(idx, bb) * K * N;
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; ++k) acc += pa[m * K + k] * pb[k * N + n];
+                out.v.push_back(acc);
+            }
+    }
+    if (!a_vec) out.shape.push_back(M);
+    if (!b_vec) out.shape.push_back(N);
+    return out;
+}
+
+Ref softmax_ref(const Ref& x, int64_t dim, bool log) {
+    int64_t rank = int64_t(x.shape.size());
+    dim = dim < 0 ? dim + rank : dim;
+    Shape line = x.shape;
+    line[dim] = 1;  // one entry per softmax row
+    Ref hi = reduce_ref(x, {dim}, true, -kInf, max_nan);
+    std::vector<double> total(size_t(numel(line)), 0.0);
+    for (int64_t i = 0; i < numel(x.shape); ++i) {
+        int64_t l = ravel_broadcast(unravel(i, x.shape), line);
+        total[l] += std::exp(x.v[i] - hi.v[l]);
+    }
+    Ref out{x.shape, {}};
+    for (int64_t i = 0; i < numel(x.shape); ++i) {
+        int64_t l = ravel_broadcast(unravel(i, x.shape), line);
+        double shifted = x.v[i] - hi.v[l];
+        out.v.push_back(log ? shifted - std::log(total[l]) : std::exp(shifted) / total[l]);
+    }
+    return out;
+}
+
+std::string dims_name(const Shape& dims, bool keepdim) { return "dims=" + str(dims) + (keepdim ? " keepdim" : ""); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reductions)
+
+BOOST_AUTO_TEST_CASE(every_reduction_op_has_a_reference) {
+#define KILN_OP(name, kind, ...)                                                                   \
+    if (kiln::OpKind::kind == kiln::OpKind::reduction)                                             \
+        BOOST_TEST(kReductions.count(#name) == 1u, "reduction '" #name "' of tensor/ops.def has no " \
+                                                   "reference: add it to kReductions in test_reduce.cpp");
+#include "tensor/ops.def"
+}
+
+BOOST_AUTO_TEST_CASE(reductions_match_reference_over_dims_and_layouts) {
+    Ref x = random_ref({3, 4, 5}, -3, 3);
+    for (const auto& [name, r] : kReductions) {
+        for (const Shape& dims : kDimSets)
+            for (bool keepdim : {false, true})
+                for (Layout l : {Layout::contiguous, Layout::transposed, Layout::strided}) {
+                    Ref want = reduce_ref(x, dims, keepdim, r.init, r.combine);
+                    check_close(r.run(make(x, l), dims, keepdim), want, r.exact ? 0 : 1e-5, r.exact ? 0 : 1e-5,
+                                name + " " + dims_name(dims, keepdim) + " " + layout_name(l));
+                }
+        Ref s{{}, {2.5}};
+        check_close(r.run(make(s), {}, false), s, 0, 0, name + " of a 0-d tensor");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(reductions_of_large_tensors_use_simd_and_threads) {
+    Ref x = random_ref({300, 1000}, -1, 1);
+    Tensor t = make(x);
+    for (const auto& [name, r] : kReductions)
+        for (const Shape& dims : {Shape{}, Shape{0}, Shape{1}})
+            check_close(r.run(t, dims, false), reduce_ref(x, dims, false, r.init, r.combine), r.exact ? 0 : 1e-5,
+                        r.exact ? 0 : 1e-6 * double(x.v.size()), name + " of [300, 1000] " + dims_name(dims, false));
+}
+
+BOOST_AUTO_TEST_CASE(mean_matches_reference) {
+    Ref x = random_ref({3, 4, 5}, -3, 3);
+    for (const Shape& dims : kDimSets)
+        for (bool keepdim : {false, true})
+            check_close(kiln::mean(make(x, Layout::transposed), dims, keepdim), reduce_ref(x, dims, keepdim, 0, add, true), 1e-5, 1e-6,
+                        "mean " + dims_name(dims, keepdim));
+}
+
+BOOST_AUTO_TEST_CASE(reductions_of_integers) {
+    Ref x = random_ints({4, 6}, -100, 100);
+    Tensor sum = make(x, kiln::int64).sum({1});
+    BOOST_TEST((sum.dtype() == kiln::int64));
+    check_equal(sum, reduce_ref(x, {1}, false, 0, add), "int64 sum");
+    check_equal(make(x, kiln::int64).amax({0}, true), reduce_ref(x, {0}, true, -kInf, max_nan), "int64 amax");
+    Tensor flags = make(x) > 0.0;
+    Tensor count = flags.sum();
+    BOOST_TEST((count.dtype() == kiln::int64));
+    BOOST_TEST(count.item<int64_t>() == int64_t(std::count_if(x.v.begin(), x.v.end(), [](double v) { return v > 0; })));
+}
+
+BOOST_AUTO_TEST_CASE(softmax_rows_sum_to_one_and_match_reference) {
+    Ref x = random_ref({4, 5, 6}, -4, 4);
+    for (int64_t dim : {0, 1, 2, -1}) {
+        Tensor sm = kiln::softmax(make(x, Layout::transposed), dim);
+        check_close(sm, softmax_ref(x, dim, false), 1e-5, 1e-7, "softmax dim " + std::to_string(dim));
+        Ref ones = map(reduce_ref(x, {dim}, false, 0, add), [](double) { return 1.0; });
+        check_close(sm.sum({dim}), ones, 1e-5, 1e-6, "softmax rows sum to 1, dim " + std::to_string(dim));
+        check_close(kiln::log_softmax(make(x), dim), softmax_ref(x, dim, true), 1e-5, 1e-5, "log_softmax dim " + std::to_string(dim));
+    }
+    // Large logits: the max is subtracted first, so nothing overflows.
+    Ref big{{2, 3}, {1000, 1001, 1002, -1000, 0, 1000}};
+    check_close(kiln::softmax(make(big), 1), softmax_ref(big, 1, false), 1e-5, 1e-7, "softmax of large logits");
+    check_close(kiln::log_softmax(make(big), 1), softmax_ref(big, 1, true), 1e-5, 1e-4, "log_softmax of large logits");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(matmul)
+
+BOOST_AUTO_TEST_CASE(matmul_matches_naive_loops) {
+    const std::vector<std::pair<Shape, Shape>> cases = {
+        {{3, 4}, {4, 5}},                 // 2-D
+        {{2, 3, 4}, {4, 5}},              // batched @ matrix
+        {{2, 3, 4}, {2, 4, 5}},           // batched @ batched
+        {{2, 1, 3, 4}, {5, 4, 6}},        // broadcast batch -> [2, 5, 3, 6]
+        {{4}, {4, 5}},                    // vector @ matrix -> [5]
+        {{3, 4}, {4}},                    // matrix @ vector -> [3]
+        {{4}, {4}},                       // dot -> []
+        {{2, 3, 4}, {4}},                 // -> [2, 3]
+        {{4}, {2, 4, 5}},                 // -> [2, 5]
+        {{1, 1}, {1, 1}},
+        {{33, 65}, {65, 17}},             // sizes past BLAS's small-matrix paths
+    };
+    for (const auto& [sa, sb] : cases) {
+        Ref a = random_ref(sa, -1, 1), b = random_ref(sb, -1, 1);
+        Ref want = matmul_ref(a, b);
+        std::string what = str(sa) + " @ " + str(sb);
+        for (Layout la : {Layout::contiguous, Layout::transposed, Layout::strided})
+            for (Layout lb : {Layout::contiguous, Layout::transposed, Layout::offset})
+                check_close(kiln::matmul(make(a, la), make(b, lb)), want, 1e-4, 1e-5,
+                            what + " " + layout_name(la) + " @ " + layout_name(lb));
+        check_close(kiln::matmul(make(a, kiln::float64), make(b, kiln::float64)), want, 1e-12, 1e-12, what + " float64");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(matmul_of_expanded_and_empty_operands) {
+    Ref row = random_ref({1, 3, 4}, -1, 1), b = random_ref({2, 4, 5}, -1, 1);
+    Ref a{{2, 3, 4}, row.v};
+    a.v.insert(a.v.end(), row.v.begin(), row.v.end());
+    check_close(kiln::matmul(make(row).expand({2, 3, 4}), make(b)), matmul_ref(a, b), 1e-4, 1e-5, "expanded batch");
+    Tensor zero_k = kiln::matmul(kiln::ones({3, 0}), kiln::ones({0, 2}));
+    check_close(zero_k, Ref{{3, 2}, std::vector<double>(6, 0.0)}, 0, 0, "inner dim 0 gives zeros");
+    BOOST_TEST(kiln::matmul(kiln::ones({0, 4}), kiln::ones({4, 2})).shape() == (Shape{0, 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
