@@ -3,6 +3,8 @@
 
 #include <ostream>
 
+#include "jit/aot/aot.h"
+
 namespace kiln::jit {
 
 ExplainOutput explain_core(const CompiledCore& core) {
@@ -15,6 +17,8 @@ ExplainOutput explain_core(const CompiledCore& core) {
                 out.op_count += s->num_ops();
                 out.ops_per_graph.push_back(s->graph->op_names());
                 out.graphs.push_back(s->graph->str());
+                aot::MemoryReport m = aot::last_memory_report(s->graph.get());
+                out.saved_for_backward.push_back(m.eager.empty() && m.compiled.empty() ? "" : m.str());
             }
             out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
             out.guards.push_back(e->guards.lines(core.options().arg_names));
@@ -47,6 +51,13 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
     for (size_t i = 0; i < e.guards.size(); ++i) {
         os << "  Entry " << i + 1 << ":\n";
         for (const std::string& g : e.guards[i]) os << "    " << g << "\n";
+    }
+    bool any_aot = false;
+    for (const std::string& m : e.saved_for_backward) any_aot = any_aot || !m.empty();
+    if (any_aot) {
+        os << "Saved for backward (AOT autograd):\n";
+        for (size_t i = 0; i < e.saved_for_backward.size(); ++i)
+            if (!e.saved_for_backward[i].empty()) os << "  Graph " << i + 1 << ":\n" << e.saved_for_backward[i];
     }
     os << "Re-run every call: " << (e.rerun ? "yes (host code consumed a tensor value)" : "no") << "\n";
     return os;

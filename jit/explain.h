@@ -16,6 +16,8 @@ struct ExplainOutput {
     std::vector<BreakInfo> break_reasons;
     std::vector<std::vector<std::string>> guards;  // per entry
     bool rerun = false;  // host code consumed a value: fn re-runs on every call
+    // Per graph, when AOT autograd partitioned it: saved tensors, eager vs compiled.
+    std::vector<std::string> saved_for_backward;
 };
 std::ostream& operator<<(std::ostream& os, const ExplainOutput& e);
 

@@ -111,3 +111,77 @@ BOOST_AUTO_TEST_CASE(mlp_saves_matmul_inputs_and_updates_parameters_like_eager) 
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+Tensor walk_through(std::map<std::string, Tensor> inputs) {
+    Tensor x = inputs["x"], y = inputs["y"];
+    x = x.cos().cos();
+    if (x.mean() > 0.5) x = x / 1.1;
+    return x * y;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(aot_integration)
+
+BOOST_AUTO_TEST_CASE(walk_through_with_a_break_matches_eager_forward_and_gradients) {
+    auto f = compile(walk_through, {.backend = "aot_eager"});
+    for (double shift : {0.0, 3.0}) {  // both outcomes of the branch
+        Tensor x = (randn({10}) + shift).requires_grad_(), y = randn({10}, {.requires_grad = true});
+        for (int call = 0; call < 2; ++call) {
+            Tensor out = f({{"x", x}, {"y", y}});
+            out.sum().backward();
+            Tensor gx = x.grad(), gy = y.grad();
+            x.zero_grad();
+            y.zero_grad();
+            Tensor ref = walk_through({{"x", x}, {"y", y}});
+            ref.sum().backward();
+            BOOST_TEST(allclose(out, ref));
+            BOOST_TEST(grads_equal(gx, x.grad()));
+            BOOST_TEST(grads_equal(gy, y.grad()));
+            x.zero_grad();
+            y.zero_grad();
+        }
+    }
+    BOOST_TEST(jit::explain_compiled(f).graph_count >= 2);
+}
+
+BOOST_AUTO_TEST_CASE(module_parameters_get_gradients_and_sgd_step_matches_eager) {
+    manual_seed(7);
+    nn::Linear compiled_layer(6, 3), eager_layer(6, 3);
+    eager_layer.weight.copy_(compiled_layer.weight);
+    eager_layer.bias.copy_(compiled_layer.bias);
+    auto loss_fn = [](nn::Linear& layer, Tensor x) { return (relu(layer(x)) * 2.0).sum(); };
+    auto f = compile(loss_fn, {.backend = "aot_eager"});
+    optim::SGD opt_c(compiled_layer.parameters(), 0.1, 0.9), opt_e(eager_layer.parameters(), 0.1, 0.9);
+    for (int step = 0; step < 3; ++step) {
+        Tensor x = randn({4, 6});
+        opt_c.zero_grad();
+        opt_e.zero_grad();
+        Tensor lc = f(compiled_layer, x);
+        Tensor le = loss_fn(eager_layer, x);
+        lc.backward();
+        le.backward();
+        if (step > 0) BOOST_TEST(lc.grad_fn()->name() == "CompiledFunctionBackward");
+        BOOST_TEST(allclose(lc, le, 1e-5, 1e-6));
+        BOOST_TEST(grads_equal(compiled_layer.weight.grad(), eager_layer.weight.grad()));
+        BOOST_TEST(grads_equal(compiled_layer.bias.grad(), eager_layer.bias.grad()));
+        opt_c.step();
+        opt_e.step();
+        BOOST_TEST(allclose(compiled_layer.weight, eager_layer.weight, 1e-5, 1e-6));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(explain_shows_saved_tensors_eager_vs_compiled) {
+    auto f = compile(cos_cos, {.backend = "aot_eager"});
+    Tensor x = randn({5, 5, 5}, {.requires_grad = true});
+    f(x);
+    f(x).sum().backward();
+    std::ostringstream os;
+    os << jit::explain_compiled(f);
+    BOOST_TEST(os.str().find("saved for backward, eager: 2 tensors, 1000 bytes") != std::string::npos, os.str());
+    BOOST_TEST(os.str().find("saved for backward, compiled: 1 tensors, 500 bytes") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
