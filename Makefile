@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev
 
-.PHONY: all deps build test demo bench sanitize clean format
+.PHONY: all deps build test demo bench bench-compare sanitize clean format
 
 all: build
 
@@ -36,6 +36,12 @@ demo: build
 
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b; done
+
+# kiln vs PyTorch (eager and torch.compile) on the CPU, in one session; needs `pip install torch`.
+bench-compare: build
+	$(BUILD)/bench_cpu_codegen > $(BUILD)/cpu_codegen.json
+	python3 bench/torch_cpu.py > $(BUILD)/torch_cpu.json
+	python3 bench/compare.py $(BUILD)/cpu_codegen.json $(BUILD)/torch_cpu.json
 
 sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
