@@ -102,7 +102,13 @@ const Token& Parser::expect(Tok kind, std::string_view what) {
 }
 
 void Parser::fail_at(const Token& token, const std::string& message) {
-    if (token.kind == Tok::end)
+    // At the end of input the lexer closes every open block with dedents before `end`: a
+    // block that ends there (`def f():` / `    if x:` as the last lines) still waits for input.
+    size_t rest = size_t(&token - tokens_.data());
+    bool only_dedents_left = rest < tokens_.size();
+    for (size_t i = rest; only_dedents_left && i < tokens_.size(); ++i)
+        only_dedents_left = tokens_[i].kind == Tok::dedent || tokens_[i].kind == Tok::end;
+    if (token.kind == Tok::end || (token.kind == Tok::dedent && only_dedents_left))
         throw SyntaxError("unexpected end of input: " + message, filename_, source_, token.pos,
                           EndOfInput::open_block);
     fail(token.pos, message + ", found " + describe(token));

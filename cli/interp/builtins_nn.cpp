@@ -1,0 +1,143 @@
+// nn and optim builtins: layers (nn.Linear, nn.ReLU, nn.Sequential), losses, the
+// functional API (F.relu, F.cross_entropy ...), optimizers, and their methods.
+#include "cli/interp/builtins.h"
+#include "cli/interp/operators.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+
+namespace kiln::interp {
+namespace {
+
+namespace Fn = kiln::nn::functional;
+
+ModulePtr module_arg(Bound& b, const Value& v) {
+    if (auto m = v.as<ModulePtr>()) return *m;
+    b.in.raise("TypeError", "nn.Sequential() takes modules, not " + type_name(v));
+}
+
+Value b_linear(Bound& b) {
+    int64_t in = b.integer(0), out = b.integer(1);
+    if (in <= 0 || out <= 0) b.in.raise("ValueError", "nn.Linear(in_features, out_features): sizes must be positive");
+    return ModulePtr(std::make_shared<nn::Linear>(in, out, b.flag_or(2, true)));
+}
+Value b_relu_module(Bound&) { return ModulePtr(std::make_shared<nn::ReLU>()); }
+Value b_sequential(Bound& b) {
+    auto seq = std::make_shared<nn::Sequential>();
+    for (const Value& v : b.rest) seq->push_back(module_arg(b, v));
+    return ModulePtr(seq);
+}
+// Loss "modules" are the functional losses, called with (input, target).
+Value b_cross_entropy_loss(Bound&) { return std::make_shared<BoundMethod>(BoundMethod{None{}, find_builtin("F.cross_entropy")}); }
+Value b_mse_loss_module(Bound&) { return std::make_shared<BoundMethod>(BoundMethod{None{}, find_builtin("F.mse_loss")}); }
+
+Fn::Reduction reduction(Bound& b, size_t i) {
+    std::string r = b.has(i) ? b.string(i) : "mean";
+    if (r == "mean") return Fn::Reduction::mean;
+    if (r == "sum") return Fn::Reduction::sum;
+    if (r == "none") return Fn::Reduction::none;
+    b.in.raise("ValueError", "reduction must be 'mean', 'sum' or 'none', not '" + r + "'");
+}
+Value b_relu(Bound& b) { return Fn::relu(b.tensor(0)); }
+Value b_softmax(Bound& b) { return Fn::softmax(b.tensor(0), b.integer_or(1, -1)); }
+Value b_log_softmax(Bound& b) { return Fn::log_softmax(b.tensor(0), b.integer_or(1, -1)); }
+Value b_cross_entropy(Bound& b) { return Fn::cross_entropy(b.tensor(0), b.tensor(1), reduction(b, 2)); }
+Value b_nll_loss(Bound& b) { return Fn::nll_loss(b.tensor(0), b.tensor(1), reduction(b, 2)); }
+Value b_mse_loss(Bound& b) { return Fn::mse_loss(b.tensor(0), b.tensor(1), reduction(b, 2)); }
+Value b_one_hot(Bound& b) { return Fn::one_hot(b.tensor(0), b.integer(1)); }
+
+std::vector<Tensor> params_arg(Bound& b) {
+    std::vector<Tensor> params;
+    if (auto m = b.value(0).as<ModulePtr>()) return (*m)->parameters();
+    for (const Value& v : iterate(b.in, b.value(0))) params.push_back(to_tensor(b.in, v, "a parameter"));
+    return params;
+}
+Value b_sgd(Bound& b) {
+    return OptimizerPtr(std::make_shared<optim::SGD>(params_arg(b), b.number_or(1, 0.01), b.number_or(2, 0), b.number_or(3, 0)));
+}
+Value b_adam(Bound& b) {
+    std::pair<double, double> betas{0.9, 0.999};
+    if (b.has(2)) {
+        const std::vector<Value>* seq = as_sequence(b.value(2));
+        if (!seq || seq->size() != 2 || !as_double((*seq)[0]) || !as_double((*seq)[1])) b.type_error(2, "a pair of numbers");
+        betas = {*as_double((*seq)[0]), *as_double((*seq)[1])};
+    }
+    return OptimizerPtr(std::make_shared<optim::Adam>(params_arg(b), b.number_or(1, 1e-3), betas, b.number_or(3, 1e-8), b.number_or(4, 0)));
+}
+
+// ---- methods
+const ModulePtr& self_module(Bound& b) { return *b.self.as<ModulePtr>(); }
+Value m_parameters(Bound& b) {
+    std::vector<Value> out;
+    for (const Tensor& t : self_module(b)->parameters()) out.emplace_back(t);
+    return make_list(std::move(out));
+}
+Value m_named_parameters(Bound& b) {
+    std::vector<Value> out;
+    for (const auto& [name, t] : self_module(b)->named_parameters()) out.push_back(make_tuple({name, t}));
+    return make_list(std::move(out));
+}
+Value m_module_zero_grad(Bound& b) {
+    self_module(b)->zero_grad();
+    return None{};
+}
+Value m_train(Bound& b) {
+    self_module(b)->train(b.flag_or(0, true));
+    return b.self;
+}
+Value m_eval(Bound& b) {
+    self_module(b)->eval();
+    return b.self;
+}
+Value m_forward(Bound& b) { return self_module(b)->forward(b.tensor(0)); }
+Value m_step(Bound& b) {
+    (*b.self.as<OptimizerPtr>())->step();
+    return None{};
+}
+Value m_opt_zero_grad(Bound& b) {
+    (*b.self.as<OptimizerPtr>())->zero_grad();  // set_to_none is the only behaviour kiln has
+    return None{};
+}
+
+const Builtin kNN[] = {
+    {"nn.Linear", "in_features, out_features, bias=True", b_linear, "y = x W^T + b"},
+    {"nn.ReLU", "", b_relu_module, "max(x, 0) as a module"},
+    {"nn.Sequential", "*modules", b_sequential, "modules applied in order"},
+    {"nn.CrossEntropyLoss", "", b_cross_entropy_loss, "a callable (input, target) -> F.cross_entropy"},
+    {"nn.MSELoss", "", b_mse_loss_module, "a callable (input, target) -> F.mse_loss"},
+    {"F.relu", "input", b_relu, "max(x, 0)"},
+    {"F.softmax", "input, dim=-1", b_softmax, "softmax along dim"},
+    {"F.log_softmax", "input, dim=-1", b_log_softmax, "log of softmax along dim"},
+    {"F.cross_entropy", "input, target, reduction='mean'", b_cross_entropy, "nll_loss(log_softmax(input), target)"},
+    {"F.nll_loss", "input, target, reduction='mean'", b_nll_loss, "-input[i, target[i]]"},
+    {"F.mse_loss", "input, target, reduction='mean'", b_mse_loss, "(input - target) ** 2"},
+    {"F.one_hot", "tensor, num_classes", b_one_hot, "one-hot rows of int64 class indices"},
+    {"optim.SGD", "params, lr=0.01, momentum=0, weight_decay=0", b_sgd, "stochastic gradient descent"},
+    {"optim.Adam", "params, lr=0.001, betas=None, eps=1e-08, weight_decay=0", b_adam, "Adam"},
+    {"Module.parameters", "", m_parameters, ""},
+    {"Module.named_parameters", "", m_named_parameters, ""},
+    {"Module.zero_grad", "", m_module_zero_grad, ""},
+    {"Module.train", "mode=True", m_train, ""},
+    {"Module.eval", "", m_eval, ""},
+    {"Module.forward", "input", m_forward, ""},
+    {"Optimizer.step", "", m_step, ""},
+    {"Optimizer.zero_grad", "set_to_none=True", m_opt_zero_grad, ""},
+};
+
+}  // namespace
+
+std::span<const Builtin> nn_builtins() { return kNN; }
+
+std::optional<Value> module_attr(const ModulePtr& m, const std::string& name) {
+    if (auto lin = dynamic_cast<nn::Linear*>(m.get())) {
+        if (name == "weight") return Value(lin->weight);
+        if (name == "bias") return lin->bias.defined() ? Value(lin->bias) : Value(None{});
+        if (name == "in_features") return lin->in_features;
+        if (name == "out_features") return lin->out_features;
+    }
+    if (name == "training") return m->is_training();
+    for (const auto& [child, module] : m->children())
+        if (child == name) return Value(module);
+    return std::nullopt;
+}
+
+}  // namespace kiln::interp

@@ -1,0 +1,352 @@
+// Tensor builtins: factories (randn, zeros, tensor ...), the ops of tensor/ops.def as
+// functions and as Tensor methods (generated from the op table, so a new op appears here
+// by itself), shape methods and attributes.
+#include <cmath>
+
+#include "autograd/node.h"
+#include "cli/interp/builtins.h"
+#include "cli/interp/operators.h"
+#include "tensor/ops.h"
+
+namespace kiln::interp {
+namespace {
+
+constexpr int64_t kMaxElems = int64_t(1) << 31;  // refuse factories that would exhaust memory
+
+// The tensor an op applies to: the receiver of a method, else the first argument.
+Tensor input(Bound& b) { return b.self.is<Tensor>() ? b.self_tensor() : b.tensor(0); }
+// Parameter i of a function is parameter i-1 of the method (the method has no `input`).
+size_t arg(Bound& b, size_t i) { return b.self.is<Tensor>() ? i - 1 : i; }
+
+TensorOptions options(Bound& b, size_t requires_grad, size_t dtype) {
+    TensorOptions opt;
+    opt.requires_grad = b.flag_or(requires_grad, false);
+    if (b.has(dtype)) {
+        auto d = b.value(dtype).as<DType>();
+        if (!d) b.type_error(dtype, "a dtype such as torch.float32");
+        opt.dtype = *d;
+    }
+    return opt;
+}
+Shape checked_shape(Bound& b) {
+    Shape s = b.shape_from_rest();
+    if (shape_numel(s) > kMaxElems) b.in.raise("ValueError", b.fn.name + "(): " + std::to_string(shape_numel(s)) + " elements is too many");
+    return s;
+}
+
+// ---- factories: params "*size, requires_grad=False, dtype=None"
+template <Tensor (*F)(const Shape&, TensorOptions)>
+Value factory(Bound& b) { return F(checked_shape(b), options(b, 0, 1)); }
+Value b_full(Bound& b) {
+    b.rest = {b.value(0)};
+    return full(checked_shape(b), b.number(1), options(b, 2, 3));
+}
+Value b_arange(Bound& b) {
+    std::vector<double> a;
+    for (const Value& v : b.rest) {
+        auto d = as_double(v);
+        if (!d) b.in.raise("TypeError", "arange(): arguments must be numbers, not " + type_name(v));
+        a.push_back(*d);
+    }
+    if (a.empty() || a.size() > 3) b.in.raise("TypeError", "arange() takes 1 to 3 numbers");
+    bool ints = std::all_of(b.rest.begin(), b.rest.end(), [](const Value& v) { return as_int(v).has_value(); });
+    TensorOptions opt = options(b, 1, 0);
+    if (!b.has(0) && ints) opt.dtype = int64;  // as in PyTorch: integer arguments, integer tensor
+    if (a.size() == 1) return arange(a[0], opt);
+    return arange(a[0], a[1], a.size() > 2 ? a[2] : 1.0, opt);
+}
+Value b_randint(Bound& b) {
+    // randint(high, size) or randint(low, high, size)
+    if (b.rest.size() < 2 || b.rest.size() > 3) b.in.raise("TypeError", "randint(low=0, high, size): expected 2 or 3 arguments");
+    auto num = [&](const Value& v) {
+        auto i = as_int(v);
+        if (!i) b.in.raise("TypeError", "randint(): low and high must be ints, not " + type_name(v));
+        return *i;
+    };
+    int64_t low = b.rest.size() == 3 ? num(b.rest[0]) : 0, high = num(b.rest[b.rest.size() - 2]);
+    b.rest = {b.rest.back()};
+    return randint(low, high, checked_shape(b));
+}
+Value b_tensor(Bound& b) {
+    std::optional<DType> dtype;
+    if (b.has(1)) dtype = options(b, 2, 1).dtype;
+    return tensor_from_data(b.in, b.value(0), dtype, b.flag_or(2, false));
+}
+Value b_zeros_like(Bound& b) { return zeros_like(b.tensor(0)); }
+Value b_ones_like(Bound& b) { return ones_like(b.tensor(0)); }
+Value b_randn_like(Bound& b) { return randn_like(b.tensor(0)); }
+Value b_manual_seed(Bound& b) {
+    manual_seed(uint64_t(b.integer(0)));
+    return None{};
+}
+Value b_allclose(Bound& b) { return allclose(b.tensor(0), b.tensor(1), b.number_or(2, 1e-5), b.number_or(3, 1e-8)); }
+
+// ---- ops from the table
+template <Tensor (*F)(const Tensor&)>
+Value unary(Bound& b) { return F(input(b)); }
+
+using TT = Tensor (*)(const Tensor&, const Tensor&);
+using TS = Tensor (*)(const Tensor&, double);
+template <TT F, TS G>
+Value binary(Bound& b) {
+    Tensor x = input(b);
+    const Value& other = b.value(arg(b, 1));
+    if (auto t = other.as<Tensor>()) return F(x, *t);
+    if (auto d = as_double(other)) return G(x, *d);
+    b.type_error(arg(b, 1), "a Tensor or a number");
+}
+
+// Reductions: "input, dim=None, keepdim=False"; method form without input.
+template <Tensor (*F)(const Tensor&, const Shape&, bool)>
+Value reduction(Bound& b) {
+    if (!b.self.is<Tensor>() && !b.value(0).is<Tensor>() && b.fn.name == "sum") {
+        Value total = int64_t(0);  // Python's sum over a list of numbers
+        for (const Value& v : iterate(b.in, b.value(0))) total = binary_op(b.in, script::BinaryOperator::add, total, v);
+        return total;
+    }
+    Tensor x = input(b);
+    Shape dims = b.has(arg(b, 1)) ? b.dims(arg(b, 1)) : Shape{};
+    return F(x, dims, b.flag_or(arg(b, 2), false));
+}
+
+Value b_matmul(Bound& b) { return matmul(input(b), b.tensor(arg(b, 1))); }
+Value b_softmax(Bound& b) { return softmax(input(b), b.integer(arg(b, 1))); }
+Value b_log_softmax(Bound& b) { return log_softmax(input(b), b.integer(arg(b, 1))); }
+Value b_where(Bound& b) {
+    Tensor c = b.tensor(0);
+    const Value& x = b.value(1);
+    const Value& y = b.value(2);
+    if (x.is<Tensor>() && y.is<Tensor>()) return where(c, *x.as<Tensor>(), *y.as<Tensor>());
+    if (x.is<Tensor>() && as_double(y)) return where(c, *x.as<Tensor>(), *as_double(y));
+    if (as_double(x) && y.is<Tensor>()) return where(c, *as_double(x), *y.as<Tensor>());
+    b.in.raise("TypeError", "where(condition, input, other): input or other must be a Tensor");
+}
+Value b_cat(Bound& b) {
+    std::vector<Tensor> ts;
+    for (const Value& v : iterate(b.in, b.value(0))) ts.push_back(to_tensor(b.in, v, "cat() element"));
+    if (ts.empty()) b.in.raise("ValueError", "cat() needs at least one tensor");
+    return cat(ts, b.integer_or(1, 0));
+}
+Value b_transpose(Bound& b) { return input(b).transpose(b.integer(arg(b, 1)), b.integer(arg(b, 2))); }
+
+// ---- Tensor methods
+Value m_reshape(Bound& b) {
+    Shape s;
+    std::vector<Value> items = b.rest.size() == 1 && as_sequence(b.rest[0]) ? *as_sequence(b.rest[0]) : b.rest;
+    for (const Value& v : items) {
+        auto n = as_int(v);
+        if (!n) b.in.raise("TypeError", b.fn.name + "(): sizes must be ints, not " + type_name(v));
+        s.push_back(*n);
+    }
+    // -1: the size that makes the element counts match.
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < s.size(); ++i) (s[i] == -1 ? infer = int64_t(i) : known *= s[i]);
+    Tensor x = input(b);
+    if (infer >= 0 && known != 0) s[size_t(infer)] = x.numel() / known;
+    if (b.fn.name == "Tensor.permute") return x.permute(s);
+    if (b.fn.name == "Tensor.expand") return x.expand(s);
+    if (b.fn.name == "Tensor.view") return x.view(s);
+    return x.reshape(s);
+}
+Value m_t(Bound& b) { return b.self_tensor().t(); }
+Value m_squeeze(Bound& b) { return b.has(0) ? b.self_tensor().squeeze(b.integer(0)) : b.self_tensor().squeeze(); }
+Value m_unsqueeze(Bound& b) { return input(b).unsqueeze(b.integer(arg(b, 1))); }
+Value m_narrow(Bound& b) { return b.self_tensor().narrow(b.integer(0), b.integer(1), b.integer(2)); }
+Value m_contiguous(Bound& b) { return b.self_tensor().contiguous(); }
+Value m_clone(Bound& b) { return input(b).clone(); }
+Value m_detach(Bound& b) { return input(b).detach(); }
+Value m_flatten(Bound& b) { return input(b).flatten(); }
+Value m_to(Bound& b) {
+    if (auto d = b.has(0) ? b.value(0).as<DType>() : nullptr) return b.self_tensor().to(*d);
+    if (b.has(1)) return b.self_tensor().to(*b.value(1).as<DType>());
+    return b.self;  // .to("cpu") / .to(device="cpu"): kiln script tensors live on the CPU
+}
+template <DType D>
+Value m_cast(Bound& b) { return b.self_tensor().to(D); }
+Value m_cpu(Bound& b) { return b.self; }
+Value m_cuda(Bound& b) { b.in.raise("RuntimeError", "kiln script runs on the CPU: drop .cuda() (tensors stay where they are)"); }
+Value m_item(Bound& b) {
+    b.in.note_escape();
+    const Tensor& t = b.self_tensor();
+    if (t.numel() != 1) b.in.raise("RuntimeError", "a Tensor with " + std::to_string(t.numel()) + " elements cannot be converted to a number");
+    if (is_floating(t.dtype())) return t.item<double>();
+    if (t.dtype() == boolean) return t.item<bool>();
+    return t.item<int64_t>();
+}
+Value m_tolist(Bound& b) {
+    std::vector<double> flat = b.self_tensor().to(float64).contiguous().to_vector<double>();
+    std::vector<Value> items;
+    bool ints = !is_floating(b.self_tensor().dtype());
+    for (double d : flat) items.push_back(ints ? Value(int64_t(d)) : Value(d));
+    return make_list(std::move(items));  // flat: nested lists are left out for brevity
+}
+Value m_numel(Bound& b) { return b.self_tensor().numel(); }
+Value m_dim(Bound& b) { return b.self_tensor().dim(); }
+Value m_size(Bound& b) {
+    const Tensor& t = b.self_tensor();
+    if (!b.has(0)) return make_size(t.shape());
+    return t.size(b.integer(0));
+}
+Value m_backward(Bound& b) {
+    Tensor g = b.has(0) ? b.tensor(0) : Tensor();
+    b.self_tensor().backward(g, b.flag_or(1, false));
+    return None{};
+}
+Value m_requires_grad_(Bound& b) {
+    Tensor t = b.self_tensor();
+    t.requires_grad_(b.flag_or(0, true));
+    return t;
+}
+Value m_zero_(Bound& b) {
+    Tensor t = b.self_tensor();
+    t.fill_(0);
+    return t;
+}
+
+#define KILN_UNARY(name, ...) {#name, "input", unary<kiln::name>, "elementwise " #name}, {"Tensor." #name, "", unary<kiln::name>, ""},
+#define KILN_BINARY(name, ...)                                                                                  \
+    {#name, "input, other", binary<static_cast<TT>(kiln::name), static_cast<TS>(kiln::name)>, "elementwise " #name}, \
+        {"Tensor." #name, "other", binary<static_cast<TT>(kiln::name), static_cast<TS>(kiln::name)>, ""},
+#define KILN_COMPARE(name, ...) KILN_BINARY(name)
+const Builtin kTensor[] = {
+#include "tensor/ops.def"
+    {"randn", "*size, requires_grad=False, dtype=None", factory<randn>, "normal(0, 1) samples"},
+    {"rand", "*size, requires_grad=False, dtype=None", factory<rand>, "uniform [0, 1) samples"},
+    {"zeros", "*size, requires_grad=False, dtype=None", factory<zeros>, "a tensor of zeros"},
+    {"ones", "*size, requires_grad=False, dtype=None", factory<ones>, "a tensor of ones"},
+    {"full", "size, fill_value, requires_grad=False, dtype=None", b_full, "a tensor filled with one value"},
+    {"arange", "*args, dtype=None, requires_grad=False", b_arange, "arange(end) or arange(start, end, step)"},
+    {"randint", "*args", b_randint, "randint(high, size) or randint(low, high, size): int64"},
+    {"tensor", "data, dtype=None, requires_grad=False", b_tensor, "a tensor from (nested) lists of numbers"},
+    {"zeros_like", "input", b_zeros_like, "zeros of input's shape"},
+    {"ones_like", "input", b_ones_like, "ones of input's shape"},
+    {"randn_like", "input", b_randn_like, "normal samples of input's shape"},
+    {"manual_seed", "seed", b_manual_seed, "seed the random generator"},
+    {"allclose", "input, other, rtol=1e-05, atol=1e-08", b_allclose, "elementwise |a - b| <= atol + rtol * |b|"},
+    {"sum", "input, dim=None, keepdim=False", reduction<kiln::sum>, "sum over dims (all when none)"},
+    {"mean", "input, dim=None, keepdim=False", reduction<kiln::mean>, "mean over dims"},
+    {"amax", "input, dim=None, keepdim=False", reduction<kiln::amax>, "max over dims"},
+    {"amin", "input, dim=None, keepdim=False", reduction<kiln::amin>, "min over dims"},
+    {"Tensor.sum", "dim=None, keepdim=False", reduction<kiln::sum>, ""},
+    {"Tensor.mean", "dim=None, keepdim=False", reduction<kiln::mean>, ""},
+    {"Tensor.amax", "dim=None, keepdim=False", reduction<kiln::amax>, ""},
+    {"Tensor.amin", "dim=None, keepdim=False", reduction<kiln::amin>, ""},
+    {"Tensor.max", "dim=None, keepdim=False", reduction<kiln::amax>, ""},
+    {"Tensor.min", "dim=None, keepdim=False", reduction<kiln::amin>, ""},
+    {"matmul", "input, other", b_matmul, "matrix product (also a @ b)"},
+    {"mm", "input, other", b_matmul, "matrix product"},
+    {"Tensor.matmul", "other", b_matmul, ""},
+    {"softmax", "input, dim", b_softmax, "softmax along dim"},
+    {"log_softmax", "input, dim", b_log_softmax, "log of softmax along dim"},
+    {"Tensor.softmax", "dim", b_softmax, ""},
+    {"Tensor.log_softmax", "dim", b_log_softmax, ""},
+    {"where", "condition, input, other", b_where, "input where condition, else other"},
+    {"cat", "tensors, dim=0", b_cat, "concatenate along dim"},
+    {"transpose", "input, dim0, dim1", b_transpose, "swap two dims"},
+    {"Tensor.transpose", "dim0, dim1", b_transpose, ""},
+    {"flatten", "input", m_flatten, "a 1-d view"},
+    {"unsqueeze", "input, dim", m_unsqueeze, "insert a dim of size 1"},
+    {"clone", "input", m_clone, "a copy"},
+    {"detach", "input", m_detach, "the same data, without history"},
+    {"Tensor.reshape", "*shape", m_reshape, ""},
+    {"Tensor.view", "*shape", m_reshape, ""},
+    {"Tensor.permute", "*dims", m_reshape, ""},
+    {"Tensor.expand", "*sizes", m_reshape, ""},
+    {"Tensor.t", "", m_t, ""},
+    {"Tensor.squeeze", "dim=None", m_squeeze, ""},
+    {"Tensor.unsqueeze", "dim", m_unsqueeze, ""},
+    {"Tensor.narrow", "dim, start, length", m_narrow, ""},
+    {"Tensor.contiguous", "", m_contiguous, ""},
+    {"Tensor.clone", "", m_clone, ""},
+    {"Tensor.detach", "", m_detach, ""},
+    {"Tensor.flatten", "", m_flatten, ""},
+    {"Tensor.to", "dtype=None, device=None", m_to, ""},
+    {"Tensor.float", "", m_cast<float32>, ""},
+    {"Tensor.double", "", m_cast<float64>, ""},
+    {"Tensor.long", "", m_cast<int64>, ""},
+    {"Tensor.int", "", m_cast<int64>, ""},
+    {"Tensor.bool", "", m_cast<boolean>, ""},
+    {"Tensor.cpu", "", m_cpu, ""},
+    {"Tensor.cuda", "", m_cuda, ""},
+    {"Tensor.item", "", m_item, ""},
+    {"Tensor.tolist", "", m_tolist, ""},
+    {"Tensor.numel", "", m_numel, ""},
+    {"Tensor.dim", "", m_dim, ""},
+    {"Tensor.size", "dim=None", m_size, ""},
+    {"Tensor.backward", "gradient=None, retain_graph=False", m_backward, ""},
+    {"Tensor.requires_grad_", "requires_grad=True", m_requires_grad_, ""},
+    {"Tensor.zero_", "", m_zero_, ""},
+};
+#undef KILN_UNARY
+#undef KILN_BINARY
+#undef KILN_COMPARE
+
+void flatten_data(Interp& in, const Value& v, size_t depth, Shape& shape, std::vector<double>& out, bool& ints, bool& bools) {
+    if (const std::vector<Value>* seq = as_sequence(v)) {
+        if (shape.size() == depth) shape.push_back(int64_t(seq->size()));
+        else if (shape.size() < depth || shape[depth] != int64_t(seq->size()))
+            in.raise("ValueError", "tensor(): ragged nested lists (expected " + std::to_string(shape.size() > depth ? shape[depth] : 0) +
+                                       " items at depth " + std::to_string(depth) + ", got " + std::to_string(seq->size()) + ")");
+        for (const Value& x : *seq) flatten_data(in, x, depth + 1, shape, out, ints, bools);
+        return;
+    }
+    if (shape.size() != depth) in.raise("ValueError", "tensor(): ragged nested lists");
+    std::optional<double> d = as_double(v);
+    if (!d) in.raise("TypeError", "tensor(): expected numbers, got " + type_name(v));
+    ints = ints && as_int(v).has_value();
+    bools = bools && v.is<bool>();
+    out.push_back(*d);
+}
+
+}  // namespace
+
+std::span<const Builtin> tensor_builtins() { return kTensor; }
+
+Tensor tensor_from_data(Interp& in, const Value& data, std::optional<DType> dtype, bool requires_grad) {
+    if (auto t = data.as<Tensor>()) return t->clone();
+    Shape shape;
+    std::vector<double> values;
+    bool ints = true, bools = true;
+    flatten_data(in, data, 0, shape, values, ints, bools);
+    DType d = dtype.value_or(bools && !values.empty() ? boolean : ints ? int64 : float32);
+    Tensor t = tensor(values, shape, {.dtype = d});
+    if (requires_grad) t.requires_grad_(true);
+    return t;
+}
+
+Tensor to_tensor(Interp& in, const Value& v, const char* what) {
+    if (auto t = v.as<Tensor>()) return *t;
+    if (auto b = v.as<bool>()) return scalar_tensor(*b, boolean);
+    if (auto i = v.as<int64_t>()) return scalar_tensor(double(*i), int64);
+    if (auto d = v.as<double>()) return scalar_tensor(*d);
+    in.raise("TypeError", std::string(what) + " must be a Tensor or a number, not " + type_name(v));
+}
+
+std::optional<Value> tensor_attr(const Tensor& t, const std::string& name) {
+    if (name == "shape") return make_size(t.shape());
+    if (name == "grad") return t.grad().defined() ? Value(t.grad()) : Value(None{});
+    if (name == "requires_grad") return t.requires_grad();
+    if (name == "dtype") return Value(t.dtype());
+    if (name == "ndim") return t.dim();
+    if (name == "T") return t.dim() < 2 ? t : t.t();
+    if (name == "is_leaf") return t.is_leaf();
+    if (name == "data") return t.detach();
+    if (name == "device") return std::string("cpu");
+    if (name == "grad_fn") return t.grad_fn() ? Value(std::string("<grad_fn>")) : Value(None{});
+    return std::nullopt;
+}
+
+bool set_tensor_attr(Interp& in, Tensor& t, const std::string& name, const Value& v) {
+    if (name == "grad") {
+        if (v.is_none()) t.set_grad(Tensor());
+        else t.set_grad(to_tensor(in, v, "grad"));
+        return true;
+    }
+    if (name == "requires_grad") {
+        t.requires_grad_(in.truthy(v));
+        return true;
+    }
+    return false;
+}
+
+}  // namespace kiln::interp

@@ -1,0 +1,38 @@
+// compile() and explain() for kiln script: a script function (or module) compiled through
+// the JIT's type-erased core (jit/cache.h), with a host callable that runs the function in
+// the interpreter. The JIT records the dispatcher calls the interpreter makes, so a script
+// `if` on a tensor is a graph break exactly as `if (t)` is in C++.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "cli/interp/interp.h"
+
+namespace kiln::interp {
+
+struct CompiledObj {
+    std::string name;
+    Value target;  // the function or module compiled
+    std::shared_ptr<jit::CompiledCore> core;
+    // How fn's tensors come back; learnt when it first runs (a cache hit runs no host code).
+    enum class Result { tensor, tuple, list, none } result = Result::tensor;
+};
+
+struct ExplainObj {
+    jit::ExplainOutput output;
+    std::vector<std::string> sites;  // the script line of each tensor condition, in order
+};
+// PyTorch-style explain text, with each graph break's location given as its script line.
+std::string explain_text(const ExplainObj& e);
+
+// compile(target, backend=..., fullgraph=..., dynamic=..., mode=...)
+Value compile_value(Interp& in, const Value& target, const std::vector<std::pair<std::string, Value>>& options);
+Value call_compiled(Interp& in, CompiledObj& compiled, CallArgs args);
+// explain(f)(args): compiles f afresh (eager backend), calls it once, reports.
+Value explain_call(Interp& in, const Value& target, CallArgs args);
+
+// For the REPL's :graph and :guards, and explain of what a compiled function holds now.
+std::string graphs_text(const CompiledObj& c);
+std::string guards_text(const CompiledObj& c);
+
+}  // namespace kiln::interp

@@ -1,0 +1,91 @@
+// The kiln script interpreter: walks the AST of cli/script/ast.h over the Values of
+// value.h. Tensor ops go through kiln's dispatcher exactly as C++ calls do, so under
+// compile() they are recorded, and a tensor used as a condition is a real graph break.
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "cli/interp/value.h"
+#include "cli/script/parser.h"
+
+namespace kiln::interp {
+
+// A runtime error in a script: Python's kind ("TypeError", "NameError", "RuntimeError"
+// for a kiln::Error from the library), the message, and a traceback of script lines.
+class ScriptError : public kiln::Error {
+   public:
+    ScriptError(std::string kind, std::string message, std::string traceback);
+    const std::string& kind() const { return kind_; }
+    const std::string& message() const { return message_; }
+
+   private:
+    std::string kind_, message_;
+};
+
+// Arguments of one call, as written: positional then name=value.
+struct CallArgs {
+    std::vector<Value> args;
+    std::vector<std::pair<std::string, Value>> kwargs;
+};
+
+class Interp {
+   public:
+    explicit Interp(std::ostream& out);
+    ~Interp();
+
+    // Parses and runs a file or one REPL entry. With `echo`, an expression statement at the
+    // top level prints its repr unless it is None (the REPL's behaviour). Throws
+    // script::SyntaxError or ScriptError; the globals keep whatever ran before the error.
+    void run_source(std::string_view source, const std::string& filename, bool echo = false);
+    // Evaluates one expression (the REPL's `:time expr`, `:explain f(x)`).
+    Value eval_source(std::string_view source, const std::string& filename);
+
+    Value call(const Value& fn, CallArgs args);
+    bool truthy(const Value& v);  // a tensor's truth is operator bool: a graph break under compile
+    Value get_attr(const Value& object, const std::string& name);
+
+    // Raises a ScriptError at the current line with a traceback of the calls in progress.
+    [[noreturn]] void raise(const std::string& kind, const std::string& message);
+
+    Value* lookup(const std::string& name);  // globals then builtins; null when unknown
+    void set_global(const std::string& name, Value v);
+    std::vector<std::string> global_names() const;
+    void reset();  // forgets every variable (the REPL's :reset)
+
+    std::ostream& out;
+    std::string default_backend = "inductor";  // what compile() uses without backend=
+    // When set, each tensor that becomes a condition or a number appends its script line,
+    // in order: explain uses them to name the line of each graph break (compiled.cpp).
+    std::vector<std::string>* escape_sites = nullptr;
+    void note_escape();  // appends the current line to escape_sites, if set
+
+   private:
+    struct Frame {
+        std::shared_ptr<const CodeUnit> unit;
+        std::string name;  // "<module>" for the top level
+        script::Pos pos;   // the expression being evaluated: where an error points
+        std::shared_ptr<Scope> scope;
+    };
+    enum class Flow { normal, break_, continue_, return_ };
+
+    Flow exec_body(const script::Body& body);
+    Flow exec(const script::StmtPtr& stmt);
+    void exec_def(const script::StmtPtr& stmt, const script::Def& def);
+    void exec_import(const script::Stmt& stmt);
+    Flow exec_for(const script::For& loop);
+    void assign(const script::Expr& target, const Value& value);
+    Value eval(const script::Expr& expr);
+    Value eval_call(const script::Expr& expr, const script::Call& call);
+    Value eval_subscript(const script::Subscript& sub);
+    Value call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& args);
+    void bind_params(const FunctionObj& fn, CallArgs& args, Scope& scope);
+    std::string traceback() const;
+
+    std::shared_ptr<Scope> globals_;
+    std::vector<Frame> frames_;
+    Value return_value_;
+    friend struct FrameGuard;
+};
+
+}  // namespace kiln::interp

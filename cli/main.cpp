@@ -1,0 +1,85 @@
+// The `kiln` command line: no arguments -> the REPL; `kiln run FILE`; `kiln explain FILE FN`.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/interp/compiled.h"
+#include "cli/repl.h"
+#include "jit/backends.h"
+
+namespace {
+
+using namespace kiln;
+
+std::string read_file(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+}
+
+// Runs a script; errors print like Python's and give exit status 1.
+int run_file(interp::Interp& in, const std::string& path) {
+    try {
+        in.run_source(read_file(path), path);
+        return 0;
+    } catch (const kiln::Error& e) {
+        std::cout << std::flush;
+        std::cerr << e.what() << std::endl;
+        return 1;
+    }
+}
+
+// `kiln explain FILE FN`: run the file, then explain FN on the arguments of its last call.
+int explain_function(interp::Interp& in, const std::string& path, const std::string& name) {
+    if (int rc = run_file(in, path)) return rc;
+    try {
+        interp::Value* v = in.lookup(name);
+        if (!v) in.raise("NameError", "name '" + name + "' is not defined in " + path);
+        interp::Value fn = *v;
+        if (auto c = fn.as<std::shared_ptr<interp::CompiledObj>>()) fn = (*c)->target;
+        auto f = fn.as<std::shared_ptr<interp::FunctionObj>>();
+        if (!f) in.raise("TypeError", name + " is a " + interp::type_name(fn) + ", not a function");
+        if ((*f)->last_args.empty() && !(*f)->def->params.empty()) in.raise("ValueError", name + " was never called by " + path + ": nothing to explain");
+        interp::Value out = interp::explain_call(in, fn, interp::CallArgs{(*f)->last_args, (*f)->last_kwargs});
+        std::cout << interp::str(out) << std::endl;
+        return 0;
+    } catch (const kiln::Error& e) {
+        std::cerr << e.what() << std::endl;
+        return 1;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"kiln: a small PyTorch-like tensor framework and JIT; this runs kiln script (Python-flavoured)"};
+    app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
+    std::string backend = "inductor";
+    app.add_option("--backend", backend, "the backend compile() uses when a script does not name one")->capture_default_str();
+
+    std::string file, function;
+    CLI::App* run = app.add_subcommand("run", "run a kiln script");
+    run->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
+    run->add_option("--backend", backend, "the backend compile() uses when a script does not name one");
+    CLI::App* explain = app.add_subcommand("explain", "run a script, then explain a function on its last call");
+    explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
+    explain->add_option("function", function, "the function's name")->required();
+    CLI11_PARSE(app, argc, argv);
+
+    if (!jit::has_backend(backend)) {
+        std::cerr << "kiln: unknown backend '" << backend << "'\n";
+        return 2;
+    }
+    interp::Interp in(std::cout);
+    in.default_backend = backend;
+    if (*run) return run_file(in, file);
+    if (*explain) return explain_function(in, file, function);
+    // The REPL's :code reads what backends dump; give them a place unless the user chose one.
+    if (!std::getenv("KILN_DEBUG_DIR")) setenv("KILN_DEBUG_DIR", ("/tmp/kiln-repl-" + std::to_string(getpid())).c_str(), 0);
+    return cli::run_repl(in, std::cin, isatty(0));
+}

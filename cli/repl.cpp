@@ -1,0 +1,192 @@
+// The REPL loop, its :commands (one table) and readline's tab completion.
+#include "cli/repl.h"
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "cli/interp/builtins.h"
+#include "cli/interp/compiled.h"
+#include "jit/backends.h"
+#include "jit/log.h"
+
+namespace kiln::cli {
+namespace {
+
+using interp::Interp;
+using interp::Value;
+
+struct Command {
+    const char* usage;
+    const char* help;
+    void (*run)(Interp& in, const std::string& arg);
+};
+
+// The compiled function a :command names: `opt_foo`, or a plain function compiled earlier.
+interp::CompiledObj* compiled_named(Interp& in, const std::string& name) {
+    Value* v = in.lookup(name);
+    if (!v) in.raise("NameError", "name '" + name + "' is not defined");
+    if (auto c = v->as<std::shared_ptr<interp::CompiledObj>>()) return c->get();
+    in.raise("TypeError", name + " is a " + interp::type_name(*v) + ", not a compiled function: use " + name + " = compile(" + name + ")");
+}
+
+void cmd_help(Interp& in, const std::string&);
+void cmd_graph(Interp& in, const std::string& arg) { in.out << interp::graphs_text(*compiled_named(in, arg)); }
+void cmd_guards(Interp& in, const std::string& arg) { in.out << interp::guards_text(*compiled_named(in, arg)); }
+void cmd_code(Interp& in, const std::string& arg) {
+    interp::CompiledObj* c = compiled_named(in, arg);
+    // Backends dump what they generate under KILN_DEBUG_DIR (set by the REPL at start).
+    std::string dir = jit::debug_dir();
+    bool found = false;
+    if (!dir.empty() && std::filesystem::exists(dir)) {
+        for (const auto& f : std::filesystem::directory_iterator(dir)) {
+            std::string name = f.path().filename().string();
+            if (name.rfind(c->name + " ", 0) != 0 || f.path().extension() == ".dot") continue;
+            std::ifstream file(f.path());
+            in.out << "# " << name << "\n" << file.rdbuf() << "\n";
+            found = true;
+        }
+    }
+    if (!found) in.out << c->name << ": nothing generated yet (call it first)\n";
+}
+void cmd_explain(Interp& in, const std::string& arg) {
+    // f(args) -> explain(f)(args)
+    size_t paren = arg.find('(');
+    if (paren == std::string::npos) in.raise("SyntaxError", ":explain expects a call, as in :explain f(x, y)");
+    Value v = in.eval_source("explain(" + arg.substr(0, paren) + ")" + arg.substr(paren), "<stdin>");
+    in.out << interp::str(v) << "\n";
+}
+void cmd_time(Interp& in, const std::string& arg) {
+    auto start = std::chrono::steady_clock::now();
+    Value v = in.eval_source(arg, "<stdin>");
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!v.is_none()) in.out << interp::repr(v) << "\n";
+    in.out << "time: " << ms << " ms\n";
+}
+void cmd_backend(Interp& in, const std::string& arg) {
+    if (arg.empty()) {
+        in.out << "backend: " << in.default_backend << "\n";
+        return;
+    }
+    if (!jit::has_backend(arg)) in.raise("ValueError", "unknown backend '" + arg + "'");
+    in.default_backend = arg;
+    in.out << "compile() now uses backend " << arg << "\n";
+}
+void cmd_reset(Interp& in, const std::string&) {
+    in.reset();
+    jit::reset();
+    in.out << "variables and compiled caches cleared\n";
+}
+
+const std::map<std::string, Command> kCommands = {
+    {":help", {":help", "this list, then the builtins", cmd_help}},
+    {":graph", {":graph f", "the graphs of compiled f, one line per node", cmd_graph}},
+    {":guards", {":guards f", "the guards of each entry of compiled f", cmd_guards}},
+    {":code", {":code f", "what the backend generated for compiled f", cmd_code}},
+    {":explain", {":explain f(args)", "graph count, graph breaks with reasons, guards", cmd_explain}},
+    {":time", {":time expr", "evaluate expr and report the wall time", cmd_time}},
+    {":backend", {":backend NAME", "the backend compile() uses by default (eager, aot_eager, inductor)", cmd_backend}},
+    {":reset", {":reset", "forget every variable and compiled cache", cmd_reset}},
+    {":quit", {":quit", "leave (so does Ctrl-D)", nullptr}},
+};
+
+void cmd_help(Interp& in, const std::string&) {
+    for (const auto& [name, c] : kCommands) in.out << "  " << c.usage << std::string(20 - std::string(c.usage).size(), ' ') << c.help << "\n";
+    in.out << "builtins (also as torch.NAME):\n ";
+    for (const std::string& n : interp::builtin_names()) in.out << " " << n;
+    in.out << "\n";
+}
+
+// ---- tab completion
+Interp* g_completion_interp = nullptr;
+
+char* complete_name(const char* text, int state) {
+    static std::vector<std::string> matches;
+    static size_t next = 0;
+    if (state == 0) {
+        matches.clear(), next = 0;
+        std::vector<std::string> all = interp::builtin_names();
+        for (const std::string& n : g_completion_interp->global_names()) all.push_back(n);
+        for (const auto& [c, _] : kCommands) all.push_back(c);
+        for (const char* k : {"def", "return", "if", "elif", "else", "for", "while", "import", "True", "False", "None"}) all.push_back(k);
+        for (const std::string& n : all)
+            if (n.rfind(text, 0) == 0) matches.push_back(n);
+    }
+    return next < matches.size() ? strdup(matches[next++].c_str()) : nullptr;
+}
+char** complete(const char* text, int, int) {
+    rl_attempted_completion_over = 1;  // no filename completion
+    return rl_completion_matches(text, complete_name);
+}
+
+bool read_line(std::istream& input, bool interactive, const char* prompt, std::string& line) {
+    if (!interactive) return bool(std::getline(input, line));
+    char* raw = readline(prompt);
+    if (!raw) return false;
+    line = raw;
+    if (!line.empty()) add_history(raw);
+    std::free(raw);
+    return true;
+}
+
+}  // namespace
+
+bool run_command(Interp& in, const std::string& line) {
+    size_t space = line.find(' ');
+    std::string name = line.substr(0, space);
+    std::string arg = space == std::string::npos ? "" : line.substr(space + 1);
+    arg.erase(0, arg.find_first_not_of(' '));
+    while (!arg.empty() && (arg.back() == ' ' || arg.back() == '\r')) arg.pop_back();
+    if (name == ":quit" || name == ":q") return false;
+    auto it = kCommands.find(name);
+    if (it == kCommands.end()) {
+        in.out << "unknown command " << name << " (try :help)\n";
+        return true;
+    }
+    it->second.run(in, arg);
+    return true;
+}
+
+int run_repl(Interp& in, std::istream& input, bool interactive) {
+    if (interactive) {
+        g_completion_interp = &in;
+        rl_attempted_completion_function = complete;
+        in.out << "kiln " << KILN_VERSION << " (kiln script: Python-flavoured; :help for commands, Ctrl-D to leave)\n";
+    }
+    std::string buffer, line;
+    while (read_line(input, interactive, buffer.empty() ? ">>> " : "... ", line)) {
+        if (buffer.empty() && line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        try {
+            if (buffer.empty() && line.rfind(":", 0) == 0) {
+                if (!run_command(in, line)) return 0;
+                continue;
+            }
+            buffer += line + "\n";
+            if (!script::is_complete_input(buffer)) continue;
+            std::string source = std::move(buffer);
+            buffer.clear();
+            in.run_source(source, "<stdin>", true);
+        } catch (const kiln::Error& e) {
+            buffer.clear();
+            in.out << std::flush;
+            std::cerr << e.what() << std::endl;
+        }
+    }
+    // End of input inside a block: run what was typed, as Python does at Ctrl-D.
+    if (!buffer.empty()) {
+        try {
+            in.run_source(buffer, "<stdin>", true);
+        } catch (const kiln::Error& e) {
+            std::cerr << e.what() << std::endl;
+        }
+    }
+    return 0;
+}
+
+}  // namespace kiln::cli
