@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln.h"
+#include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 namespace {

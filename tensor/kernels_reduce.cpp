@@ -98,7 +98,7 @@ void reduce_columns(Reduce r, const T* x, T* out, int64_t rows, int64_t cols) {
 Tensor reduce_forward(const Tensor& x, const Attrs& a, Reduce r, const char* op) {
     ReducePlan p = plan_reduce(x, a, op);
     DType dt = x.dtype();
-    if (r == Reduce::sum && !is_floating(dt)) dt = DType::int64;
+    if ((r == Reduce::sum && !is_floating(dt)) || dt == DType::boolean) dt = DType::int64;  // bools reduce as 0/1
     KILN_CHECK(r == Reduce::sum || x.numel() > 0 || p.inner > 0, op, ": cannot reduce an empty tensor of shape ", x.shape());
     // Is the reduced set a prefix of the dims (e.g. bias grad over the batch)?
     int64_t rank = x.dim(), k = 0;
@@ -121,7 +121,7 @@ Tensor reduce_forward(const Tensor& x, const Attrs& a, Reduce r, const char* op)
             else reduce_rows<T>(r, ptr<T>(src), ptr<T>(out), p.outer, p.inner);
         }
     });
-    return out;
+    return x.dtype() == DType::boolean && r != Reduce::sum ? contiguous_as(out, DType::boolean) : out;  // any/all
 }
 
 // The gradient of amax/amin: split evenly among the elements equal to the extreme.

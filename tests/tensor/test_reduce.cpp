@@ -152,6 +152,13 @@ BOOST_AUTO_TEST_CASE(reductions_of_integers) {
     Tensor count = flags.sum();
     BOOST_TEST((count.dtype() == kiln::int64));
     BOOST_TEST(count.item<int64_t>() == int64_t(std::count_if(x.v.begin(), x.v.end(), [](double v) { return v > 0; })));
+    // amax / amin of bools are any / all, and stay bool.
+    Ref b{{2, 3}, {0, 1, 0, 0, 0, 0}};
+    Tensor any = make(b, kiln::boolean).amax({1});
+    BOOST_TEST((any.dtype() == kiln::boolean));
+    check_equal(any, Ref{{2}, {1, 0}}, "amax of bool");
+    check_equal(make(b, kiln::boolean).amin({1}), Ref{{2}, {0, 0}}, "amin of bool");
+    check_equal(make(Ref{{2}, {1, 1}}, kiln::boolean).amin(), Ref{{}, {1}}, "amin of all-true bool");
 }
 
 BOOST_AUTO_TEST_CASE(softmax_rows_sum_to_one_and_match_reference) {
