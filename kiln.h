@@ -1,5 +1,6 @@
 // kiln: the one header a user includes.
 #pragma once
+#include <iostream>
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
@@ -15,3 +16,5 @@
 #include "jit/explain.h"
 #include "jit/export.h"
 #include "jit/trace.h"
+// Registers the real "inductor" backend (codegen/); see codegen/inductor.h for why here.
+#include "codegen/inductor.h"

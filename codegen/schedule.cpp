@@ -225,11 +225,16 @@ struct Scheduler {
     }
 
     void place_compute(int index, const LNode& n, Plan plan) {
-        int after = -1;  // the latest kernel whose results n reads
-        for (int in : n.inputs) after = std::max(after, info(in).kernel);
+        int after = 0;  // the first candidate: no earlier than any kernel whose results n reads
+        for (int in : n.inputs) {
+            const ValueInfo& v = info(in);
+            // A view reads its base from memory, which the base's kernel has only written
+            // completely once it is over: n must run in a later kernel.
+            after = std::max(after, v.home == Home::view && v.kernel >= 0 ? v.kernel + 1 : v.kernel);
+        }
         int best = -1, best_score = -1;
         Role best_role = Role::none;
-        for (int k = std::max(after, 0); k < int(s.kernels.size()); ++k) {
+        for (int k = after; k < int(s.kernels.size()); ++k) {
             Role role = role_in(s.kernels[k], n, plan);
             if (role == Role::none) continue;
             int score = 0;

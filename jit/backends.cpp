@@ -49,7 +49,11 @@ Tensor run_call(const Graph& g, const Node& n, std::span<const int64_t> syms, st
     return dispatch(n.op, in, attrs);
 }
 
+thread_local BackendOptions t_backend_options;
+
 }  // namespace
+
+const BackendOptions& backend_options() { return t_backend_options; }
 
 void register_backend(const std::string& name, BackendFn factory) {
     std::lock_guard lock(registry().mu);
@@ -68,7 +72,8 @@ std::vector<std::string> list_backends() {
     return names;
 }
 
-CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples) {
+CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples,
+                           const BackendOptions& options) {
     BackendFn factory = backend.fn;
     if (!factory) {
         std::lock_guard lock(registry().mu);
@@ -77,6 +82,11 @@ CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> 
                    "'; register it with jit::register_backend or pass a callback");
         factory = it->second;
     }
+    struct Scope {  // restores the caller's options even if the factory throws
+        BackendOptions saved = t_backend_options;
+        ~Scope() { t_backend_options = saved; }
+    } scope;
+    t_backend_options = options;
     CompiledFn fn = factory(*graph, examples);
     KILN_CHECK(fn != nullptr, "compile: backend '", backend.name, "' returned nothing runnable");
     // The compiled function may refer to the graph: keep it alive alongside.

@@ -28,11 +28,21 @@ struct Backend {
     Backend(F f) : name("custom"), fn(std::move(f)) {}
 };
 
+// The compile() options a backend may read, through backend_options(), while its factory
+// runs: a thread-local set by backend_compile, so BackendFn keeps its two-argument shape
+// and user callbacks need not know about it. A backend that compiles lazily copies it.
+struct BackendOptions {
+    bool async_compile = false;   // build in the background; interpret until it is ready
+    std::string mode = "default";
+};
+const BackendOptions& backend_options();
+
 void register_backend(const std::string& name, BackendFn factory);
 bool has_backend(const std::string& name);
 std::vector<std::string> list_backends();
 // Compiles `graph` with `backend`; the graph stays alive as long as the result.
-CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> example_inputs);
+CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> example_inputs,
+                           const BackendOptions& options = {});
 
 // The reference interpreter: every node through dispatch(), in order.
 std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs);

@@ -18,6 +18,7 @@ struct CompileOptions {
     jit::Dynamic dynamic = jit::Dynamic::auto_;
     int cache_size_limit = 8;                 // entries per function, then eager
     std::string mode = "default";             // default | reduce-overhead | max-autotune
+    bool async_compile = false;               // inductor: interpret while the compiler runs
     std::vector<std::string> arg_names;       // parameter names for guards and graphs (default arg0 ...)
     std::string name = "fn";                  // the function's name in logs and errors
 };

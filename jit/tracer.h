@@ -15,6 +15,7 @@ struct TraceConfig {
     bool fullgraph = false;
     std::vector<std::string> arg_names;
     std::string fn_name = "fn";
+    BackendOptions backend_options;  // passed to the backend as it compiles each graph
 };
 
 struct TraceStats {

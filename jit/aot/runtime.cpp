@@ -14,6 +14,7 @@ namespace {
 // One plan and its compiled halves, per set of input shapes/dtypes/requires_grad.
 struct Compiled {
     AotPlan plan;
+    GraphCompiler inner;  // compiles both halves; the backward one lazily
     CompiledFn forward;
     std::once_flag backward_once;
     CompiledFn backward;  // compiled at the first backward
@@ -65,7 +66,7 @@ class AotNode final : public autograd::Node {
     }
 
    private:
-    CompiledFn compile_backward() { return interpret_compiler(c_->plan.backward, {}); }
+    CompiledFn compile_backward() { return c_->inner(c_->plan.backward, {}); }
     std::shared_ptr<Compiled> c_;
     std::vector<Tensor> saved_;
     std::vector<std::pair<Shape, DType>> out_meta_;
@@ -78,6 +79,7 @@ std::shared_ptr<Compiled> compiled_for(State& s, std::span<const Tensor> inputs)
     if (!c) {
         c = std::make_shared<Compiled>();
         c->plan = plan(*s.graph, inputs);
+        c->inner = s.inner;
         c->forward = s.inner(c->plan.forward, inputs);
     }
     return c;

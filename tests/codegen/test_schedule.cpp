@@ -146,3 +146,18 @@ BOOST_AUTO_TEST_CASE(symbols_are_bound_from_input_dims) {
     unbound.output(unbound.unary(OpId::exp, unbound.graph.outputs[0]));
     BOOST_CHECK_THROW(schedule(unbound.graph), kiln::Error);
 }
+
+// Cross-entropy's backward: a row sum seen through a reshape, then broadcast back over its
+// row. The view reads the sum from memory, so its consumers must run in a later kernel,
+// not in the pass that is still computing the sum.
+BOOST_AUTO_TEST_CASE(a_view_of_a_kernels_result_is_read_in_a_later_kernel) {
+    GraphBuilder b;
+    int x = b.input({16, 10}, "x");
+    int s = b.reduce(OpId::sum, b.unary(OpId::neg, x), {-1}, true);
+    int v = b.expand(b.reshape(s, {16, 1}), {16, 10});
+    b.output(b.binary(OpId::add, x, v));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.values.at(s).kernel == 0);
+    BOOST_TEST(sched.kernels[1].loads == (std::vector<int>{x, s}));
+}

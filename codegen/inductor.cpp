@@ -1,0 +1,230 @@
+// The "inductor" backend: aot_compile() with a GraphCompiler that lowers each graph (or AOT
+// half), schedules it, and builds it with the CPU code generator — now, or on a background
+// thread with the interpreter serving calls until the kernels are loaded (async_compile).
+#include "codegen/inductor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "codegen/cpu_backend.h"
+#include "codegen/lower_graph.h"
+#include "codegen/toolchain.h"
+#include "jit/aot/aot.h"
+#include "jit/log.h"
+
+namespace kiln::codegen {
+namespace {
+
+struct Stats {
+    std::atomic<int64_t> graphs{0}, graphs_interpreted{0}, builds{0}, calls_compiled{0}, calls_interpreted{0};
+};
+// Leaked on purpose, like the toolchain's state: a background build may outlive statics.
+Stats& stats() {
+    static Stats* s = new Stats;
+    return *s;
+}
+
+struct InfoRegistry {
+    std::mutex mu;
+    int next_id = 0;
+    CompiledGraphInfo last;
+    std::map<const jit::Graph*, std::vector<CompiledGraphInfo>> by_graph;
+};
+InfoRegistry& infos() {
+    static InfoRegistry* r = new InfoRegistry;
+    return *r;
+}
+
+int next_graph_id() {
+    std::lock_guard lock(infos().mu);
+    return ++infos().next_id;
+}
+
+// Adds `info` under `owner`, or replaces the entry with the same id (a build that finished).
+void record(const jit::Graph* owner, const CompiledGraphInfo& info) {
+    std::lock_guard lock(infos().mu);
+    auto& list = infos().by_graph[owner];
+    auto it = std::find_if(list.begin(), list.end(), [&](const CompiledGraphInfo& i) { return i.id == info.id; });
+    if (it != list.end()) *it = info;
+    else list.push_back(info);
+    if (infos().last.id <= info.id) infos().last = info;
+}
+
+void warn_no_compiler_once() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        std::cerr << "kiln: warning: no C++ compiler found ($CXX, else c++): running graphs in the interpreter. "
+                     "Install g++ or clang++, or point CXX at one, to get generated kernels.\n";
+    });
+}
+
+// Background builds: counted so that tests (and process exit) can wait for them.
+struct AsyncJobs {
+    std::mutex mu;
+    std::condition_variable done;
+    int pending = 0;
+};
+AsyncJobs& jobs() {
+    static AsyncJobs* j = new AsyncJobs;
+    return *j;
+}
+
+void launch(std::function<void()> job) {
+    // A process that exits mid-build waits for it rather than unloading code under it.
+    static struct WaitAtExit {
+        ~WaitAtExit() { wait_for_async_compiles(); }
+    } wait_at_exit;
+    {
+        std::lock_guard lock(jobs().mu);
+        ++jobs().pending;
+    }
+    std::thread([job = std::move(job)] {
+        job();
+        std::lock_guard lock(jobs().mu);
+        --jobs().pending;
+        jobs().done.notify_all();
+    }).detach();
+}
+
+// What a compiled graph's CompiledFn shares with its (maybe background) build.
+struct BuildState {
+    std::shared_ptr<const jit::Graph> graph;
+    std::optional<CompiledCpuGraph> compiled;  // set once, before `ready`
+    std::atomic<bool> ready{false};
+};
+
+jit::CompiledFn interpreted(std::shared_ptr<const jit::Graph> graph) {
+    return [graph](std::span<const Tensor> inputs) {
+        ++stats().calls_interpreted;
+        return jit::interpret(*graph, inputs);
+    };
+}
+
+int count_generated(const Schedule& s) {
+    int n = 0;
+    for (const Kernel& k : s.kernels) n += k.kind == KernelKind::pointwise || k.kind == KernelKind::row;
+    return n;
+}
+
+// Lowers and schedules `graph`; on success fills info.schedule/source and returns the
+// LGraph, else sets info.why_interpreted.
+std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& info) {
+    Lowered lowered = lower(graph);
+    if (!lowered.graph) {
+        info.why_interpreted = lowered.why_not;
+        return std::nullopt;
+    }
+    try {
+        Schedule s = schedule(*lowered.graph);
+        info.schedule = s.print();
+        info.generated_kernels = count_generated(s);
+        if (info.generated_kernels == 0) {
+            info.why_interpreted = "no kernel to generate (only views, matmuls and ops that run eagerly)";
+            return std::nullopt;
+        }
+        if (!compiler_available()) {
+            warn_no_compiler_once();
+            info.why_interpreted = "no C++ compiler";
+            return std::nullopt;
+        }
+        info.source = emit(s);
+    } catch (const Error& e) {
+        info.why_interpreted = std::string("the scheduler refused it: ") + e.what();
+        return std::nullopt;
+    }
+    return std::move(lowered.graph);
+}
+
+void dump(const CompiledGraphInfo& info) {
+    std::string n = std::to_string(info.id);
+    jit::debug_dump("graph_" + n + ".txt", info.graph);
+    if (!info.schedule.empty()) jit::debug_dump("schedule_" + n + ".txt", info.schedule);
+    if (!info.source.empty()) jit::debug_dump("output_code_" + n + ".cpp", info.source);
+    std::string head = "inductor graph " + n + (info.interpreted ? " (interpreted: " + info.why_interpreted + ")" : "");
+    log_event("schedule", head + ":\n" + info.graph + (info.schedule.empty() ? "" : "schedule:\n" + info.schedule));
+    if (!info.source.empty()) log_event("code", "output_code_" + n + ".cpp:\n" + info.source);
+}
+
+// The GraphCompiler: one graph (or AOT half) -> generated kernels, or the interpreter.
+jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph, bool async) {
+    ++stats().graphs;
+    CompiledGraphInfo info;
+    info.id = next_graph_id();
+    info.graph = graph->str();
+    std::optional<LGraph> lgraph = plan_graph(*graph, info);
+    info.interpreted = !lgraph;
+    record(owner, info);
+    dump(info);
+    if (!lgraph) {
+        ++stats().graphs_interpreted;
+        return interpreted(std::move(graph));
+    }
+    auto state = std::make_shared<BuildState>();
+    state->graph = graph;
+    auto build = [state, owner, info, lgraph = std::move(*lgraph)]() mutable {
+        try {
+            state->compiled.emplace(compile_cpu(lgraph));
+            ++stats().builds;
+            state->ready.store(true, std::memory_order_release);
+        } catch (const Error& e) {  // a compiler error is a kiln bug: say so, keep running
+            std::cerr << "kiln: warning: inductor could not build graph " << info.id << ", interpreting it instead:\n"
+                      << e.what() << "\n";
+            ++stats().graphs_interpreted;
+            info.interpreted = true;
+            info.why_interpreted = "the build failed";
+            record(owner, info);
+        }
+    };
+    if (async) launch(std::move(build));
+    else build();
+    return [state](std::span<const Tensor> inputs) -> std::vector<Tensor> {
+        if (state->ready.load(std::memory_order_acquire)) {
+            ++stats().calls_compiled;
+            return state->compiled->run(std::vector<Tensor>(inputs.begin(), inputs.end()));
+        }
+        ++stats().calls_interpreted;  // still building (async), or the build failed
+        return jit::interpret(*state->graph, inputs);
+    };
+}
+
+}  // namespace
+
+jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor> examples) {
+    // The halves compile lazily (at the first call, the first backward): copy the options now.
+    bool async = jit::backend_options().async_compile;
+    const jit::Graph* owner = &graph;
+    // backend_compile keeps `graph` alive as long as the result: a non-owning handle.
+    std::shared_ptr<const jit::Graph> g(&graph, [](const jit::Graph*) {});
+    return jit::aot::aot_compile(g, examples, [owner, async](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
+        return compile_graph(owner, std::move(half), async);
+    });
+}
+
+CompiledGraphInfo last_compiled() {
+    std::lock_guard lock(infos().mu);
+    return infos().last;
+}
+
+std::vector<CompiledGraphInfo> compiled_graphs(const jit::Graph* graph) {
+    std::lock_guard lock(infos().mu);
+    auto it = infos().by_graph.find(graph);
+    return it == infos().by_graph.end() ? std::vector<CompiledGraphInfo>{} : it->second;
+}
+
+InductorStats inductor_stats() {
+    Stats& s = stats();
+    return {s.graphs.load(), s.graphs_interpreted.load(), s.builds.load(), s.calls_compiled.load(), s.calls_interpreted.load()};
+}
+
+void wait_for_async_compiles() {
+    std::unique_lock lock(jobs().mu);
+    jobs().done.wait(lock, [] { return jobs().pending == 0; });
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,52 @@
+// The "inductor" backend (DESIGN.md §2, §8): AOT autograd splits a graph into forward and
+// backward halves; each half is lowered to an LGraph and built by the CPU code generator.
+// Graphs that need no generated kernel, or a machine without a compiler, are interpreted.
+//
+// Registration: jit/ never includes codegen/, and a static library drops object files that
+// nothing references. So the inline variable below, defined in every program that includes
+// this header (kiln.h does), both references inductor_backend (pulling this file's object
+// in) and registers it at start-up, replacing jit's fallback (aot_eager) for "inductor".
+#pragma once
+#include <span>
+#include <string>
+#include <vector>
+
+#include "jit/backends.h"
+
+namespace kiln::codegen {
+
+jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor> examples);
+
+// What the backend made of one graph (a whole graph, or one AOT half): for tests, logs
+// and the REPL's `:code f`.
+struct CompiledGraphInfo {
+    int id = 0;                  // N of graph_N.txt / schedule_N.txt / output_code_N.cpp
+    std::string graph;           // the jit Graph, one line per node
+    std::string schedule;        // Schedule::print(): which nodes fused into which kernel
+    std::string source;          // the generated translation unit ("" when interpreted)
+    int generated_kernels = 0;   // pointwise + row kernels in the schedule
+    bool interpreted = false;    // no kernel to generate, no compiler, or not lowerable
+    std::string why_interpreted;
+};
+
+// The most recent graph handed to the inductor (empty info before any).
+CompiledGraphInfo last_compiled();
+// Every graph compiled on behalf of `graph` (the Graph a backend received): one entry
+// without grad, or the forward and (once backward ran) backward halves.
+std::vector<CompiledGraphInfo> compiled_graphs(const jit::Graph* graph);
+
+struct InductorStats {
+    int64_t graphs = 0;              // graphs (or halves) handed to the code generator
+    int64_t graphs_interpreted = 0;  // of which: run by the interpreter for good
+    int64_t builds = 0;              // translation units built (compiler or disk cache)
+    int64_t calls_compiled = 0;      // calls served by generated code
+    int64_t calls_interpreted = 0;   // calls served by the interpreter (fallback, or async pending)
+};
+InductorStats inductor_stats();  // totals since process start; tests compare differences
+
+// Blocks until every background (async_compile) build has finished. For tests and exit.
+void wait_for_async_compiles();
+
+inline const bool inductor_registered = (jit::register_backend("inductor", inductor_backend), true);
+
+}  // namespace kiln::codegen

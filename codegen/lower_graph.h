@@ -1,0 +1,22 @@
+// Lowering: the JIT's Graph -> codegen's LGraph (codegen/lower_input.h). Placeholders become
+// inputs, call nodes become LNodes, detach nodes become aliases (no autograd inside
+// generated code), and dims that are symbols s_k become the negative sizes -(k+1).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "codegen/lower_input.h"
+#include "jit/graph.h"
+
+namespace kiln::codegen {
+
+struct Lowered {
+    std::optional<LGraph> graph;  // empty when the graph cannot be lowered exactly
+    std::string why_not;          // then: which node, and why (the graph is interpreted)
+};
+
+// LGraph can say "this dim is s0" but not "this scalar is 1/s0" or "this dim is s0*s1", so a
+// symbolic attribute other than a reshape/expand dim that is one symbol is refused.
+Lowered lower(const jit::Graph& graph);
+
+}  // namespace kiln::codegen

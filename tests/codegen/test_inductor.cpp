@@ -1,0 +1,247 @@
+// The "inductor" backend end to end: compile() -> AOT halves -> lowered, fused, generated,
+// built, cached kernels (codegen/inductor.h). Each test compares with eager.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "codegen/toolchain.h"
+#include "kiln.h"
+
+using namespace kiln;
+using namespace kiln::codegen;
+namespace fs = std::filesystem;
+
+namespace {
+
+Tensor seed_fn(Tensor x, Tensor y) { return cos(x) + sin(y); }
+
+int schedule_lines(const CompiledGraphInfo& info) {
+    std::istringstream in(info.schedule);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += !line.empty();
+    return n;
+}
+
+// Sets an environment variable for one scope, then puts the old value back.
+struct ScopedEnv {
+    std::string name;
+    std::optional<std::string> old;
+    ScopedEnv(const std::string& n, const std::string& value) : name(n) {
+        if (const char* v = std::getenv(n.c_str())) old = v;
+        setenv(n.c_str(), value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (old) setenv(name.c_str(), old->c_str(), 1);
+        else unsetenv(name.c_str());
+    }
+};
+
+fs::path fresh_dir(const std::string& name) {
+    fs::path dir = fs::temp_directory_path() / ("kiln-inductor-" + name + "-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::string read_text(const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int64_t library_builds(const ToolchainStats& s) { return s.compiler_calls - s.pch_builds + s.disk_hits + s.memory_hits; }
+
+Tensor softmax_rows(Tensor x) { return softmax(x, -1); }
+
+Tensor layernorm_rows(Tensor x) {
+    Tensor mu = mean(x, {-1}, true);
+    Tensor centered = x - mu;
+    Tensor var = mean(centered * centered, {-1}, true);
+    return centered * rsqrt(var + 1e-5);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(inductor)
+
+BOOST_AUTO_TEST_CASE(seed_cos_plus_sin_is_one_kernel_and_dumps_its_source) {
+    fs::path dir = fresh_dir("debug");
+    ScopedEnv debug("KILN_DEBUG_DIR", dir.string());
+    auto f = compile(seed_fn);  // the default backend: inductor
+    Tensor x = randn({1000}), y = randn({1000});
+    Tensor out = f(x, y);
+    BOOST_TEST(allclose(out, seed_fn(x, y), 1e-5, 1e-6));
+    CompiledGraphInfo info = last_compiled();
+    BOOST_TEST(!info.interpreted);
+    BOOST_TEST(info.generated_kernels == 1);
+    BOOST_TEST(schedule_lines(info) == 1);
+    std::string source = read_text(dir / ("output_code_" + std::to_string(info.id) + ".cpp"));
+    BOOST_TEST(source == info.source);
+    BOOST_TEST(source.find("cos(") != std::string::npos);
+    BOOST_TEST(source.find("sin(") != std::string::npos);
+    BOOST_TEST(fs::exists(dir / ("schedule_" + std::to_string(info.id) + ".txt")));
+    BOOST_TEST(fs::exists(dir / ("graph_" + std::to_string(info.id) + ".txt")));
+    InductorStats before = inductor_stats();
+    BOOST_TEST(allclose(f(x, y), seed_fn(x, y), 1e-5, 1e-6));
+    BOOST_TEST(inductor_stats().calls_compiled == before.calls_compiled + 1);
+    fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(softmax_and_layernorm_over_rows_are_one_kernel_each) {
+    Tensor x = randn({64, 100}) * 3.0;
+    auto sm = compile(softmax_rows);
+    BOOST_TEST(allclose(sm(x), softmax_rows(x), 1e-5, 1e-6));
+    CompiledGraphInfo info = last_compiled();
+    BOOST_TEST(info.generated_kernels == 1);
+    BOOST_TEST(schedule_lines(info) == 1, info.schedule);
+    auto ln = compile(layernorm_rows);
+    BOOST_TEST(allclose(ln(x), layernorm_rows(x), 1e-4, 1e-5));
+    info = last_compiled();
+    BOOST_TEST(info.generated_kernels == 1);
+    BOOST_TEST(schedule_lines(info) == 1, info.schedule);
+}
+
+BOOST_AUTO_TEST_CASE(mlp_forward_and_backward_match_eager) {
+    manual_seed(7);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(20, 32), std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Linear>(32, 10));
+    auto loss_fn = [&](Tensor x, Tensor targets) { return nn::F::cross_entropy(model->forward(x), targets); };
+    auto f = compile(loss_fn);
+    Tensor x = randn({16, 20});
+    Tensor targets = randint(0, 10, {16});
+    InductorStats before = inductor_stats();
+    Tensor loss = f(x, targets);
+    loss.backward();
+    std::vector<Tensor> compiled_grads;
+    for (auto& [name, p] : model->named_parameters()) compiled_grads.push_back(p.grad().clone()), p.zero_grad();
+    Tensor want = loss_fn(x, targets);
+    want.backward();
+    BOOST_TEST(allclose(loss, want, 1e-5, 1e-6));
+    size_t i = 0;
+    for (auto& [name, p] : model->named_parameters()) BOOST_TEST(allclose(compiled_grads[i++], p.grad(), 1e-4, 1e-6), name);
+    InductorStats after = inductor_stats();
+    BOOST_TEST(after.graphs - before.graphs == 2);  // the forward and the backward half
+    BOOST_TEST(after.graphs_interpreted == before.graphs_interpreted);
+    BOOST_TEST(after.calls_compiled - before.calls_compiled == 2);
+    CompiledGraphInfo backward = last_compiled();
+    BOOST_TEST(!backward.interpreted);
+    BOOST_TEST(backward.generated_kernels >= 1);
+}
+
+// The JIT specializes the first call ([8]), recompiles once with s0 at [10], and that
+// entry's kernel then serves [1000] with no build at all.
+BOOST_AUTO_TEST_CASE(one_kernel_serves_sizes_8_10_and_1000) {
+    auto fn = [](Tensor x) { return exp(tanh(x)) * 3.0 - x; };
+    auto f = compile(fn);
+    ToolchainStats t0 = toolchain_stats();
+    InductorStats i0 = inductor_stats();
+    for (int64_t n : {8, 10}) {
+        Tensor x = randn({n});
+        BOOST_TEST(allclose(f(x), fn(x), 1e-5, 1e-6));
+    }
+    BOOST_TEST(last_compiled().graph.find("s0") != std::string::npos);
+    ToolchainStats t1 = toolchain_stats();
+    InductorStats i1 = inductor_stats();
+    BOOST_TEST(library_builds(t1) - library_builds(t0) == 2);  // static [8], then symbolic
+    BOOST_TEST(i1.builds - i0.builds == 2);
+    Tensor big = randn({1000});
+    BOOST_TEST(allclose(f(big), fn(big), 1e-5, 1e-6));
+    BOOST_TEST(library_builds(toolchain_stats()) == library_builds(t1));
+    BOOST_TEST(inductor_stats().builds == i1.builds);
+    BOOST_TEST(inductor_stats().calls_compiled == i1.calls_compiled + 1);
+}
+
+// Run as a child process by the next test: prints what its compile cost.
+BOOST_AUTO_TEST_CASE(child_process_helper) {
+    if (!std::getenv("KILN_INDUCTOR_CHILD")) return;  // only meaningful as the child
+    auto f = compile(seed_fn);
+    Tensor x = ones({777}), y = ones({777});
+    ToolchainStats before = toolchain_stats();
+    auto start = std::chrono::steady_clock::now();
+    Tensor out = f(x, y);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    ToolchainStats after = toolchain_stats();
+    std::cout << "compiler_calls=" << after.compiler_calls - before.compiler_calls
+              << " disk_hits=" << after.disk_hits - before.disk_hits << " ok=" << allclose(out, seed_fn(x, y), 1e-5, 1e-6)
+              << " first_call_ms=" << ms << "\n";
+}
+
+BOOST_AUTO_TEST_CASE(second_process_loads_the_kernel_from_disk) {
+    auto f = compile(seed_fn);
+    Tensor x = ones({777}), y = ones({777});
+    auto start = std::chrono::steady_clock::now();
+    f(x, y);  // built here (or found on disk from an earlier run)
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::string cmd = "KILN_INDUCTOR_CHILD=1 /proc/" + std::to_string(getpid()) +
+                      "/exe --run_test=inductor/child_process_helper --log_level=nothing --report_level=no 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    BOOST_REQUIRE(pipe);
+    std::string output;
+    char buffer[256];
+    while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+    BOOST_TEST(pclose(pipe) == 0, output);
+    std::cout << "parent first call " << ms << " ms; child: " << output;
+    BOOST_TEST(output.find("compiler_calls=0 disk_hits=1 ok=1") != std::string::npos, output);
+}
+
+BOOST_AUTO_TEST_CASE(missing_compiler_warns_once_and_interprets) {
+    ScopedEnv cxx("CXX", "/nonexistent/c++");
+    std::ostringstream captured;
+    std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+    auto fn = [](Tensor x) { return sigmoid(x) * 5.0 + cos(x); };
+    auto f = compile(fn);
+    auto g = compile([](Tensor x) { return sin(x) - 1.0; });
+    ToolchainStats t0 = toolchain_stats();
+    InductorStats i0 = inductor_stats();
+    Tensor x = randn({100});
+    Tensor a = f(x), b = g(x);
+    std::cerr.rdbuf(old);
+    BOOST_TEST(allclose(a, fn(x), 1e-5, 1e-6));
+    BOOST_TEST(allclose(b, sin(x) - 1.0, 1e-5, 1e-6));
+    std::string text = captured.str();
+    size_t at = text.find("no C++ compiler");
+    BOOST_TEST(at != std::string::npos, text);
+    BOOST_TEST(text.find("no C++ compiler", at + 1) == std::string::npos);  // once per process
+    BOOST_TEST(toolchain_stats().compiler_calls == t0.compiler_calls);
+    BOOST_TEST(inductor_stats().graphs_interpreted - i0.graphs_interpreted == 2);
+    BOOST_TEST(last_compiled().why_interpreted == "no C++ compiler");
+}
+
+BOOST_AUTO_TEST_CASE(graphs_without_kernels_never_call_the_compiler) {
+    auto views = [](Tensor x) { return x.transpose(0, 1); };
+    auto mm = [](Tensor a, Tensor b) { return matmul(a, b); };
+    auto f = compile(views);
+    auto g = compile(mm);
+    ToolchainStats t0 = toolchain_stats();
+    Tensor a = randn({4, 6}), b = randn({6, 3});
+    BOOST_TEST(allclose(f(a), views(a)));
+    BOOST_TEST(allclose(g(a, b), mm(a, b), 1e-5, 1e-6));
+    BOOST_TEST(library_builds(toolchain_stats()) == library_builds(t0));
+    BOOST_TEST(last_compiled().interpreted);
+}
+
+// The first call never waits for the compiler: the interpreter serves it; once the
+// background build is done, later calls run the generated kernel.
+BOOST_AUTO_TEST_CASE(async_compile_interprets_until_the_kernel_is_ready) {
+    auto fn = [](Tensor x) { return tanh(x) * sigmoid(x) + 0.25; };
+    auto f = compile(fn, {.async_compile = true});
+    Tensor x = randn({3, 333});
+    InductorStats i0 = inductor_stats();
+    BOOST_TEST(allclose(f(x), fn(x), 1e-5, 1e-6));
+    InductorStats i1 = inductor_stats();
+    BOOST_TEST(i1.calls_interpreted - i0.calls_interpreted == 1);
+    BOOST_TEST(i1.calls_compiled == i0.calls_compiled);
+    wait_for_async_compiles();
+    BOOST_TEST(inductor_stats().builds - i0.builds == 1);
+    BOOST_TEST(allclose(f(x), fn(x), 1e-5, 1e-6));
+    InductorStats i2 = inductor_stats();
+    BOOST_TEST(i2.calls_compiled - i1.calls_compiled == 1);
+    BOOST_TEST(i2.calls_interpreted == i1.calls_interpreted);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
