@@ -39,22 +39,7 @@ interp::CompiledObj* compiled_named(Interp& in, const std::string& name) {
 void cmd_help(Interp& in, const std::string&);
 void cmd_graph(Interp& in, const std::string& arg) { in.out << interp::graphs_text(*compiled_named(in, arg)); }
 void cmd_guards(Interp& in, const std::string& arg) { in.out << interp::guards_text(*compiled_named(in, arg)); }
-void cmd_code(Interp& in, const std::string& arg) {
-    interp::CompiledObj* c = compiled_named(in, arg);
-    // Backends dump what they generate under KILN_DEBUG_DIR (set by the REPL at start).
-    std::string dir = jit::debug_dir();
-    bool found = false;
-    if (!dir.empty() && std::filesystem::exists(dir)) {
-        for (const auto& f : std::filesystem::directory_iterator(dir)) {
-            std::string name = f.path().filename().string();
-            if (name.rfind(c->name + " ", 0) != 0 || f.path().extension() == ".dot") continue;
-            std::ifstream file(f.path());
-            in.out << "# " << name << "\n" << file.rdbuf() << "\n";
-            found = true;
-        }
-    }
-    if (!found) in.out << c->name << ": nothing generated yet (call it first)\n";
-}
+void cmd_code(Interp& in, const std::string& arg) { in.out << interp::code_text(*compiled_named(in, arg)); }
 void cmd_explain(Interp& in, const std::string& arg) {
     // f(args) -> explain(f)(args)
     size_t paren = arg.find('(');

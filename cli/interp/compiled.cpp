@@ -2,6 +2,8 @@
 // the host code, results rebuilt from the tensors the cached program returns.
 #include "cli/interp/compiled.h"
 
+#include "codegen/inductor.h"
+
 #include <deque>
 #include <sstream>
 
@@ -107,13 +109,15 @@ jit::Dynamic dynamic_option(Interp& in, const Value& v) {
 Value compile_value(Interp& in, const Value& target, const std::vector<std::pair<std::string, Value>>& options) {
     if (!target.is<std::shared_ptr<FunctionObj>>() && !target.is<ModulePtr>())
         in.raise("TypeError", "compile: expected a function or an nn module, got " + type_name(target));
-    CompileOptions opt{.backend = in.default_backend};
+    CompileOptions opt{.backend = in.default_backend, .async_compile = in.async_compile};
     for (const auto& [key, v] : options) {
         if (key == "backend") {
             if (!v.is<std::string>()) in.raise("TypeError", "compile: backend must be a string such as \"eager\", got " + type_name(v));
             opt.backend = *v.as<std::string>();
         } else if (key == "fullgraph") {
             opt.fullgraph = in.truthy(v);
+        } else if (key == "async_compile") {
+            opt.async_compile = in.truthy(v);
         } else if (key == "dynamic") {
             opt.dynamic = dynamic_option(in, v);
         } else if (key == "mode") {
@@ -190,6 +194,25 @@ std::string graphs_text(const CompiledObj& c) {
                 out += "entry " + std::to_string(e->id) + ", graph " + std::to_string(s->id);
                 out += s->is_return ? " (returns)\n" : " (ends at a graph break: " + s->brk.reason + ")\n";
                 out += s->graph ? s->graph->tabular() : "  (no ops)\n";
+            }
+        }
+    });
+    return out.empty() ? c.name + " has not been called yet: nothing is compiled\n" : out;
+}
+
+std::string code_text(const CompiledObj& c) {
+    std::string out;
+    c.core->with_entries([&](const std::vector<std::unique_ptr<jit::Entry>>& entries) {
+        for (const auto& e : entries) {
+            for (const jit::Segment* s : e->segments()) {
+                if (!s->graph) continue;
+                std::string head = "entry " + std::to_string(e->id) + ", graph " + std::to_string(s->id);
+                std::vector<codegen::CompiledGraphInfo> halves = codegen::compiled_graphs(s->graph.get());
+                if (halves.empty()) out += "# " + head + ": backend '" + c.core->options().backend.name + "' generates no code; the graph runs op by op\n";
+                for (const codegen::CompiledGraphInfo& h : halves) {
+                    out += "# " + head + " (output_code_" + std::to_string(h.id) + ".cpp)\n# schedule:\n" + h.schedule;
+                    out += h.interpreted ? "# interpreted: " + h.why_interpreted + "\n" : h.source;
+                }
             }
         }
     });

@@ -33,6 +33,9 @@ Value explain_call(Interp& in, const Value& target, CallArgs args);
 
 // For the REPL's :graph and :guards, and explain of what a compiled function holds now.
 std::string graphs_text(const CompiledObj& c);
+// What the backend generated for each graph: schedule and C++ source (inductor), or why
+// the graph runs in the interpreter.
+std::string code_text(const CompiledObj& c);
 std::string guards_text(const CompiledObj& c);
 
 }  // namespace kiln::interp

@@ -55,6 +55,7 @@ class Interp {
 
     std::ostream& out;
     std::string default_backend = "inductor";  // what compile() uses without backend=
+    bool async_compile = false;  // compile() default; the REPL turns it on (never wait for g++)
     // When set, each tensor that becomes a condition or a number appends its script line,
     // in order: explain uses them to name the line of each graph break (compiled.cpp).
     std::vector<std::string>* escape_sites = nullptr;
