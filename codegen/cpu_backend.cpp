@@ -4,7 +4,10 @@
 // must not record the inside of a compiled graph, and no autograd history is wanted here.
 #include "codegen/cpu_backend.h"
 
+#include <algorithm>
+#include <array>
 #include <functional>
+#include <span>
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -34,7 +37,7 @@ std::string shape_text(const Shape& shape) {
 }
 
 // Binds s0, s1, ... from the input shapes and checks every input against the graph.
-std::vector<int64_t> bind_symbols(const LGraph& graph, const std::vector<Tensor>& inputs, int num_symbols) {
+std::vector<int64_t> bind_symbols(const LGraph& graph, std::span<const Tensor> inputs, int num_symbols) {
     KILN_CHECK(inputs.size() == graph.inputs.size(), "compiled graph: expected ", graph.inputs.size(), " inputs, got ", inputs.size());
     std::vector<int64_t> symbols(size_t(num_symbols), -1);
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -54,13 +57,26 @@ std::vector<int64_t> bind_symbols(const LGraph& graph, const std::vector<Tensor>
     return symbols;
 }
 
-Tensor eval_node(const LNode& n, const std::vector<Tensor>& inputs, const std::vector<int64_t>& symbols) {
+Tensor eval_node(const LNode& n, std::span<const Tensor> inputs, const std::vector<int64_t>& symbols) {
     Attrs attrs = n.attrs;
     if (n.op == OpId::reshape || n.op == OpId::expand) attrs.shape = concrete(n.out.shape, symbols);
     return dispatch_eager(n.op, inputs, attrs);
 }
 
 Tensor contiguous_input(const Tensor& t) { return t.is_contiguous() ? t : dispatch_eager(OpId::contiguous, {&t, 1}, {}); }
+
+// Views are index math inside kernels; the host builds a value only when it needs it, from
+// its (recursively built) inputs. `env` is indexed by value id; undefined = not built yet.
+Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const std::vector<int64_t>& symbols) {
+    if (env[id].defined()) return env[id];
+    const LNode& n = schedule.graph.nodes[schedule.producer.at(id)];
+    std::array<Tensor, 4> small;  // no allocation for the usual one or two operands
+    std::vector<Tensor> big(n.inputs.size() > small.size() ? n.inputs.size() : 0);
+    std::span<Tensor> in = big.empty() ? std::span<Tensor>(small.data(), n.inputs.size()) : std::span<Tensor>(big);
+    for (size_t i = 0; i < n.inputs.size(); ++i) in[i] = value_of(schedule, n.inputs[i], env, symbols);
+    return env[id] = eval_node(n, in, symbols);
+}
+
 
 }  // namespace
 
@@ -70,40 +86,46 @@ CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::s
         KernelKind kind = schedule_.kernels[k].kind;
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
         kernels_.push_back(generated ? reinterpret_cast<KernelFn>(library_->symbol(schedule_.kernel_name(int(k)))) : nullptr);
+        kernel_args_.push_back(schedule_.kernels[k].args());
     }
+    for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
+    for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
 }
 
-std::vector<Tensor> CompiledCpuGraph::run(const std::vector<Tensor>& inputs) const {
+// The per-call cost matters for small graphs (a JIT cache hit runs this): values live in a
+// flat array by id, and small graphs keep it and the kernels' buffer list on the stack.
+std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const {
     const LGraph& graph = schedule_.graph;
     std::vector<int64_t> symbols = bind_symbols(graph, inputs, schedule_.num_symbols);
     autograd::NoGradGuard no_grad;
-    std::unordered_map<int, Tensor> env;  // value id -> its tensor, once computed
+    std::array<Tensor, 16> small_env;
+    std::vector<Tensor> big_env(size_t(num_value_ids_) > small_env.size() ? size_t(num_value_ids_) : 0);
+    std::span<Tensor> env = big_env.empty() ? std::span<Tensor>(small_env.data(), size_t(num_value_ids_)) : std::span<Tensor>(big_env);
     for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
-    // Views are index math inside kernels; the host only builds them when it needs them.
-    std::function<Tensor(int)> tensor_of = [&](int id) -> Tensor {
-        if (auto it = env.find(id); it != env.end()) return it->second;
-        const LNode& n = graph.nodes[schedule_.producer.at(id)];
-        std::vector<Tensor> in;
-        for (int v : n.inputs) in.push_back(tensor_of(v));
-        return env[id] = eval_node(n, in, symbols);
-    };
-    std::vector<float*> buffers;
+    std::array<float*, 16> small_buffers;
+    std::vector<float*> big_buffers;
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
         const Kernel& kernel = schedule_.kernels[k];
         if (kernels_[k]) {
             for (int v : kernel.stores) env[v] = empty(concrete(schedule_.value(v).shape, symbols), DType::float32);
-            buffers.clear();
-            for (int v : kernel.args()) buffers.push_back(static_cast<float*>(env.at(v).raw_data()));
-            kernels_[k](buffers.data(), symbols.data(), run_parallel);
+            const std::vector<int>& args = kernel_args_[k];
+            float** buffers = small_buffers.data();
+            if (args.size() > small_buffers.size()) {
+                big_buffers.resize(args.size());
+                buffers = big_buffers.data();
+            }
+            for (size_t a = 0; a < args.size(); ++a) buffers[a] = static_cast<float*>(env[args[a]].raw_data());
+            kernels_[k](buffers, symbols.data(), run_parallel);
         } else {
             const LNode& n = graph.nodes[kernel.nodes[0]];
             std::vector<Tensor> in;
-            for (int v : n.inputs) in.push_back(tensor_of(v));
+            for (int v : n.inputs) in.push_back(value_of(schedule_, v, env, symbols));
             env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
         }
     }
     std::vector<Tensor> outputs;
-    for (int id : graph.outputs) outputs.push_back(tensor_of(id));
+    outputs.reserve(graph.outputs.size());
+    for (int id : graph.outputs) outputs.push_back(value_of(schedule_, id, env, symbols));
     return outputs;
 }
 

@@ -2,6 +2,7 @@
 // runnable graph. Blas and fallback kernels run on the host through kiln's eager kernels.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ class CompiledCpuGraph {
     // Runs the graph: inputs in LGraph::inputs order (any strides: non-contiguous ones are
     // copied first); outputs in LGraph::outputs order, freshly allocated with empty().
     // Throws kiln::Error naming the input if a shape or dtype does not match the graph.
-    std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+    std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+    std::vector<Tensor> run(const std::vector<Tensor>& inputs) const { return run(std::span<const Tensor>(inputs)); }
 
     const Schedule& schedule() const { return schedule_; }
     const std::string& source() const { return source_; }  // the whole translation unit
@@ -35,6 +37,8 @@ class CompiledCpuGraph {
     std::string source_;
     std::shared_ptr<CompiledLibrary> library_;  // keeps kernels_ loaded
     std::vector<KernelFn> kernels_;             // per kernel; nullptr for host kernels
+    std::vector<std::vector<int>> kernel_args_; // per kernel: Kernel::args(), computed once
+    int num_value_ids_ = 0;                     // value ids are < this
 };
 
 CompiledCpuGraph compile_cpu(const LGraph& graph, const CpuCompileOptions& options = {});

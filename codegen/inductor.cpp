@@ -186,7 +186,7 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     return [state](std::span<const Tensor> inputs) -> std::vector<Tensor> {
         if (state->ready.load(std::memory_order_acquire)) {
             ++stats().calls_compiled;
-            return state->compiled->run(std::vector<Tensor>(inputs.begin(), inputs.end()));
+            return state->compiled->run(inputs);
         }
         ++stats().calls_interpreted;  // still building (async), or the build failed
         return jit::interpret(*state->graph, inputs);

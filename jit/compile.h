@@ -54,7 +54,7 @@ std::vector<Tensor> flatten_result(const std::tuple<T...>& ts) {
 }
 template <class R>
 R unflatten_result(std::vector<Tensor> out) {
-    if constexpr (std::is_same_v<R, Tensor>) return out.at(0);
+    if constexpr (std::is_same_v<R, Tensor>) return std::move(out.at(0));
     else if constexpr (std::is_same_v<R, std::vector<Tensor>>) return out;
     else return [&]<size_t... I>(std::index_sequence<I...>) { return R{out.at(I)...}; }(std::make_index_sequence<std::tuple_size_v<R>>());
 }
@@ -78,7 +78,10 @@ class Compiled<R(A...)> {
         args.reserve(sizeof...(A));
         int pos = 0;
         (flatten_arg(args, a, pos++), ...);
-        HostFn host = [&] { return flatten_result(fn_(a...)); };
+        auto run_fn = [&] { return flatten_result(fn_(a...)); };
+        // A reference_wrapper fits std::function's inline buffer: no allocation per call
+        // (the lambda itself captures too much for it). run_fn outlives the call.
+        HostFn host = std::ref(run_fn);
         return unflatten_result<R>(core_->call(args, host));
     }
 

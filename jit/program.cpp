@@ -1,6 +1,7 @@
 // Running a program tree on a cache hit: no host code, only guards + segments.
 #include "jit/program.h"
 
+#include <algorithm>
 #include <array>
 
 #include "tensor/kernels.h"
@@ -40,21 +41,20 @@ std::vector<const Segment*> Entry::segments() const {
     return out;
 }
 
-void segment_run(const Segment& seg, std::vector<Tensor>& slots) {
-    if (!seg.graph) return;
-    std::array<Tensor, 8> small;
-    std::vector<Tensor> big;
-    std::span<Tensor> in;
-    if (seg.input_slots.size() <= small.size()) {
-        in = std::span<Tensor>(small.data(), seg.input_slots.size());
-    } else {
-        big.resize(seg.input_slots.size());
-        in = big;
-    }
+std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slots) {
+    std::array<Tensor, 8> small;  // small graphs: no allocation for the inputs
+    std::vector<Tensor> big(seg.input_slots.size() > small.size() ? seg.input_slots.size() : 0);
+    std::span<Tensor> in = big.empty() ? std::span<Tensor>(small.data(), seg.input_slots.size()) : std::span<Tensor>(big);
     for (size_t i = 0; i < seg.input_slots.size(); ++i) in[i] = slots[seg.input_slots[i]];
     std::vector<Tensor> out = seg.run(in);
     KILN_CHECK(out.size() == seg.output_slots.size(), "compiled graph returned ", out.size(), " values, expected ",
                seg.output_slots.size());
+    return out;
+}
+
+void segment_run(const Segment& seg, std::span<Tensor> slots) {
+    if (!seg.graph) return;
+    std::vector<Tensor> out = segment_call(seg, slots);
     for (size_t j = 0; j < out.size(); ++j) slots[seg.output_slots[j]] = std::move(out[j]);
 }
 
@@ -65,11 +65,21 @@ bool truth_value(const Tensor& t) {
 }
 
 bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& results) {
-    std::vector<Tensor> slots = entry.held;
+    std::array<Tensor, 16> small;  // small programs: no allocation for the slots
+    std::vector<Tensor> big(entry.held.size() > small.size() ? entry.held.size() : 0);
+    std::span<Tensor> slots = big.empty() ? std::span<Tensor>(small.data(), entry.held.size()) : std::span<Tensor>(big);
+    std::copy(entry.held.begin(), entry.held.end(), slots.begin());
     int next_arg = 0;
     for (const ArgValue& a : args)
         if (a.kind == ArgKind::tensor) slots[next_arg++] = a.tensor;
     const Segment* seg = entry.root.get();
+    // Fast path for the common program, one graph whose outputs are fn's results in order:
+    // the graph's result vector becomes `results` as is. The loop below does the same with a
+    // copy through the slots and a second vector.
+    if (seg->is_return && seg->graph && seg->return_slots == seg->output_slots) {
+        results = segment_call(*seg, slots);
+        return true;
+    }
     while (true) {
         segment_run(*seg, slots);
         if (seg->is_return) break;

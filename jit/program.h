@@ -9,6 +9,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,7 +73,9 @@ bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& resu
 // The value of a one-element tensor as a condition (no escape report).
 bool truth_value(const Tensor& t);
 
+// Runs one segment's compiled graph on `slots`; returns its outputs (output_slots order).
+std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slots);
 // Runs one segment's compiled graph, reading and writing `slots`.
-void segment_run(const Segment& seg, std::vector<Tensor>& slots);
+void segment_run(const Segment& seg, std::span<Tensor> slots);
 
 }  // namespace kiln::jit

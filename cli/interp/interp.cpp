@@ -27,9 +27,19 @@ ScriptError::ScriptError(std::string kind, std::string message, std::string trac
     : kiln::Error(traceback + kind + ": " + message), kind_(std::move(kind)), message_(std::move(message)) {}
 
 Interp::Interp(std::ostream& o) : out(o) { reset(); }
-Interp::~Interp() = default;
+// Script functions keep the scope they were defined in, and the globals keep the functions:
+// a reference cycle. Emptying the globals breaks it, so an Interp frees what its scripts made.
+Interp::~Interp() { break_cycles(); }
+
+void Interp::break_cycles() {
+    for (const auto& weak : scopes_)
+        if (auto scope = weak.lock()) scope->vars.clear();
+    scopes_.clear();
+    if (globals_) globals_->vars.clear();
+}
 
 void Interp::reset() {
+    break_cycles();
     globals_ = std::make_shared<Scope>();
     // The PyTorch namespaces are there without an import, so snippets paste in either way.
     for (const char* name : {"torch", "nn", "F", "optim", "time"})
@@ -347,6 +357,9 @@ void Interp::bind_params(const FunctionObj& fn, CallArgs& args, Scope& scope) {
 Value Interp::call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& args) {
     if (frames_.size() >= kMaxCallDepth) raise("RecursionError", "maximum recursion depth exceeded calling " + fn->name + "()");
     auto scope = std::make_shared<Scope>();
+    if (scopes_.size() > 4096)  // forget the scopes that died on their own
+        std::erase_if(scopes_, [](const std::weak_ptr<Scope>& w) { return w.expired(); });
+    scopes_.push_back(scope);
     scope->parent = fn->closure;
     bind_params(*fn, args, *scope);
     fn->last_args = args.args, fn->last_kwargs = args.kwargs;

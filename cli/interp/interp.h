@@ -84,6 +84,10 @@ class Interp {
     std::string traceback() const;
 
     std::shared_ptr<Scope> globals_;
+    // Every call scope made, weakly: closures can keep a scope alive in a cycle (a nested def
+    // stored in the scope it captures), so ~Interp empties the survivors to free them.
+    std::vector<std::weak_ptr<Scope>> scopes_;
+    void break_cycles();
     std::vector<Frame> frames_;
     Value return_value_;
     friend struct FrameGuard;
