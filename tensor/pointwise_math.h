@@ -1,13 +1,17 @@
 // The vocabulary that pointwise math in tensor/ops.def is written in. Each helper works on
 // scalars (float, double, int64) and on xsimd batches, so one expression serves the eager
 // kernel's scalar tail, its SIMD body, and (as text) the generated kernels, which include
-// this same header.
+// this same header. float32 batches get the faster sin/cos/tanh of tensor/fast_math.h;
+// scalars (the eager scalar tail, float64) keep std::, so a tail element may differ from a
+// vector lane by a couple of ulp.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
+
+#include "tensor/fast_math.h"
 
 namespace kiln_math {
 
@@ -27,6 +31,10 @@ using xsimd::pow;
 using xsimd::sin;
 using xsimd::sqrt;
 using xsimd::tanh;
+// Non-templates, so they win over xsimd's templates for xsimd::batch<float>.
+using kiln_fast::cos;
+using kiln_fast::sin;
+using kiln_fast::tanh;
 
 template <class T>
 inline constexpr bool is_batch = xsimd::is_batch<T>::value;

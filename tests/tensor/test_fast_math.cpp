@@ -1,0 +1,123 @@
+// tensor/fast_math.h through the kiln_math vocabulary on float32 batches: max ulp error
+// against double-precision std:: over a dense sweep, and the special values each must get right.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "tensor/pointwise_math.h"
+
+namespace {
+
+using Batch = xsimd::batch<float>;
+using BatchFn = std::function<Batch(Batch)>;
+using RefFn = double (*)(double);
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kDenormal = 1e-40f;
+constexpr double kMaxUlp = 2.0;
+
+// Error of `got` in ulps of the correctly rounded float result (denormal ulps below FLT_MIN).
+// Non-finite results must match exactly (NaN matches NaN).
+double ulp_error(float got, double ref) {
+    float rounded = float(ref);
+    if (std::isnan(rounded)) return std::isnan(got) ? 0 : INFINITY;
+    if (std::isinf(rounded) || std::isinf(got)) return got == rounded ? 0 : INFINITY;
+    int exponent = std::numeric_limits<float>::min_exponent;
+    if (std::fabs(rounded) >= std::numeric_limits<float>::min()) std::frexp(rounded, &exponent);
+    double ulp = std::ldexp(1.0, exponent - std::numeric_limits<float>::digits);
+    return std::fabs(double(got) - ref) / ulp;
+}
+
+// Runs f over xs in batches (the values share batches, so fast and fallback lanes mix).
+std::vector<float> apply(const BatchFn& f, std::vector<float> xs) {
+    while (xs.size() % Batch::size) xs.push_back(0.f);
+    std::vector<float> out(xs.size());
+    for (size_t i = 0; i < xs.size(); i += Batch::size)
+        f(Batch::load_unaligned(&xs[i])).store_unaligned(&out[i]);
+    return out;
+}
+
+void check_max_ulp(const char* name, const BatchFn& f, RefFn ref, const std::vector<float>& xs) {
+    std::vector<float> out = apply(f, xs);
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        double err = ulp_error(out[i], ref(double(xs[i])));
+        if (!(err <= worst)) worst = err, worst_x = xs[i];
+    }
+    BOOST_TEST_MESSAGE(name << ": max " << worst << " ulp at x = " << worst_x);
+    BOOST_CHECK_MESSAGE(worst <= kMaxUlp, name << ": " << worst << " ulp at x = " << worst_x
+                                              << " (got " << apply(f, {worst_x})[0]
+                                              << ", want " << ref(double(worst_x)) << ")");
+}
+
+// ~1e6 evenly spaced values over [lo, hi], plus the special values every function must survive.
+std::vector<float> sweep(float lo, float hi) {
+    const int n = 1000000;
+    std::vector<float> xs;
+    for (int i = 0; i <= n; ++i) xs.push_back(lo + (hi - lo) * float(i) / float(n));
+    for (float s : {0.f, -0.f, kDenormal, -kDenormal, std::numeric_limits<float>::min(), kInf, -kInf,
+                    kNaN, 1e6f, -1e6f, 1e30f, -1e30f, std::numeric_limits<float>::max()})
+        xs.push_back(s);
+    return xs;
+}
+
+// Floats nearest to k*pi/2, where sin or cos is tiny and range reduction must keep every bit.
+std::vector<float> multiples_of_half_pi() {
+    std::vector<float> xs;
+    for (int k = -20000; k <= 20000; ++k) xs.push_back(float(k * std::numbers::pi / 2));
+    return xs;
+}
+
+const BatchFn fast_sin = [](Batch x) { return kiln_math::sin(x); };
+const BatchFn fast_cos = [](Batch x) { return kiln_math::cos(x); };
+const BatchFn fast_tanh = [](Batch x) { return kiln_math::tanh(x); };
+double ref_sin(double x) { return std::sin(x); }
+double ref_cos(double x) { return std::cos(x); }
+double ref_tanh(double x) { return std::tanh(x); }
+
+float one(const BatchFn& f, float x) { return apply(f, {x})[0]; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(fast_math)
+
+BOOST_AUTO_TEST_CASE(sin_cos_within_2_ulp) {
+    for (const auto& xs : {sweep(-100, 100), multiples_of_half_pi(), sweep(-1e5f, 1e5f)}) {
+        check_max_ulp("sin", fast_sin, ref_sin, xs);
+        check_max_ulp("cos", fast_cos, ref_cos, xs);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(sin_cos_special_values) {
+    BOOST_TEST(std::signbit(one(fast_sin, -0.f)));
+    BOOST_TEST(one(fast_sin, -0.f) == 0.f);
+    BOOST_TEST(one(fast_cos, -0.f) == 1.f);
+    BOOST_TEST(one(fast_sin, kDenormal) == kDenormal);
+    for (float x : {kInf, -kInf, kNaN}) {
+        BOOST_TEST(std::isnan(one(fast_sin, x)));
+        BOOST_TEST(std::isnan(one(fast_cos, x)));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(tanh_within_2_ulp) {
+    check_max_ulp("tanh", fast_tanh, ref_tanh, sweep(-100, 100));
+    check_max_ulp("tanh", fast_tanh, ref_tanh, sweep(-1, 1));  // around the 0.625 switch
+}
+
+BOOST_AUTO_TEST_CASE(tanh_special_values) {
+    BOOST_TEST(std::signbit(one(fast_tanh, -0.f)));
+    BOOST_TEST(one(fast_tanh, kDenormal) == kDenormal);
+    BOOST_TEST(one(fast_tanh, 50.f) == 1.f);
+    BOOST_TEST(one(fast_tanh, -kInf) == -1.f);
+    BOOST_TEST(one(fast_tanh, kInf) == 1.f);
+    BOOST_TEST(std::isnan(one(fast_tanh, kNaN)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
