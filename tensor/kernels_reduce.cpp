@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
@@ -54,34 +55,57 @@ T combine(Reduce r, T acc, T v) {
     return r == Reduce::max ? kiln_math::maximum(acc, v) : kiln_math::minimum(acc, v);
 }
 
-// Reduces each contiguous row of `inner` elements.
+// Reduces one contiguous row with four xsimd accumulators (float) or a scalar loop.
+template <class T>
+T reduce_row(Reduce r, const T* row, int64_t inner) {
+    int64_t i = 0;
+    T acc = reduce_init<T>(r);
+    if constexpr (std::is_same_v<T, float>) {
+        using B = xsimd::batch<float>;
+        constexpr int64_t W = B::size;
+        if (inner >= 4 * W) {
+            B a0(acc), a1(acc), a2(acc), a3(acc);
+            for (; i + 4 * W <= inner; i += 4 * W) {
+                a0 = combine(r, a0, B::load_unaligned(row + i));
+                a1 = combine(r, a1, B::load_unaligned(row + i + W));
+                a2 = combine(r, a2, B::load_unaligned(row + i + 2 * W));
+                a3 = combine(r, a3, B::load_unaligned(row + i + 3 * W));
+            }
+            B all = combine(r, combine(r, a0, a1), combine(r, a2, a3));
+            alignas(64) float lanes[W];
+            all.store_aligned(lanes);
+            for (int64_t k = 0; k < W; ++k) acc = combine(r, acc, lanes[k]);
+        }
+    }
+    for (; i < inner; ++i) acc = combine(r, acc, row[i]);
+    return acc;
+}
+
+// Reduces each contiguous row of `inner` elements: rows over threads, or, for fewer rows
+// than threads (a full reduction), fixed blocks of each row over threads, folded in block
+// order so the result does not depend on scheduling.
 template <class T>
 void reduce_rows(Reduce r, const T* x, T* out, int64_t outer, int64_t inner) {
-    parallel_for(outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o) {
+    int blocks = num_threads();
+    if (outer < blocks && inner >= 4 * kParallelGrain) {
+        int64_t chunk = (inner + blocks - 1) / blocks;
+        std::vector<T> partial(size_t(blocks), reduce_init<T>(r));
+        for (int64_t o = 0; o < outer; ++o) {
             const T* row = x + o * inner;
-            int64_t i = 0;
-            T acc = reduce_init<T>(r);
-            if constexpr (std::is_same_v<T, float>) {
-                using B = xsimd::batch<float>;
-                constexpr int64_t W = B::size;
-                if (inner >= 4 * W) {
-                    B a0(acc), a1(acc), a2(acc), a3(acc);
-                    for (; i + 4 * W <= inner; i += 4 * W) {
-                        a0 = combine(r, a0, B::load_unaligned(row + i));
-                        a1 = combine(r, a1, B::load_unaligned(row + i + W));
-                        a2 = combine(r, a2, B::load_unaligned(row + i + 2 * W));
-                        a3 = combine(r, a3, B::load_unaligned(row + i + 3 * W));
-                    }
-                    B all = combine(r, combine(r, a0, a1), combine(r, a2, a3));
-                    alignas(64) float lanes[W];
-                    all.store_aligned(lanes);
-                    for (int64_t k = 0; k < W; ++k) acc = combine(r, acc, lanes[k]);
+            parallel_for(blocks, 1, [&](int64_t b, int64_t e) {
+                for (int64_t k = b; k < e; ++k) {
+                    int64_t begin = k * chunk, n = std::min(chunk, inner - begin);
+                    partial[k] = n > 0 ? reduce_row(r, row + begin, n) : reduce_init<T>(r);
                 }
-            }
-            for (; i < inner; ++i) acc = combine(r, acc, row[i]);
+            });
+            T acc = reduce_init<T>(r);
+            for (T p : partial) acc = combine(r, acc, p);
             out[o] = acc;
         }
+        return;
+    }
+    parallel_for(outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) out[o] = reduce_row(r, x + o * inner, inner);
     });
 }
 

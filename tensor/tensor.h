@@ -90,7 +90,7 @@ class Tensor {
     Tensor view(const Shape& shape) const;
     Tensor permute(const Shape& dims) const;
     Tensor transpose(int64_t d0, int64_t d1) const;
-    Tensor t() const { return transpose(0, 1); }
+    Tensor t() const { return dim() < 2 ? *this : transpose(0, 1); }  // as torch: 0-d and 1-d unchanged
     Tensor expand(const Shape& shape) const;
     Tensor squeeze(int64_t dim) const;
     Tensor squeeze() const;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "reference.h"
+#include "tensor/parallel.h"
 
 using namespace kiln_test;
 
@@ -217,3 +218,21 @@ BOOST_AUTO_TEST_CASE(matmul_of_expanded_and_empty_operands) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A full reduction of a large tensor splits each row into per-thread blocks; the blocks fold
+// in a fixed order, so repeated calls agree bit for bit and match a float64 sum.
+BOOST_AUTO_TEST_CASE(large_full_sum_splits_over_threads_deterministically) {
+    kiln::manual_seed(3);
+    kiln::Tensor x = kiln::rand({300000});
+    std::vector<float> v = x.to_vector<float>();
+    double ref = 0, ref_max = -1;
+    for (float f : v) ref += f, ref_max = std::max(ref_max, double(f));
+    for (int threads : {1, 2}) {
+        kiln::set_num_threads(threads);
+        float a = x.sum().item<float>(), b = x.sum().item<float>();
+        BOOST_TEST(a == b);
+        BOOST_TEST(std::abs(a - ref) <= 1e-5 * ref);
+        BOOST_TEST(x.amax().item<float>() == float(ref_max));
+    }
+    kiln::set_num_threads(0);
+}
