@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "compare.h"
 #include "codegen/cpu_backend.h"
 #include "codegen/toolchain.h"
 #include "kiln.h"
@@ -123,19 +124,7 @@ class ProgramGenerator {
     }
 };
 
-double relative_error(const Tensor& got, const Tensor& want) {
-    std::vector<float> a = got.contiguous().to_vector<float>(), b = want.contiguous().to_vector<float>();
-    if (a.size() != b.size()) return INFINITY;
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (std::isnan(b[i]) || std::isinf(b[i])) {
-            if (!(std::isnan(b[i]) ? std::isnan(a[i]) : a[i] == b[i])) return INFINITY;
-            continue;
-        }
-        worst = std::max(worst, std::abs(double(a[i]) - double(b[i])) / (std::abs(double(b[i])) + 1.0));
-    }
-    return worst;
-}
+using kiln_test::relative_error;
 
 }  // namespace
 

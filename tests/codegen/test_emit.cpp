@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "compare.h"
 #include "codegen/cpu_backend.h"
 #include "codegen/toolchain.h"
 #include "kiln.h"
@@ -18,21 +19,7 @@ using kiln::codegen::testing::GraphBuilder;
 
 namespace {
 
-// Largest |a - b| / (|b| + 1) over all elements; NaN and inf must sit at the same places.
-double relative_error(const Tensor& got, const Tensor& want) {
-    BOOST_REQUIRE(got.shape() == want.shape());
-    std::vector<float> a = got.contiguous().to_vector<float>(), b = want.contiguous().to_vector<float>();
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (std::isnan(b[i]) || std::isinf(b[i])) {
-            bool same = std::isnan(b[i]) ? std::isnan(a[i]) : a[i] == b[i];
-            if (!same) return INFINITY;
-            continue;
-        }
-        worst = std::max(worst, std::abs(double(a[i]) - double(b[i])) / (std::abs(double(b[i])) + 1.0));
-    }
-    return worst;
-}
+using kiln_test::relative_error;
 
 void check_against_eager(const CompiledCpuGraph& compiled, const LGraph& graph, const std::vector<Tensor>& inputs,
                          double tolerance = 1e-5) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "compare.h"
 #include "codegen/cpu_backend.h"
 #include "codegen/lower_graph.h"
 #include "codegen/toolchain.h"
@@ -188,24 +189,7 @@ Reference eager_reference(const Program& p, const jit::aot::AotPlan& plan, const
     return ref;
 }
 
-// 0 when equal (NaN where NaN, the same inf), else the worst |a - b| / (|b| + 1).
-double relative_error(const Tensor& got, const Tensor& want) {
-    if (!got.defined() || !want.defined()) {
-        const Tensor& d = got.defined() ? got : want;
-        return d.defined() && d.abs().sum().item<float>() != 0 ? INFINITY : 0;  // undefined grad == zeros
-    }
-    std::vector<float> a = got.contiguous().to_vector<float>(), b = want.contiguous().to_vector<float>();
-    if (a.size() != b.size()) return INFINITY;
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (std::isnan(b[i]) || std::isinf(b[i])) {
-            if (!(std::isnan(b[i]) ? std::isnan(a[i]) : a[i] == b[i])) return INFINITY;
-            continue;
-        }
-        worst = std::max(worst, std::abs(double(a[i]) - double(b[i])) / (std::abs(double(b[i])) + 1.0));
-    }
-    return worst;
-}
+using kiln_test::relative_error;
 
 }  // namespace
 
