@@ -18,11 +18,7 @@ using namespace kiln::interp;
 
 namespace {
 
-#ifdef KILN_SOURCE_DIR
-const fs::path kSourceDir = KILN_SOURCE_DIR;
-#else
-const fs::path kSourceDir = fs::absolute(fs::path(__FILE__)).parent_path().parent_path().parent_path();
-#endif
+const fs::path kSourceDir = KILN_SOURCE_DIR;  // CMake defines it for every target linking kiln
 
 std::string read(const fs::path& p) {
     std::ifstream f(p, std::ios::binary);

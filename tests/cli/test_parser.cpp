@@ -15,13 +15,7 @@ using namespace kiln::script;
 
 namespace {
 
-#ifdef KILN_SOURCE_DIR
-const fs::path kSourceDir = KILN_SOURCE_DIR;
-#else
-// Built by hand from the repo root: this file is tests/cli/test_parser.cpp.
-const fs::path kSourceDir =
-    fs::absolute(fs::path(__FILE__)).parent_path().parent_path().parent_path();
-#endif
+const fs::path kSourceDir = KILN_SOURCE_DIR;  // CMake defines it for every target linking kiln
 
 // Token kinds in a compact form: NAME(x) NUM(1) STR(a) NEWLINE INDENT DEDENT END, and the
 // spelling of keywords and operators.
