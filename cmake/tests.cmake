@@ -1,8 +1,42 @@
 # Tests: one Boost.Test executable per folder of tests/ (test_tensor, test_autograd, ...),
 # built from every tests/<folder>/test_*.cpp, sharing one precompiled Boost.Test main.
+# Each folder is one CTest entry, except tests/robustness: there each test case is its own
+# CTest entry (its own process), so a case that crashes fails alone and the rest still run.
 find_package(Boost REQUIRED)
 add_library(kiln_test_main OBJECT tests/main.cpp)
 target_include_directories(kiln_test_main PUBLIC ${Boost_INCLUDE_DIRS} ${CMAKE_CURRENT_SOURCE_DIR})
+
+# The "suite/case" paths of the Boost.Test cases in `sources`, read from the macros
+# BOOST_AUTO_TEST_SUITE(s) ... BOOST_AUTO_TEST_SUITE_END() and BOOST_AUTO_TEST_CASE(c) /
+# BOOST_FIXTURE_TEST_CASE(c, F). Editing a source re-runs CMake, so the list stays current;
+# the test robustness.all_cases_registered checks it against the binary's own list.
+function(kiln_boost_test_cases out_var)
+  set(cases)
+  foreach(src ${ARGN})
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
+    file(STRINGS ${src} lines REGEX "^[ \t]*BOOST_(AUTO_TEST_SUITE|AUTO_TEST_SUITE_END|AUTO_TEST_CASE|FIXTURE_TEST_CASE)[ \t]*\\(")
+    set(suites)
+    foreach(line ${lines})
+      if(line MATCHES "BOOST_AUTO_TEST_SUITE_END")
+        list(POP_BACK suites)
+      elseif(line MATCHES "BOOST_AUTO_TEST_SUITE[ \t]*\\([ \t]*([A-Za-z0-9_]+)")
+        list(APPEND suites ${CMAKE_MATCH_1})
+      elseif(line MATCHES "BOOST_(AUTO|FIXTURE)_TEST_CASE[ \t]*\\([ \t]*([A-Za-z0-9_]+)")
+        list(JOIN suites "/" path)
+        if(path)
+          list(APPEND cases "${path}/${CMAKE_MATCH_2}")
+        else()
+          list(APPEND cases "${CMAKE_MATCH_2}")
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+  set(${out_var} ${cases} PARENT_SCOPE)
+endfunction()
+
+set(KILN_TEST_ENV "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")
+# tests/robustness also covers kiln script (tests/robustness/test_script_*.cpp).
+set(KILN_TEST_LIBS_robustness kiln_script)
 
 file(GLOB kiln_test_dirs LIST_DIRECTORIES true ${CMAKE_CURRENT_SOURCE_DIR}/tests/*)
 foreach(dir ${kiln_test_dirs})
@@ -18,6 +52,18 @@ foreach(dir ${kiln_test_dirs})
   target_link_libraries(test_${name} PRIVATE kiln ${KILN_TEST_LIBS_${name}})
   target_include_directories(test_${name} PRIVATE ${Boost_INCLUDE_DIRS})
   target_compile_definitions(test_${name} PRIVATE KILN_TEST_DIR="${dir}")
-  add_test(NAME ${name} COMMAND test_${name} --report_level=short --log_level=warning)
-  set_tests_properties(${name} PROPERTIES ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kernel-cache")
+  if(name STREQUAL "robustness")
+    kiln_boost_test_cases(cases ${sources})
+    foreach(case ${cases})
+      string(REPLACE "/" "." test_name "${case}")
+      add_test(NAME robustness.${test_name} COMMAND test_${name} --run_test=${case} --report_level=short --log_level=warning)
+      set_tests_properties(robustness.${test_name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
+    endforeach()
+    add_test(NAME robustness.all_cases_registered
+             COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:test_${name}> "-DEXPECTED=${cases}"
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/check_test_cases.cmake)
+  else()
+    add_test(NAME ${name} COMMAND test_${name} --report_level=short --log_level=warning)
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
+  endif()
 endforeach()

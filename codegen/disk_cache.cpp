@@ -7,13 +7,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -134,6 +138,39 @@ std::optional<std::string> meta_text_of(const fs::path& path) {
     return "size_bytes " + std::to_string(size_bytes) + "\nfnv1a64x8 " + hex64(hash) + "\n";
 }
 
+// A directory where a file goes (made by hand, or by a tool that mistook the name) would
+// make every rename onto that name fail, and kiln would fall back to eager for good. Only
+// directories need this: rename() replaces any other kind of file.
+void remove_squatter(const fs::path& path) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    std::error_code ignored;  // if it cannot go, the rename that follows reports the path
+    fs::remove_all(path, ignored);
+}
+
+int rename_into_place(const fs::path& temp, const fs::path& path) {
+    remove_squatter(path);
+    return std::rename(temp.c_str(), path.c_str());
+}
+
+// Temp files (`<name>.tmp.<pid>.<thread>.<n>`) of a compile that was killed before it could
+// clean up (SIGKILL, a power cut) stay forever; a PCH's is ~96 MB. A live writer renames
+// or deletes its temp within the compile timeout, so an older one, owned by us, is litter.
+void remove_stale_temps(const fs::path& dir) {
+    static std::mutex mutex;
+    static std::set<std::string> cleaned;  // once per directory per process
+    std::lock_guard lock(mutex);
+    if (!cleaned.insert(dir.string()).second) return;
+    std::error_code error;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+        std::string name = entry.path().filename().string();
+        struct stat st {};
+        if (name.find(".tmp.") == std::string::npos || lstat(entry.path().c_str(), &st) != 0) continue;
+        bool ours = st.st_uid == geteuid() && S_ISREG(st.st_mode);
+        if (ours && std::time(nullptr) - st.st_mtime > cache_stale_temp_seconds()) ::unlink(entry.path().c_str());
+    }
+}
+
 void write_all(int fd, std::string_view content, const fs::path& path) {
     while (!content.empty()) {
         ssize_t written = ::write(fd, content.data(), content.size());
@@ -145,10 +182,17 @@ void write_all(int fd, std::string_view content, const fs::path& path) {
 
 }  // namespace
 
+int64_t cache_stale_temp_seconds() {
+    const char* text = std::getenv("KILN_COMPILE_TIMEOUT_S");
+    double timeout = text && *text ? std::strtod(text, nullptr) : 300;
+    return std::max<int64_t>(600, int64_t(2 * std::min(timeout, 1e6)));
+}
+
 fs::path cache_dir() {
     fs::path dir = resolve_cache_dir();
     create_private_dir(dir);
     check_private_dir(dir);
+    remove_stale_temps(dir);
     return dir;
 }
 
@@ -182,7 +226,7 @@ void write_file_atomic(const fs::path& path, std::string_view content) {
         throw;
     }
     ::close(fd);
-    if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    if (rename_into_place(temp, path) != 0) {
         int error = errno;
         ::unlink(temp.c_str());
         fail("codegen: cannot rename '", temp.string(), "' to '", path.string(), "': ",
@@ -202,7 +246,7 @@ void cache_publish(const fs::path& temp, const fs::path& entry) {
     std::optional<std::string> meta = meta_text_of(temp);
     KILN_CHECK(meta.has_value(), "codegen: cannot read back '", temp.string(), "'");
     write_file_atomic(cache_meta_path(entry), *meta);
-    if (std::rename(temp.c_str(), entry.c_str()) != 0)
+    if (rename_into_place(temp, entry) != 0)
         fail("codegen: cannot rename '", temp.string(), "' to '", entry.string(), "': ",
              std::strerror(errno));
 }
@@ -215,12 +259,18 @@ bool cache_entry_valid(const fs::path& entry) {
 }
 
 void cache_entry_remove(const fs::path& entry) {
-    ::unlink(entry.c_str());  // ENOENT is fine: another process may have removed it first
-    ::unlink(cache_meta_path(entry).c_str());
+    for (const fs::path& path : {entry, cache_meta_path(entry)}) {
+        remove_squatter(path);
+        ::unlink(path.c_str());  // ENOENT is fine: another process may have removed it first
+    }
 }
 
 CacheLock::CacheLock(const fs::path& path) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0 && errno == EISDIR) {
+        remove_squatter(path);
+        fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    }
     if (fd_ < 0) fail("codegen: cannot open lock '", path.string(), "': ", std::strerror(errno));
     while (flock(fd_, LOCK_EX) != 0) {
         if (errno == EINTR) continue;

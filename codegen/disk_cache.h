@@ -22,7 +22,11 @@ const std::string& cache_host_fingerprint();
 // switch it): $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln.
 // Created with mode 0700. Throws kiln::Error if it is not owned by us or if group/other
 // can write to it, because anyone who can write there can make kiln run their code.
+// The first call per directory deletes our temp files older than cache_stale_temp_seconds().
 std::filesystem::path cache_dir();
+// Age past which a temp file is a killed writer's litter: twice the compile timeout
+// ($KILN_COMPILE_TIMEOUT_S, default 300 s), at least 10 minutes.
+int64_t cache_stale_temp_seconds();
 
 std::optional<std::string> read_file(const std::filesystem::path& path);
 // A name beside final_path that no other process or thread will pick (pid, thread, counter).
@@ -39,7 +43,8 @@ void cache_publish(const std::filesystem::path& temp, const std::filesystem::pat
 // True if entry and its meta are regular files owned by us, not group/other writable, and
 // entry's size and hash match the meta.
 bool cache_entry_valid(const std::filesystem::path& entry);
-void cache_entry_remove(const std::filesystem::path& entry);  // entry and its meta
+// Entry and its meta; also a directory squatting on either name (renames onto it would fail).
+void cache_entry_remove(const std::filesystem::path& entry);
 
 // An exclusive lock between processes (flock on path, created if missing) while in scope.
 // Used where concurrent writers' files must not be mixed: a PCH's bytes differ from build

@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,16 +53,25 @@ constexpr const char* kPchText =
 struct ProcessResult {
     int spawn_errno = 0;  // nonzero: the program could not be started at all
     int exit_status = -1;
+    bool timed_out = false;  // killed after compile_timeout_seconds()
     std::string output;  // stdout and stderr, interleaved as the program wrote them
 };
 
-std::string read_all(int fd) {
-    std::string output;
+// Reads until EOF or the deadline; false if the deadline came first.
+bool read_all(int fd, std::string& output, std::chrono::steady_clock::time_point deadline) {
     char buffer[4096];
-    ssize_t got;
-    while ((got = ::read(fd, buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR))
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return false;
+        pollfd p{fd, POLLIN, 0};
+        int ready = ::poll(&p, 1, int(std::min<int64_t>(left.count(), 1000)));
+        if (ready < 0 && errno != EINTR) return true;  // cannot wait: treat as the end
+        if (ready <= 0) continue;
+        ssize_t got = ::read(fd, buffer, sizeof buffer);
+        if (got == 0) return true;
         if (got > 0) output.append(buffer, static_cast<size_t>(got));
-    return output;
+        else if (errno != EINTR) return true;
+    }
 }
 
 int wait_for(pid_t pid) {
@@ -70,8 +81,10 @@ int wait_for(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// posix_spawnp with an argv, not popen with a shell line, so paths need no quoting.
-ProcessResult run_process(const std::vector<std::string>& argv) {
+// posix_spawnp with an argv, not popen with a shell line, so paths need no quoting. The child
+// leads its own process group, so a stalled compiler is killed with everything it started
+// (g++ runs cc1plus and as, which hold our pipe open).
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds) {
     std::vector<char*> args;
     for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
@@ -82,19 +95,41 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
     posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
     ProcessResult result;
     pid_t pid = 0;
-    result.spawn_errno = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+    result.spawn_errno = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
     ::close(pipe_fds[1]);
-    if (result.spawn_errno == 0) result.output = read_all(pipe_fds[0]);
+    if (result.spawn_errno == 0) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+        if (!read_all(pipe_fds[0], result.output, std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline))) {
+            result.timed_out = true;
+            ::kill(-pid, SIGKILL);
+        }
+    }
     ::close(pipe_fds[0]);
     if (result.spawn_errno == 0) result.exit_status = wait_for(pid);
     return result;
 }
 
+// $KILN_COMPILE_TIMEOUT_S, read on every compile (tests switch it); default 300 s.
+double compile_timeout_seconds() {
+    const char* text = std::getenv("KILN_COMPILE_TIMEOUT_S");
+    if (text == nullptr || *text == '\0') return 300;
+    char* end = nullptr;
+    double seconds = std::strtod(text, &end);
+    KILN_CHECK(*end == '\0' && seconds > 0 && seconds <= 1e6, "codegen: KILN_COMPILE_TIMEOUT_S='", text,
+               "' is not a number of seconds in (0, 1e6]");
+    return seconds;
+}
+
 bool succeeded(const ProcessResult& result) {
-    return result.spawn_errno == 0 && result.exit_status == 0;
+    return result.spawn_errno == 0 && result.exit_status == 0 && !result.timed_out;
 }
 
 std::string first_lines(const std::string& text, int count) {
@@ -135,7 +170,7 @@ std::optional<std::string> cached_compiler_version(const std::string& cxx) {
     if (found != versions.end()) return found->second;
     std::vector<std::string> argv = split_words(cxx);
     argv.push_back("--version");
-    ProcessResult probe = run_process(argv);
+    ProcessResult probe = run_process(argv, compile_timeout_seconds());
     if (!succeeded(probe)) return versions[cxx] = std::nullopt;
     return versions[cxx] = probe.output.substr(0, probe.output.find('\n'));
 }
@@ -157,6 +192,7 @@ struct ToolchainState {
     std::mutex pch_mutex;  // one PCH build at a time; others wait for it and reuse it
     std::set<std::string> pch_failed;    // PCH keys that failed once; not retried
     std::set<std::string> pch_verified;  // hashing a ~100 MB .gch once per process is enough
+    std::string timed_out;  // a compiler that hung once is not run again by this process
 };
 
 // Leaked on purpose: kernels may still run during other objects' static destruction.
@@ -171,16 +207,40 @@ void update_stats(Update update) {
     update(state().stats);
 }
 
+std::string timed_out_compiler() {
+    std::lock_guard lock(state().mutex);
+    return state().timed_out;
+}
+
+// A compiler that stalls (a hung NFS include, a wedged toolchain) must not block the caller:
+// it is killed, and this process stops using it, so callers fall back to the interpreter.
 ProcessResult run_compiler(const std::vector<std::string>& argv) {
+    double timeout = compile_timeout_seconds();
     auto start = std::chrono::steady_clock::now();
-    ProcessResult result = run_process(argv);
+    ProcessResult result = run_process(argv, timeout);
     std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
     update_stats([&](ToolchainStats& stats) {
         stats.compiler_calls++;
         stats.compile_seconds_total += seconds.count();
+        stats.compiler_timeouts += result.timed_out;
     });
+    if (result.timed_out) {
+        {
+            std::lock_guard lock(state().mutex);
+            state().timed_out = compiler_command();
+        }
+        fail("codegen: the C++ compiler did not finish within ", timeout, " s and was killed (KILN_COMPILE_TIMEOUT_S ",
+             "sets the limit); generated kernels are off for the rest of this process.\n  command: ", join(argv, " "));
+    }
     return result;
 }
+
+// Deletes a temp file on every way out of a compile (a failed or killed compiler may leave
+// part of one); after a successful publish the name is gone and unlink does nothing.
+struct TempFile {
+    fs::path path;
+    ~TempFile() { ::unlink(path.c_str()); }
+};
 
 // ---- cache keys
 
@@ -204,6 +264,7 @@ struct BuildPlan {
 
 BuildPlan make_plan(const std::string& source, const BuildOptions& options) {
     std::string cxx = compiler_command();
+    KILN_CHECK(timed_out_compiler() != cxx, "codegen: C++ compiler '", cxx, "' timed out earlier in this process; not running it again");
     std::string version = require_compiler_version(cxx);
     BuildPlan plan;
     plan.command = split_words(cxx);
@@ -234,13 +295,12 @@ void give_up_pch(const BuildPlan& plan, const ProcessResult& result) {
 }
 
 ProcessResult compile_pch(const BuildPlan& plan, const fs::path& header, const fs::path& gch) {
-    fs::path temp = unique_temp_path(gch);
+    TempFile temp{unique_temp_path(gch)};
     std::vector<std::string> argv = plan.command;
-    argv.insert(argv.end(), {"-x", "c++-header", header.string(), "-o", temp.string()});
-    ProcessResult result = run_compiler(argv);
+    argv.insert(argv.end(), {"-x", "c++-header", header.string(), "-o", temp.path.string()});
     update_stats([](ToolchainStats& stats) { stats.pch_builds++; });
-    if (succeeded(result)) cache_publish(temp, gch);
-    else ::unlink(temp.c_str());
+    ProcessResult result = run_compiler(argv);
+    if (succeeded(result)) cache_publish(temp.path, gch);
     return result;
 }
 
@@ -297,7 +357,8 @@ std::shared_ptr<CompiledLibrary> compile_library(const fs::path& dir, const Buil
     write_file_atomic(source_path, source);
     std::optional<fs::path> pch = options.use_pch ? ensure_pch(dir, plan) : std::nullopt;
     fs::path so_path = dir / (plan.key + ".so");
-    fs::path temp = unique_temp_path(so_path);
+    TempFile temp_file{unique_temp_path(so_path)};
+    const fs::path& temp = temp_file.path;
     std::vector<std::string> argv = kernel_command(plan, pch, source_path, temp);
     ProcessResult result = run_compiler(argv);
     if (pch && !succeeded(result) && result.output.find(".gch") != std::string::npos) {
@@ -309,10 +370,7 @@ std::shared_ptr<CompiledLibrary> compile_library(const fs::path& dir, const Buil
         argv = kernel_command(plan, std::nullopt, source_path, temp);
         result = run_compiler(argv);
     }
-    if (!succeeded(result)) {
-        ::unlink(temp.c_str());
-        fail_compile(result, source_path, argv);
-    }
+    if (!succeeded(result)) fail_compile(result, source_path, argv);
     cache_publish(temp, so_path);
     return std::make_shared<CompiledLibrary>(so_path, source_path);
 }
@@ -380,7 +438,10 @@ std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
     return remember_loaded(plan.key, std::move(library));
 }
 
-bool compiler_available() { return cached_compiler_version(compiler_command()).has_value(); }
+bool compiler_available() {
+    std::string cxx = compiler_command();
+    return timed_out_compiler() != cxx && cached_compiler_version(cxx).has_value();
+}
 
 std::string compiler_version() { return require_compiler_version(compiler_command()); }
 

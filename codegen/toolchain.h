@@ -39,13 +39,16 @@ struct BuildOptions {
 };
 
 // Compiles source with $CXX (else `c++`), or reuses it from this process or the disk cache.
-// Throws kiln::Error if the compiler is missing, or if the source does not compile (the
-// message holds the first ~40 lines of compiler output and the path of the kept source).
+// Throws kiln::Error if the compiler is missing, if the source does not compile (the
+// message holds the first ~40 lines of compiler output and the path of the kept source),
+// or if the compiler runs past $KILN_COMPILE_TIMEOUT_S seconds (it is killed, with the
+// processes it started, and not run again by this process).
 std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
                                                const BuildOptions& options);
 
 // Whether $CXX (else `c++`) runs; probed once per compiler name, so callers can check it
-// cheaply and fall back to eager with a one-time warning.
+// cheaply and fall back to eager with a one-time warning. False from the moment a compile
+// of that compiler timed out ($KILN_COMPILE_TIMEOUT_S): the process stops waiting on it.
 bool compiler_available();
 // First line of `$CXX --version` (part of every cache key); throws kiln::Error if missing.
 std::string compiler_version();
@@ -58,6 +61,7 @@ struct ToolchainStats {
     int64_t pch_builds = 0;        // attempts to build a precompiled header
     int64_t pch_failures = 0;      // PCHs given up (failed to build, or the compiler refused
                                    // them); kernels then compile without
+    int64_t compiler_timeouts = 0; // compiles killed after $KILN_COMPILE_TIMEOUT_S (default 300)
     double compile_seconds_total = 0;  // wall time spent in the compiler
 };
 ToolchainStats toolchain_stats();  // totals since process start; tests compare differences

@@ -1,6 +1,7 @@
 // Eager pointwise kernels: one loop template, instantiated with each ops.def expression.
 // Contiguous float32 runs the expression on xsimd batches (vector body, scalar tail);
 // other dtypes run it on scalars. Broadcast or strided operands are first made contiguous.
+#include <cmath>
 #include <cstring>
 
 #include "tensor/kernels.h"
@@ -33,6 +34,15 @@ namespace {
 
 using Batch = xsimd::batch<float>;
 
+// The type an op's math runs on for elements of type T: int64 wraps on overflow (see
+// kiln_math::wrap_int64); float, double and batches run as themselves.
+template <class T>
+using MathType = std::conditional_t<std::is_same_v<T, int64_t>, kiln_math::wrap_int64, T>;
+template <class M, class T>
+T apply(T x) { return T(M::f(MathType<T>(x))); }
+template <class M, class T>
+T apply(T x, T y) { return T(M::f(MathType<T>(x), MathType<T>(y))); }
+
 // Output dtype of a pointwise op over inputs of `in` dtype.
 DType result_dtype(DType in, bool ints) {
     if (is_floating(in)) return in;
@@ -64,7 +74,7 @@ Operand<T> make_operand(const Tensor& t, const Shape& out_shape, DType dt) {
 template <class T>
 Operand<T> scalar_operand(double v) {
     Operand<T> o;
-    o.value = T(v);
+    o.value = cast_value<T>(v);
     return o;
 }
 
@@ -76,7 +86,7 @@ void unary_loop(const T* x, T* out, int64_t n) {
             for (; i + int64_t(Batch::size) <= e; i += Batch::size)
                 M::f(Batch::load_unaligned(x + i)).store_unaligned(out + i);
         }
-        for (; i < e; ++i) out[i] = M::f(x[i]);
+        for (; i < e; ++i) out[i] = apply<M>(x[i]);
     });
 }
 
@@ -91,7 +101,7 @@ void binary_loop(const Operand<T>& x, const Operand<T>& y, T* out, int64_t n) {
             for (; i + int64_t(Batch::size) <= e; i += Batch::size)
                 M::f(load(x, i), load(y, i)).store_unaligned(out + i);
         }
-        for (; i < e; ++i) out[i] = M::f(x.at(i), y.at(i));
+        for (; i < e; ++i) out[i] = apply<M>(x.at(i), y.at(i));
     });
 }
 
@@ -119,7 +129,9 @@ struct BinaryPlan {
 BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, const char* op) {
     if (a.scalar_pos != ScalarPos::none) {
         DType t = in[0].dtype();
-        bool integral = a.scalar == double(int64_t(a.scalar));
+        // An int-valued scalar keeps int64 (the C++ API cannot tell 2 from 2.0, see
+        // docs/robustness.md); NaN, inf and values past int64 never count as integral.
+        bool integral = std::trunc(a.scalar) == a.scalar && a.scalar >= -9223372036854775808.0 && a.scalar < 9223372036854775808.0;
         DType dt = t == DType::float64 ? t : (t == DType::int64 || t == DType::boolean) && integral && ints ? DType::int64 : DType::float32;
         return {in[0].shape(), result_dtype(dt, ints)};
     }

@@ -28,6 +28,7 @@ ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op) {
     p.reduced.assign(rank, a.dims.empty());
     for (int64_t d : a.dims) {
         int64_t n = normalize_dim(d, rank, op);
+        if (rank == 0) continue;  // a 0-d tensor reduces over dim 0/-1 to itself (as torch)
         KILN_CHECK(!p.reduced[n] || a.dims.empty(), op, ": dim ", n, " appears twice in ", a.dims);
         p.reduced[n] = true;
     }
@@ -51,6 +52,8 @@ T reduce_init(Reduce r) {
 
 template <class T>
 T combine(Reduce r, T acc, T v) {
+    if constexpr (std::is_same_v<T, int64_t>)  // wraps on overflow, as torch (signed overflow is UB)
+        if (r == Reduce::sum) return int64_t(uint64_t(acc) + uint64_t(v));
     if (r == Reduce::sum) return acc + v;
     return r == Reduce::max ? kiln_math::maximum(acc, v) : kiln_math::minimum(acc, v);
 }

@@ -41,14 +41,14 @@ Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
             infer = int64_t(i);
         } else {
             KILN_CHECK(out[i] >= 0, "reshape: invalid size ", out[i], " in ", want);
-            known *= out[i];
+            KILN_CHECK(!__builtin_mul_overflow(known, out[i], &known), "reshape: shape ", want, " has more elements than int64 can count");
         }
     }
     if (infer >= 0) {
         KILN_CHECK(known != 0 && numel % known == 0, "reshape: shape ", want, " is invalid for input of size ", numel, " (shape ", from, ")");
         out[infer] = numel / known;
     }
-    KILN_CHECK(shape_numel(out) == numel, "reshape: shape ", want, " is invalid for input of size ", numel, " (shape ", from, ")");
+    KILN_CHECK(checked_numel(out, "reshape") == numel, "reshape: shape ", want, " is invalid for input of size ", numel, " (shape ", from, ")");
     return out;
 }
 
@@ -140,7 +140,7 @@ Tensor contiguous_as(const Tensor& x, DType dtype) {
             const F* s = ptr<F>(c);
             T* d = ptr<T>(out);
             parallel_for(c.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-                for (int64_t i = b; i < e; ++i) d[i] = static_cast<T>(s[i]);
+                for (int64_t i = b; i < e; ++i) d[i] = cast_value<T>(s[i]);
             });
         });
     });
@@ -203,20 +203,22 @@ Tensor forward_expand(std::span<const Tensor> in, const Attrs& a) {
         shape[i] = want;
         strides[i] = have == want ? x.strides()[i - lead] : 0;
     }
+    checked_numel(shape, "expand");
     return make_view(x, shape, strides, x.offset());
 }
 std::vector<Tensor> backward_expand(const BackwardArgs& b) { return {sum_to(b.grad, b.input_shapes[0])}; }
 
 Tensor forward_slice(std::span<const Tensor> in, const Attrs& a) {
     const Tensor& x = in[0];
-    int64_t d = normalize_dim(a.dim, x.dim(), "slice");
+    int64_t d = index_dim(a.dim, x.dim(), "slice");
     int64_t n = x.shape()[d];
     KILN_CHECK(a.step > 0, "slice: step must be positive, got ", a.step);
-    auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t(0), n); };
+    // Clamped before any arithmetic, so start/end near INT64_MIN/MAX cannot overflow.
+    auto clamp = [n](int64_t v) { return v < 0 ? std::max(v, -n) + n : std::min(v, n); };
     int64_t start = clamp(a.start), end = std::max(clamp(a.end), start);
     Shape shape = x.shape(), strides = x.strides();
-    shape[d] = (end - start + a.step - 1) / a.step;
-    strides[d] *= a.step;
+    shape[d] = end == start ? 0 : 1 + (end - start - 1) / a.step;
+    if (shape[d] > 1) strides[d] *= a.step;  // else unused, and a huge step could overflow it
     return make_view(x, shape, strides, x.offset() + start * x.strides()[d]);
 }
 std::vector<Tensor> backward_slice(const BackwardArgs& b) {
@@ -249,7 +251,7 @@ Tensor forward_cat(std::span<const Tensor> in, const Attrs& a) {
         KILN_CHECK(t.dim() == first.dim(), "cat: tensors must have the same rank, got ", first.shape(), " and ", t.shape());
         for (int64_t i = 0; i < t.dim(); ++i)
             KILN_CHECK(i == d || t.shape()[i] == first.shape()[i], "cat: sizes must match except in dim ", d, ", got ", first.shape(), " and ", t.shape());
-        shape[d] += t.shape()[d];
+        KILN_CHECK(!__builtin_add_overflow(shape[d], t.shape()[d], &shape[d]), "cat: the sizes along dim ", d, " add up to more than int64 can count");
         dt = promote(dt, t.dtype());
     }
     Tensor out = empty(shape, dt);

@@ -151,6 +151,16 @@ class HeaderParser {
     size_t pos_ = 0;
 };
 
+// Bytes from the current position to the end of the file: every length a header claims is
+// checked against this before anything of that length is allocated.
+size_t bytes_left(std::FILE* f, const std::string& path) {
+    long here = std::ftell(f);
+    KILN_CHECK(here >= 0 && std::fseek(f, 0, SEEK_END) == 0, "load_npy: cannot seek in '", path, "': ", std::strerror(errno));
+    long end = std::ftell(f);
+    KILN_CHECK(end >= here && std::fseek(f, here, SEEK_SET) == 0, "load_npy: cannot seek in '", path, "': ", std::strerror(errno));
+    return size_t(end - here);
+}
+
 // Reads exactly `bytes` or explains, with `what`, that the file ends early.
 void read_exact(std::FILE* f, void* dst, size_t bytes, const std::string& path, const std::string& what) {
     size_t got = bytes ? std::fread(dst, 1, bytes, f) : 0;
@@ -210,19 +220,16 @@ Tensor load_npy(const std::string& path) {
     unsigned char len_bytes[4] = {0, 0, 0, 0};
     read_exact(f.get(), len_bytes, major == 1 ? 2 : 4, path, "header length");
     size_t header_len = len_bytes[0] | len_bytes[1] << 8 | size_t(len_bytes[2]) << 16 | size_t(len_bytes[3]) << 24;
+    size_t left = bytes_left(f.get(), path);
+    KILN_CHECK(header_len <= left, "load_npy: '", path, "' is truncated: its header claims ", header_len, " bytes, the file has ", left, " left");
     std::string text(header_len, '\0');
     read_exact(f.get(), text.data(), header_len, path, "header");
     Header h = HeaderParser(text, path).parse();
 
     // Check the size before allocating, so a corrupt shape cannot ask for terabytes.
-    size_t data_bytes = dtype_bytes(h.dtype);
-    for (int64_t d : h.shape)
-        KILN_CHECK(d == 0 || data_bytes <= SIZE_MAX / size_t(d), "load_npy: '", path, "' has an impossibly large shape ", shape_tuple(h.shape));
-    for (int64_t d : h.shape) data_bytes *= size_t(d);
-    long here = std::ftell(f.get());
-    std::fseek(f.get(), 0, SEEK_END);
-    size_t left = size_t(std::ftell(f.get()) - here);
-    std::fseek(f.get(), here, SEEK_SET);
+    std::string op = "load_npy: '" + path + "'";
+    size_t data_bytes = size_t(checked_numel(h.shape, op.c_str())) * dtype_bytes(h.dtype);
+    left = bytes_left(f.get(), path);
     std::string what = std::string("data for shape ") + shape_tuple(h.shape) + " and dtype '" + npy_descr(h.dtype) + "'";
     KILN_CHECK(left >= data_bytes, "load_npy: '", path, "' is truncated: expected ", data_bytes, " bytes of ", what, ", found ", left);
 

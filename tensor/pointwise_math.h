@@ -73,6 +73,27 @@ inline T sign(T x) {
         return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0);  // x*0 keeps NaN
     }
 }
+// int64 whose + - * and negation wrap around (two's complement), as PyTorch's integer
+// kernels do. Signed overflow is undefined behaviour in C++, so the eager kernel runs the
+// int64 instantiation of every ops.def expression on this type; the arithmetic goes through
+// uint64, whose overflow is defined, and back (a modular conversion since C++20).
+struct wrap_int64 {
+    int64_t v = 0;
+    wrap_int64() = default;
+    constexpr wrap_int64(int64_t x) : v(x) {}
+    explicit constexpr operator int64_t() const { return v; }
+};
+constexpr wrap_int64 operator+(wrap_int64 a, wrap_int64 b) { return int64_t(uint64_t(a.v) + uint64_t(b.v)); }
+constexpr wrap_int64 operator-(wrap_int64 a, wrap_int64 b) { return int64_t(uint64_t(a.v) - uint64_t(b.v)); }
+constexpr wrap_int64 operator*(wrap_int64 a, wrap_int64 b) { return int64_t(uint64_t(a.v) * uint64_t(b.v)); }
+constexpr wrap_int64 operator-(wrap_int64 a) { return int64_t(0 - uint64_t(a.v)); }
+constexpr bool operator<(wrap_int64 a, wrap_int64 b) { return a.v < b.v; }
+constexpr bool operator>(wrap_int64 a, wrap_int64 b) { return a.v > b.v; }
+constexpr bool operator<=(wrap_int64 a, wrap_int64 b) { return a.v <= b.v; }
+constexpr bool operator>=(wrap_int64 a, wrap_int64 b) { return a.v >= b.v; }
+constexpr bool operator==(wrap_int64 a, wrap_int64 b) { return a.v == b.v; }
+constexpr wrap_int64 abs(wrap_int64 a) { return a.v < 0 ? -a : a; }  // abs(INT64_MIN) == INT64_MIN, as torch
+
 template <class C, class T>
 inline T select(C cond, T a, T b) {
     if constexpr (is_batch<T>) return xsimd::select(cond, a, b);

@@ -1,6 +1,8 @@
 // The caching allocator: size classes, a free list per class, a cap on cached bytes.
 #include "tensor/storage.h"
 
+#include <sys/sysinfo.h>
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -60,6 +62,14 @@ struct Pool {
     ~Pool() { release(); }
 };
 
+// RAM plus swap: a bigger request cannot succeed, and asking anyway is not harmless (the
+// sanitizers' allocator aborts the process instead of returning null).
+size_t memory_bytes() {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return SIZE_MAX;
+    return (size_t(info.totalram) + size_t(info.totalswap)) * info.mem_unit;
+}
+
 Pool& pool() {
     static Pool* p = new Pool();  // leaked on purpose: storages may die during static destruction
     return *p;
@@ -74,6 +84,8 @@ Storage::~Storage() {
 std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device) {
     KILN_CHECK(device.type == DeviceType::cpu, "storage_allocate: device ", device,
                " has no allocator in this build");
+    KILN_CHECK(bytes <= memory_bytes(), "storage_allocate: cannot allocate ", bytes, " bytes: this machine has ",
+               memory_bytes(), " bytes of memory (RAM and swap)");
     auto s = std::make_shared<Storage>();
     s->bytes = bytes;
     s->block_bytes = size_class(bytes == 0 ? 1 : bytes);

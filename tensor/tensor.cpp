@@ -19,10 +19,26 @@ Shape contiguous_strides(const Shape& shape) {
     return strides;
 }
 
+int64_t checked_numel(const Shape& shape, const char* op) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        KILN_CHECK(d >= 0, op, ": negative size ", d, " in shape ", shape);
+        KILN_CHECK(!__builtin_mul_overflow(n, d, &n), op, ": shape ", shape, " has more elements than int64 can count");
+    }
+    int64_t bytes;  // at the widest dtype, so that numel * dtype_bytes never overflows either
+    KILN_CHECK(!__builtin_mul_overflow(n, int64_t(8), &bytes), op, ": shape ", shape, " has ", n, " elements, too many to address in bytes");
+    return n;
+}
+
 int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
-    int64_t r = std::max<int64_t>(rank, 1);
+    int64_t r = std::max<int64_t>(rank, 1);  // a 0-d tensor takes dim 0 or -1, as in torch
     KILN_CHECK(dim >= -r && dim < r, op, ": dimension out of range (expected to be in range of [", -r, ", ", r - 1, "], but got ", dim, ")");
     return dim < 0 ? dim + r : dim;
+}
+
+int64_t index_dim(int64_t dim, int64_t rank, const char* op) {
+    KILN_CHECK(rank > 0, op, ": cannot be applied to a 0-dim tensor (dimension specified as ", dim, " but tensor has no dimensions)");
+    return normalize_dim(dim, rank, op);
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -38,6 +54,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 }
 
 Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
+    int64_t numel = checked_numel(shape, "make_tensor");
+    KILN_CHECK(storage && size_t(numel) * dtype_bytes(dtype) <= storage->bytes, "make_tensor: shape ", shape, " of ", dtype,
+               " needs ", size_t(numel) * dtype_bytes(dtype), " bytes, the storage holds ", storage ? storage->bytes : 0);
     auto impl = std::make_shared<TensorImpl>();
     impl->storage = std::move(storage);
     impl->strides = contiguous_strides(shape);
@@ -47,11 +66,11 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
 }
 
 Tensor empty(const Shape& shape, DType dtype) {
-    for (int64_t d : shape) KILN_CHECK(d >= 0, "empty: negative size in shape ", shape);
-    return make_tensor(storage_allocate(size_t(shape_numel(shape)) * dtype_bytes(dtype)), shape, dtype);
+    int64_t numel = checked_numel(shape, "empty");
+    return make_tensor(storage_allocate(size_t(numel) * dtype_bytes(dtype)), shape, dtype);
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const { return shape()[index_dim(d, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
     if (numel() == 0) return true;  // nothing to lay out (else [3, 0] would count as strided)
@@ -83,7 +102,7 @@ T Tensor::item(std::source_location loc) const {
     KILN_CHECK(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar (shape ", shape(), ")");
     report_escape(*this, Escape::item, loc);
     T v{};
-    visit_dtype(dtype(), [&](auto tag) { v = static_cast<T>(*static_cast<const decltype(tag)*>(raw_data())); });
+    visit_dtype(dtype(), [&](auto tag) { v = cast_value<T>(*static_cast<const decltype(tag)*>(raw_data())); });
     return v;
 }
 
@@ -172,16 +191,16 @@ Tensor Tensor::unsqueeze(int64_t d) const {
     return reshape(s);
 }
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-    int64_t n = normalize_dim(d, dim(), "narrow");
-    KILN_CHECK(start >= 0 && length >= 0 && start + length <= shape()[n], "narrow: start (", start, ") + length (", length, ") exceeds dimension size (", shape()[n], ") of dim ", n);
+    int64_t n = index_dim(d, dim(), "narrow");
+    KILN_CHECK(start >= 0 && length >= 0 && length <= shape()[n] - start, "narrow: start (", start, ") + length (", length, ") exceeds dimension size (", shape()[n], ") of dim ", n);
     return slice(n, start, start + length);
 }
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-    KILN_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
+    index_dim(d, dim(), "slice");  // checked here too, so the JIT never records a bad slice
     return dispatch(OpId::slice, {*this}, {.dim = d, .start = start, .end = end, .step = step});
 }
 Tensor Tensor::select(int64_t d, int64_t index) const {
-    int64_t n = normalize_dim(d, dim(), "select");
+    int64_t n = index_dim(d, dim(), "select");
     int64_t size = shape()[n];
     KILN_CHECK(index >= -size && index < size, "select: index ", index, " is out of bounds for dimension ", n, " with size ", size);
     if (index < 0) index += size;
@@ -197,18 +216,29 @@ Tensor Tensor::amax(const Shape& d, bool k) const { return dispatch(OpId::amax, 
 Tensor Tensor::amin(const Shape& d, bool k) const { return dispatch(OpId::amin, {*this}, {.dims = d, .keepdim = k}); }
 Tensor Tensor::mean(const Shape& d, bool k) const {
     KILN_CHECK(is_floating(dtype()), "mean: expected a floating point tensor, got ", dtype());
-    int64_t count = 1;
+    int64_t count = 1;  // a 0-d tensor reduced over dim 0 or -1 averages its one element
     if (d.empty()) count = numel();
-    else for (int64_t x : d) count *= shape()[normalize_dim(x, dim(), "mean")];
-    return sum(d, k) * (1.0 / double(std::max<int64_t>(count, 1)));
+    else if (dim() > 0) for (int64_t x : d) count *= shape()[normalize_dim(x, dim(), "mean")];
+    // Over nothing (count 0) the mean is NaN, as in torch.
+    double scale = count > 0 ? 1.0 / double(count) : std::numeric_limits<double>::quiet_NaN();
+    return sum(d, k) * scale;
 }
 Tensor Tensor::matmul(const Tensor& o) const { return dispatch(OpId::matmul, {*this, o}); }
+// Over an empty dim amax has nothing to shift by; the result is empty too (as torch), so any
+// pointwise op of x gives it.
+static bool reduces_nothing(const Tensor& x, int64_t d, const char* op) {
+    int64_t n = normalize_dim(d, x.dim(), op);
+    return x.dim() > 0 && x.shape()[n] == 0;
+}
+
 Tensor Tensor::softmax(int64_t d) const {
+    if (reduces_nothing(*this, d, "softmax")) return kiln::exp(*this);
     Tensor shifted = *this - amax({d}, true).detach();
     Tensor e = kiln::exp(shifted);
     return e / e.sum({d}, true);
 }
 Tensor Tensor::log_softmax(int64_t d) const {
+    if (reduces_nothing(*this, d, "log_softmax")) return kiln::exp(*this);
     Tensor shifted = *this - amax({d}, true).detach();
     return shifted - kiln::log(kiln::exp(shifted).sum({d}, true));
 }

@@ -137,7 +137,17 @@ class Tensor {
 Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
 Tensor empty(const Shape& shape, DType dtype = float32);
 Shape contiguous_strides(const Shape& shape);
+// The element count of a shape a tensor or view is about to take; throws kiln::Error naming
+// `op` if a size is negative or the count (or its bytes, at 8 per element) overflows int64.
+// Every shape that is made (factories, reshape/expand targets, .npy headers, cat) passes here.
+int64_t checked_numel(const Shape& shape, const char* op);
+// A dim argument in [-rank, rank) made non-negative. As in PyTorch, a 0-d tensor accepts
+// dim 0 and -1 (reductions, softmax, squeeze, transpose): the result is 0, which is NOT an
+// index into its empty shape. Code that reads shape()[dim] uses index_dim instead.
 int64_t normalize_dim(int64_t dim, int64_t rank, const char* op);
+// Like normalize_dim, but for ops that pick a dim of the shape (size, narrow, select, slice):
+// a 0-d tensor has none, so it throws ("dimension specified as 0 but tensor has no dimensions").
+int64_t index_dim(int64_t dim, int64_t rank, const char* op);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 }  // namespace kiln

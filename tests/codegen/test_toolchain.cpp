@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -260,4 +261,99 @@ BOOST_FIXTURE_TEST_CASE(xsimd_kernel_compiles_with_pch, FreshCache) {
     BOOST_TEST(toolchain_stats().rebuilds_corrupt - before_damage.rebuilds_corrupt == 1);
     BOOST_TEST(toolchain_stats().pch_builds - before_damage.pch_builds == 1);
     BOOST_TEST(cache_entry_valid(gch));
+}
+
+// ---- leftovers and stalls (issue 10: hostile input never crashes kiln)
+
+namespace {
+
+// A fake compiler: answers --version, otherwise starts a child that sleeps (as g++ starts
+// cc1plus, which holds the output pipe), records the child's pid, and waits.
+fs::path write_stalling_compiler(const fs::path& dir) {
+    fs::path script = dir / "stalling-cxx.sh";
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "case \"$*\" in *--version*) echo 'stalling-cxx 1.0'; exit 0;; esac\n"
+                             "sleep 120 &\n"
+                             "echo $! > '" << (dir / "child.pid").string() << "'\n"
+                             "wait\n";
+    fs::permissions(script, fs::perms::owner_all);
+    return script;
+}
+
+// True once the process is gone (or a zombie waiting for init to reap it).
+bool process_ended(pid_t pid) {
+    for (int tries = 0; tries < 100; ++tries) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string text((std::istreambuf_iterator<char>(stat)), {});
+        size_t paren = text.rfind(')');
+        if (!stat || paren == std::string::npos || text.compare(paren + 2, 1, "Z") == 0) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+}
+
+void set_mtime_seconds_ago(const fs::path& path, int64_t seconds) {
+    fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::seconds(seconds));
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(stalled_compiler_is_killed_after_the_timeout, FreshCache) {
+    setenv("CXX", write_stalling_compiler(dir).c_str(), 1);
+    setenv("KILN_COMPILE_TIMEOUT_S", "1", 1);
+    ToolchainStats before = toolchain_stats();
+    BOOST_TEST(compiler_available());
+    BOOST_CHECK_EXCEPTION(build_library(kAnswerSource, options_without_pch()), kiln::Error,
+                          [](const kiln::Error& error) {
+                              return message_contains(error, "did not finish within 1 s") &&
+                                     message_contains(error, "KILN_COMPILE_TIMEOUT_S");
+                          });
+    unsetenv("KILN_COMPILE_TIMEOUT_S");
+    BOOST_TEST(toolchain_stats().compiler_timeouts - before.compiler_timeouts == 1);
+    BOOST_TEST(!compiler_available());  // callers now fall back without waiting again
+    BOOST_CHECK_THROW(build_library(kAnswerSource, options_without_pch()), kiln::Error);
+    BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls == 1);
+    std::ifstream pid_file(dir / "child.pid");
+    pid_t child = 0;
+    BOOST_REQUIRE(pid_file >> child);
+    BOOST_TEST(process_ended(child));  // the compiler's own children die with it
+    for (const auto& entry : fs::directory_iterator(dir))  // no temp output left behind
+        BOOST_TEST(entry.path().filename().string().find(".tmp.") == std::string::npos, entry.path());
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_timeout_setting_is_a_clear_error, FreshCache) {
+    setenv("KILN_COMPILE_TIMEOUT_S", "soon", 1);
+    BOOST_CHECK_EXCEPTION(build_library(kAnswerSource, options_without_pch()), kiln::Error,
+                          [](const kiln::Error& error) { return message_contains(error, "KILN_COMPILE_TIMEOUT_S='soon'"); });
+    unsetenv("KILN_COMPILE_TIMEOUT_S");
+}
+
+BOOST_FIXTURE_TEST_CASE(stale_temp_files_are_removed_when_the_cache_opens, FreshCache) {
+    fs::path old_temp = dir / "kiln_pch-0123.h.gch.tmp.99999.00ab.0";
+    fs::path new_temp = dir / "abcd.so.tmp.99999.00ab.1";
+    fs::path old_entry = dir / "abcd.cpp";
+    for (const fs::path& path : {old_temp, new_temp, old_entry}) std::ofstream(path) << "x";
+    set_mtime_seconds_ago(old_temp, cache_stale_temp_seconds() + 60);
+    set_mtime_seconds_ago(old_entry, cache_stale_temp_seconds() + 60);
+    BOOST_TEST(cache_dir() == dir);
+    BOOST_TEST(!fs::exists(old_temp));
+    BOOST_TEST(fs::exists(new_temp));   // may belong to a compile still running
+    BOOST_TEST(fs::exists(old_entry));  // not a temp file
+}
+
+BOOST_FIXTURE_TEST_CASE(directory_squatting_on_an_entry_is_replaced, FreshCache) {
+    auto first = build_library(kAnswerSource, options_without_pch());
+    fs::path so = first->so_path();
+    first.reset();
+    toolchain_forget_loaded();
+    cache_entry_remove(so);
+    fs::create_directories(so / "inside");  // a directory where the .so goes
+    fs::create_directories(cache_meta_path(so));
+    ToolchainStats before = toolchain_stats();
+    auto library = build_library(kAnswerSource, options_without_pch());
+    BOOST_TEST(call_answer(library) == 42);
+    BOOST_TEST(fs::is_regular_file(so));
+    BOOST_TEST(fs::is_regular_file(cache_meta_path(so)));
+    BOOST_TEST(toolchain_stats().rebuilds_corrupt - before.rebuilds_corrupt == 1);
+    BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls == 1);
 }

@@ -21,7 +21,7 @@ struct Snapshot {
     std::vector<double> values;
     explicit Snapshot(const Tensor& t)
         : shape(t.shape()), strides(t.strides()), offset(t.offset()), dtype(t.dtype()), requires_grad(t.requires_grad()),
-          version(t.impl()->version), values(t.detach().to_vector<double>()) {}
+          version(t.impl()->storage->version), values(t.detach().to_vector<double>()) {}
     bool operator==(const Snapshot& o) const {
         // NaN-free inputs in these tests, so plain == on values is fine.
         return shape == o.shape && strides == o.strides && offset == o.offset && dtype == o.dtype &&
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_dims) {
     expect_error("narrow dim", [&] { (void)x.narrow(-3, 0, 1); }, {"narrow", "got -3"}, {x});
     expect_error("narrow length", [&] { (void)x.narrow(1, 2, 5); }, {"narrow", "start (2)", "length (5)", "size (3)"}, {x});
     expect_error("slice step", [&] { (void)x.slice(1, 0, 3, 0); }, {"slice", "step", "got 0"}, {x});
-    expect_error("softmax", [&] { (void)x.softmax(2); }, {"amax", "got 2"}, {x});
+    expect_error("softmax", [&] { (void)x.softmax(2); }, {"softmax", "got 2"}, {x});
     expect_error("unsqueeze", [&] { (void)x.unsqueeze(4); }, {"unsqueeze", "got 4"}, {x});
 }
 
