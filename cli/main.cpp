@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/interp/compiled.h"
+#include "cli/interp/limits.h"
 #include "cli/repl.h"
 #include "jit/backends.h"
 
@@ -22,7 +23,8 @@ std::string read_file(const std::string& path) {
     return text.str();
 }
 
-// Runs a script; errors print like Python's and give exit status 1.
+// Runs a script; errors print like Python's and give exit status 1 (130 for Ctrl-C, as the
+// shell reports a process that SIGINT ended, but the process ends by itself, cleanly).
 int run_file(interp::Interp& in, const std::string& path) {
     try {
         in.run_source(read_file(path), path);
@@ -30,7 +32,8 @@ int run_file(interp::Interp& in, const std::string& path) {
     } catch (const kiln::Error& e) {
         std::cout << std::flush;
         std::cerr << e.what() << std::endl;
-        return 1;
+        auto script_error = dynamic_cast<const interp::ScriptError*>(&e);
+        return script_error && script_error->kind() == "KeyboardInterrupt" ? 130 : 1;
     }
 }
 
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
     }
     interp::Interp in(std::cout);
     in.default_backend = backend;
+    interp::install_interrupt_handler();  // Ctrl-C: KeyboardInterrupt, not death by signal
     if (*run) return run_file(in, file);
     if (*explain) return explain_function(in, file, function);
     // The REPL's :code reads what backends dump; give them a place unless the user chose one.

@@ -4,7 +4,11 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +17,7 @@
 
 #include "cli/interp/builtins.h"
 #include "cli/interp/compiled.h"
+#include "cli/interp/limits.h"
 #include "jit/backends.h"
 #include "jit/log.h"
 
@@ -110,6 +115,22 @@ char** complete(const char* text, int, int) {
     return rl_completion_matches(text, complete_name);
 }
 
+// Ctrl-C at the prompt. The SIGINT handler (limits.cpp) only sets a flag, and it is
+// installed without SA_RESTART, so readline's read() returns EINTR: this getc then empties
+// the line and ends it, and readline returns an empty line with the flag still set.
+int getc_or_interrupt(FILE* stream) {
+    while (true) {
+        if (interp::g_interrupted.load()) {
+            rl_replace_line("", 0);
+            return '\n';
+        }
+        unsigned char c;
+        ssize_t n = read(fileno(stream), &c, 1);
+        if (n == 1) return c;
+        if (n == 0 || errno != EINTR) return EOF;
+    }
+}
+
 bool read_line(std::istream& input, bool interactive, const char* prompt, std::string& line) {
     if (!interactive) return bool(std::getline(input, line));
     char* raw = readline(prompt);
@@ -117,6 +138,16 @@ bool read_line(std::istream& input, bool interactive, const char* prompt, std::s
     line = raw;
     if (!line.empty()) add_history(raw);
     std::free(raw);
+    return true;
+}
+
+// Whether Ctrl-C was pressed while the line was read: then, as in Python, the input typed
+// so far is dropped and "KeyboardInterrupt" printed.
+bool interrupted_at_prompt(Interp& in, std::string& buffer) {
+    if (!interp::g_interrupted.exchange(false)) return false;
+    buffer.clear();
+    in.out << std::flush;
+    std::cerr << "KeyboardInterrupt" << std::endl;
     return true;
 }
 
@@ -139,13 +170,17 @@ bool run_command(Interp& in, const std::string& line) {
 }
 
 int run_repl(Interp& in, std::istream& input, bool interactive) {
+    interp::install_interrupt_handler();
     if (interactive) {
         g_completion_interp = &in;
         rl_attempted_completion_function = complete;
+        rl_catch_signals = 0;  // our handler sees SIGINT, not readline's
+        rl_getc_function = getc_or_interrupt;
         in.out << "kiln " << KILN_VERSION << " (kiln script: Python-flavoured; :help for commands, Ctrl-D to leave)\n";
     }
     std::string buffer, line;
     while (read_line(input, interactive, buffer.empty() ? ">>> " : "... ", line)) {
+        if (interrupted_at_prompt(in, buffer) && interactive) continue;  // the line is empty
         if (buffer.empty() && line.find_first_not_of(" \t\r") == std::string::npos) continue;
         try {
             if (buffer.empty() && line.rfind(":", 0) == 0) {
@@ -157,11 +192,16 @@ int run_repl(Interp& in, std::istream& input, bool interactive) {
             std::string source = std::move(buffer);
             buffer.clear();
             in.run_source(source, "<stdin>", true);
-        } catch (const kiln::Error& e) {
+        } catch (const kiln::Error& e) {  // a script error, KeyboardInterrupt included
             buffer.clear();
             in.out << std::flush;
             std::cerr << e.what() << std::endl;
+        } catch (const std::exception& e) {  // from outside the interpreter (a :command): the session goes on
+            buffer.clear();
+            in.out << std::flush;
+            std::cerr << "Error: " << e.what() << std::endl;
         }
+        interp::g_interrupted.store(false);  // a Ctrl-C that came after the statement ended
     }
     // End of input inside a block: run what was typed, as Python does at Ctrl-D.
     if (!buffer.empty()) {

@@ -11,6 +11,8 @@
 #include <ostream>
 
 #include "cli/interp/compiled.h"
+#include "cli/interp/limits.h"
+#include "cli/interp/numbers.h"
 #include "cli/interp/operators.h"
 #include "jit/backends.h"
 
@@ -69,6 +71,7 @@ const std::map<std::string, DType> kDTypes = {
 // ---- Python-level builtins
 
 Value b_print(Bound& b) {
+    note_host_effect(b.in, None{}, "print()");
     std::string sep = b.has(0) ? b.string(0) : " ";
     std::string end = b.has(1) ? b.string(1) : "\n";
     for (size_t i = 0; i < b.rest.size(); ++i) b.in.out << (i ? sep : "") << str(b.rest[i]);
@@ -85,9 +88,14 @@ Value b_range(Bound& b) {
     if (a.empty() || a.size() > 3) b.in.raise("TypeError", "range expected 1 to 3 arguments, got " + std::to_string(a.size()));
     int64_t start = a.size() > 1 ? a[0] : 0, stop = a.size() > 1 ? a[1] : a[0], step = a.size() > 2 ? a[2] : 1;
     if (step == 0) b.in.raise("ValueError", "range() arg 3 must not be zero");
-    if ((stop - start) / step > 10'000'000) b.in.raise("ValueError", "range() of more than 10 million elements");
+    // The count in 128 bits: stop - start overflows 64 for range(-2**63, 2**63 - 1).
+    __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+    __int128 magnitude = step > 0 ? __int128(step) : -__int128(step);
+    __int128 count = span <= 0 ? 0 : (span + magnitude - 1) / magnitude;
+    check_memory((unsigned __int128)count * sizeof(Value), "range()");
     std::vector<Value> items;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
+    items.reserve(size_t(count));
+    for (__int128 k = 0; k < count; ++k) items.emplace_back(int64_t(start + k * step));
     return make_list(std::move(items));
 }
 Value b_len(Bound& b) {
@@ -108,26 +116,22 @@ Value b_float(Bound& b) {
     const Value& v = b.value(0);
     if (auto t = v.as<Tensor>()) return b.in.note_escape(), t->item<double>();
     if (auto d = as_double(v)) return *d;
-    if (auto s = v.as<std::string>()) {
-        try {
-            return std::stod(*s);
-        } catch (const std::exception&) {
-        }
-    }
+    if (auto s = v.as<std::string>())
+        if (std::optional<double> d = parse_float(*s)) return *d;
     b.in.raise("ValueError", "could not convert " + repr(v) + " to float");
 }
 Value b_int(Bound& b) {
     const Value& v = b.value(0);
-    if (auto t = v.as<Tensor>()) return b.in.note_escape(), int64_t(t->item<double>());
-    if (auto i = as_int(v)) return *i;
-    if (auto d = v.as<double>()) return int64_t(*d);
-    if (auto s = v.as<std::string>()) {
-        try {
-            return int64_t(std::stoll(*s));
-        } catch (const std::exception&) {
-        }
+    if (auto t = v.as<Tensor>()) {
+        b.in.note_escape();
+        if (t->numel() == 1 && t->dtype() == int64) return t->item<int64_t>();  // exact, not through a double
+        return float_to_int(t->item<double>());
     }
-    b.in.raise("ValueError", "invalid literal for int(): " + repr(v));
+    if (auto i = as_int(v)) return *i;
+    if (auto d = v.as<double>()) return float_to_int(*d);
+    if (auto s = v.as<std::string>())
+        if (std::optional<int64_t> i = parse_int(*s)) return *i;
+    b.in.raise("ValueError", "invalid literal for int() with base 10: " + repr(v));
 }
 Value b_bool(Bound& b) { return b.has(0) && b.in.truthy(b.value(0)); }
 Value b_list(Bound& b) { return make_list(b.has(0) ? iterate(b.in, b.value(0)) : std::vector<Value>{}); }
@@ -160,8 +164,9 @@ Value b_minmax(Bound& b, bool is_max) {
 Value b_max(Bound& b) { return b_minmax(b, true); }
 Value b_min(Bound& b) { return b_minmax(b, false); }
 Value b_round(Bound& b) {
+    if (auto i = as_int(b.value(0)); i && !b.has(1)) return *i;
     double x = b.number(0);
-    if (!b.has(1)) return int64_t(std::nearbyint(x));
+    if (!b.has(1)) return float_to_int(std::nearbyint(x));
     double scale = std::pow(10.0, double(b.integer(1)));
     return std::nearbyint(x * scale) / scale;
 }
@@ -204,7 +209,8 @@ Value b_list_backends(Bound&) {
     for (const std::string& n : jit::list_backends()) names.emplace_back(n);
     return make_list(std::move(names));
 }
-Value b_time(Bound&) {
+Value b_time(Bound& b) {
+    note_host_effect(b.in, None{}, "reading the clock");
     using namespace std::chrono;
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
@@ -212,6 +218,7 @@ Value b_time(Bound&) {
 // ---- methods of lists and dicts
 
 Value m_append(Bound& b) {
+    note_host_effect(b.in, b.self, "list.append()");
     (*b.self.as<std::shared_ptr<ListObj>>())->items.push_back(b.value(0));
     return None{};
 }
@@ -236,7 +243,7 @@ Value m_get(Bound& b) {
 }
 
 const Builtin kCore[] = {
-    {"print", "*args, sep=' ', end='\\n'", b_print, "print values separated by spaces"},
+    {"print", "*args, sep=' ', end='\\n', flush=False", b_print, "print values separated by spaces"},
     {"range", "*args", b_range, "range(stop) or range(start, stop[, step]): a list of ints"},
     {"len", "obj", b_len, "number of items (a tensor: its first dim)"},
     {"str", "obj=''", b_str, "str(x)"},

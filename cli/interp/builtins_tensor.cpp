@@ -5,13 +5,12 @@
 
 #include "autograd/node.h"
 #include "cli/interp/builtins.h"
+#include "cli/interp/limits.h"
 #include "cli/interp/operators.h"
 #include "tensor/ops.h"
 
 namespace kiln::interp {
 namespace {
-
-constexpr int64_t kMaxElems = int64_t(1) << 31;  // refuse factories that would exhaust memory
 
 // The tensor an op applies to: the receiver of a method, else the first argument.
 Tensor input(Bound& b) { return b.self.is<Tensor>() ? b.self_tensor() : b.tensor(0); }
@@ -28,9 +27,20 @@ TensorOptions options(Bound& b, size_t requires_grad, size_t dtype) {
     }
     return opt;
 }
+// A factory's shape, refused before allocating when its bytes (counted in 128 bits, so
+// zeros(2**40, 2**40) cannot wrap around) pass kiln script's memory limit. A RuntimeError,
+// as PyTorch's allocator raises.
 Shape checked_shape(Bound& b) {
     Shape s = b.shape_from_rest();
-    if (shape_numel(s) > kMaxElems) b.in.raise("ValueError", b.fn.name + "(): " + std::to_string(shape_numel(s)) + " elements is too many");
+    unsigned __int128 numel = 1;
+    for (int64_t d : s) numel = std::min<unsigned __int128>(numel * uint64_t(d), (unsigned __int128)(1) << 100);
+    unsigned __int128 bytes = numel * 8;  // the widest dtype
+    if (bytes > script_memory_limit()) {
+        std::string shown;
+        for (int64_t d : s) shown += (shown.empty() ? "" : ", ") + std::to_string(d);
+        b.in.raise("RuntimeError", b.fn.name + "(): a tensor of shape [" + shown + "] would need more than kiln script's memory limit of " +
+                                       std::to_string(script_memory_limit()) + " bytes (KILN_SCRIPT_MEMORY_LIMIT)");
+    }
     return s;
 }
 
@@ -174,10 +184,13 @@ Value m_item(Bound& b) {
     return t.item<int64_t>();
 }
 Value m_tolist(Bound& b) {
-    std::vector<double> flat = b.self_tensor().to(float64).contiguous().to_vector<double>();
+    const Tensor& t = b.self_tensor();
     std::vector<Value> items;
-    bool ints = !is_floating(b.self_tensor().dtype());
-    for (double d : flat) items.push_back(ints ? Value(int64_t(d)) : Value(d));
+    if (is_floating(t.dtype())) {
+        for (double d : t.to(float64).contiguous().to_vector<double>()) items.emplace_back(d);
+    } else {  // ints stay exact: through int64, not a double
+        for (int64_t i : t.to(int64).contiguous().to_vector<int64_t>()) items.emplace_back(i);
+    }
     return make_list(std::move(items));  // flat: nested lists are left out for brevity
 }
 Value m_numel(Bound& b) { return b.self_tensor().numel(); }
@@ -283,6 +296,7 @@ const Builtin kTensor[] = {
 
 void flatten_data(Interp& in, const Value& v, size_t depth, Shape& shape, std::vector<double>& out, bool& ints, bool& bools) {
     if (const std::vector<Value>* seq = as_sequence(v)) {
+        RecursionGuard guard("while converting nested lists to a tensor");
         if (shape.size() == depth) shape.push_back(int64_t(seq->size()));
         else if (shape.size() < depth || shape[depth] != int64_t(seq->size()))
             in.raise("ValueError", "tensor(): ragged nested lists (expected " + std::to_string(shape.size() > depth ? shape[depth] : 0) +
@@ -298,6 +312,22 @@ void flatten_data(Interp& in, const Value& v, size_t depth, Shape& shape, std::v
     out.push_back(*d);
 }
 
+// The ints of nested lists already checked by flatten_data, exactly (2**53 + 1 stays odd).
+std::vector<int64_t> exact_ints(const Value& v) {
+    std::vector<int64_t> out;
+    std::vector<const Value*> todo{&v};  // depth-first, in order
+    while (!todo.empty()) {
+        const Value* x = todo.back();
+        todo.pop_back();
+        if (const std::vector<Value>* seq = as_sequence(*x)) {
+            for (auto it = seq->rbegin(); it != seq->rend(); ++it) todo.push_back(&*it);
+        } else {
+            out.push_back(*as_int(*x));
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 std::span<const Builtin> tensor_builtins() { return kTensor; }
@@ -309,7 +339,8 @@ Tensor tensor_from_data(Interp& in, const Value& data, std::optional<DType> dtyp
     bool ints = true, bools = true;
     flatten_data(in, data, 0, shape, values, ints, bools);
     DType d = dtype.value_or(bools && !values.empty() ? boolean : ints ? int64 : float32);
-    Tensor t = tensor(values, shape, {.dtype = d});
+    Tensor t = d == int64 && ints ? tensor(exact_ints(data), shape, {.dtype = int64})  // not through a double
+                                  : tensor(values, shape, {.dtype = d});
     if (requires_grad) t.requires_grad_(true);
     return t;
 }

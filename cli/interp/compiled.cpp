@@ -4,13 +4,19 @@
 
 #include "codegen/inductor.h"
 
+#include <algorithm>
 #include <deque>
 #include <sstream>
 
 #include "cli/interp/builtins.h"
+#include "cli/interp/free_names.h"
+#include "tensor/ops.h"
 
 namespace kiln::interp {
 namespace {
+
+// Where globals go among the flattened arguments: after any plausible argument list.
+constexpr size_t kGlobalsPosition = 64;
 
 // Guards see Tensors, numbers and object identities; a dict of tensors becomes one
 // argument per key (the walk-through's `inputs["x"]`), a list one per element.
@@ -40,17 +46,35 @@ struct Flattener {
             args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
         }
     }
-    static const void* identity(const Value& v) {
-        return std::visit(
-            [](const auto& x) -> const void* {
-                using T = std::decay_t<decltype(x)>;
-                if constexpr (std::is_pointer_v<T>) return x;
-                else if constexpr (requires { x.get(); }) return x.get();
-                else return nullptr;
-            },
-            v.node);
+    // A global is guarded as an argument is, except that a list or dict is guarded by
+    // identity, not item by item: fn may append to it, and each call would then recompile.
+    void add_global(const Value& v, int pos, const std::string* key) {
+        if (as_sequence(v) || v.is<std::shared_ptr<DictObj>>())
+            args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
+        else
+            add(v, pos, key);
     }
 };
+
+// The globals (and enclosing-scope variables) fn reads, and those of the script functions
+// it reads in turn, as each is bound now: passed to the JIT after the arguments, at
+// position `pos` keyed by name, so the guards see a rebinding (`w = randn(5)` between
+// calls) and a global tensor is a graph input, not a constant of the first call.
+void add_globals(Interp& in, Flattener& flat, const std::shared_ptr<FunctionObj>& fn, int pos,
+                 std::vector<const FunctionObj*>& seen, std::deque<std::string>& labels) {
+    if (std::find(seen.begin(), seen.end(), fn.get()) != seen.end()) return;
+    seen.push_back(fn.get());
+    if (!fn->free_names) fn->free_names = free_names(*fn->def);
+    for (const std::string& name : *fn->free_names) {
+        Value* v = in.lookup_in(fn->closure.get(), name);
+        Value value = v ? *v : Value(None{});
+        // torch, F, randn ...: modules and builtins are constants here, as for Dynamo.
+        if (value.is<const Builtin*>() || value.is<std::shared_ptr<Namespace>>()) continue;
+        std::string label = seen.size() == 1 ? name : fn->name + "." + name;
+        flat.add_global(value, pos, &labels.emplace_back(label));
+        if (auto helper = value.as<std::shared_ptr<FunctionObj>>()) add_globals(in, flat, *helper, pos, seen, labels);
+    }
+}
 
 std::vector<Tensor> flatten_result(Interp& in, const Value& r, CompiledObj::Result& kind) {
     if (auto t = r.as<Tensor>()) {
@@ -84,11 +108,17 @@ Value unflatten_result(std::vector<Tensor> ts, CompiledObj::Result kind) {
     return None{};
 }
 
+// The names guards print for each position: fn's parameters, then "G" for its globals
+// (G["w"], as Dynamo prints G['w']).
 std::vector<std::string> param_names(const Value& target) {
     std::vector<std::string> names;
-    if (auto f = target.as<std::shared_ptr<FunctionObj>>())
+    if (auto f = target.as<std::shared_ptr<FunctionObj>>()) {
         for (const auto& p : (*f)->def->params) names.push_back(p.name);
-    else names.push_back("x");  // a module's forward(x)
+        while (names.size() < kGlobalsPosition) names.push_back("arg" + std::to_string(names.size()));
+        names.push_back("G");
+    } else {
+        names.push_back("x");  // a module's forward(x)
+    }
     return names;
 }
 
@@ -145,9 +175,18 @@ Value call_compiled(Interp& in, CompiledObj& c, CallArgs args) {
     if (dispatch_hook()) return in.call(c.target, std::move(args));
     if (!args.kwargs.empty()) in.raise("TypeError", c.name + ": a compiled function takes positional arguments only");
     Flattener flat{in};
+    if (args.args.size() >= kGlobalsPosition) in.raise("TypeError", c.name + ": a compiled function takes at most " + std::to_string(kGlobalsPosition - 1) + " arguments");
     for (size_t i = 0; i < args.args.size(); ++i) flat.add(args.args[i], int(i), nullptr);
-    if (auto f = c.target.as<std::shared_ptr<FunctionObj>>()) (*f)->last_args = args.args, (*f)->last_kwargs = {};
-    jit::HostFn host = [&] { return flatten_result(in, in.call(c.target, args), c.result); };
+    std::deque<std::string> labels;
+    if (auto f = c.target.as<std::shared_ptr<FunctionObj>>()) {
+        (*f)->last_args = args.args, (*f)->last_kwargs = {};
+        std::vector<const FunctionObj*> seen;
+        add_globals(in, flat, *f, int(kGlobalsPosition), seen, labels);
+    }
+    jit::HostFn host = [&] {
+        CreationEpochScope fresh;  // objects made from here on are this call's own
+        return flatten_result(in, in.call(c.target, args), c.result);
+    };
     return unflatten_result(c.core->call(flat.args, host), c.result);
 }
 
@@ -167,6 +206,15 @@ Value explain_call(Interp& in, const Value& target, CallArgs args) {
     in.escape_sites = outer;
     e->output = jit::explain_core(*(*compiled.as<std::shared_ptr<CompiledObj>>())->core);
     return e;
+}
+
+void note_host_effect(Interp& in, const Value& object, const std::string& what) {
+    if (!dispatch_hook()) return;  // nothing records
+    auto l = object.as<std::shared_ptr<ListObj>>();
+    auto d = object.as<std::shared_ptr<DictObj>>();
+    uint64_t born = l ? (*l)->born : d ? (*d)->born : 0;
+    if (born != 0 && born == creation_epoch()) return;  // made in this call: replaying the graphs remakes it
+    report_host_effect(what + " at " + in.current_site());
 }
 
 std::string explain_text(const ExplainObj& e) {

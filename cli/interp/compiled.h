@@ -31,6 +31,12 @@ Value call_compiled(Interp& in, CompiledObj& compiled, CallArgs args);
 // explain(f)(args): compiles f afresh (eager backend), calls it once, reports.
 Value explain_call(Interp& in, const Value& target, CallArgs args);
 
+// Host code under a recording did something to a non-tensor value that replaying graphs
+// would not redo (list.append, d[k] = v, x.grad = None, print): the JIT then re-runs the
+// host code on every call, so the effect happens each call as in eager. A mutation of a
+// list or dict made by this very call is not reported (the re-run remakes it anyway).
+void note_host_effect(Interp& in, const Value& object, const std::string& what);
+
 // For the REPL's :graph and :guards, and explain of what a compiled function holds now.
 std::string graphs_text(const CompiledObj& c);
 // What the backend generated for each graph: schedule and C++ source (inductor), or why

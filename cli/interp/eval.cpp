@@ -52,10 +52,24 @@ Value Interp::eval(const Expr& expr) {
         return v;
     }
     if (auto b = expr.as<BinOp>()) {
-        Value left = eval(*b->left);
-        Value right = eval(*b->right);
-        point_at(expr.pos);
-        return binary_op(*this, b->op, left, right);
+        if (!b->left->is<BinOp>()) {
+            Value left = eval(*b->left);
+            Value right = eval(*b->right);
+            point_at(expr.pos);
+            return binary_op(*this, b->op, left, right);
+        }
+        // a + b + c + ...: a tree leaning left, as deep as the chain is long. Walk its left
+        // spine in a loop, so no chain length overflows the C++ stack.
+        std::vector<const Expr*> spine{&expr};
+        while (spine.back()->as<BinOp>()->left->is<BinOp>()) spine.push_back(spine.back()->as<BinOp>()->left.get());
+        Value left = eval(*spine.back()->as<BinOp>()->left);
+        for (auto it = spine.rbegin(); it != spine.rend(); ++it) {
+            const BinOp& op = *(*it)->as<BinOp>();
+            Value right = eval(*op.right);
+            point_at((*it)->pos);
+            left = binary_op(*this, op.op, left, right);
+        }
+        return left;
     }
     if (auto u = expr.as<UnaryOp>()) {
         Value operand = eval(*u->operand);

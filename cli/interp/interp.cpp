@@ -7,6 +7,7 @@
 
 #include "cli/interp/builtins.h"
 #include "cli/interp/compiled.h"
+#include "cli/interp/limits.h"
 #include "cli/interp/operators.h"
 
 namespace kiln::interp {
@@ -14,8 +15,24 @@ namespace kiln::interp {
 using namespace kiln::script;
 
 namespace {
-constexpr size_t kMaxCallDepth = 200;  // deep enough for scripts, shallow enough for the C++ stack
+
+// What a C++ exception from below the interpreter means in Python's terms: a kiln::Error
+// from the library is a RuntimeError, running out of memory a MemoryError, and a
+// RaisedError (numbers.cpp, limits.cpp, repr) already names its kind.
+std::pair<std::string, std::string> python_error(const std::exception& e) {
+    if (auto r = dynamic_cast<const RaisedError*>(&e)) return {r->kind, r->message};
+    if (dynamic_cast<const std::bad_alloc*>(&e)) return {"MemoryError", "out of memory"};
+    if (dynamic_cast<const std::length_error*>(&e)) return {"MemoryError", std::string("too large: ") + e.what()};
+    return {"RuntimeError", e.what()};
 }
+
+// what() is read as a C string: a NUL byte (from a binary file, a string) would cut it.
+std::string without_nul(std::string text) {
+    for (size_t at = text.find('\0'); at != std::string::npos; at = text.find('\0', at + 2)) text.replace(at, 1, "\\0");
+    return text;
+}
+
+}  // namespace
 
 // Pops the frame it pushed, however the call ends.
 struct FrameGuard {
@@ -24,7 +41,7 @@ struct FrameGuard {
 };
 
 ScriptError::ScriptError(std::string kind, std::string message, std::string traceback)
-    : kiln::Error(traceback + kind + ": " + message), kind_(std::move(kind)), message_(std::move(message)) {}
+    : kiln::Error(without_nul(traceback + kind + (message.empty() ? "" : ": " + message))), kind_(std::move(kind)), message_(std::move(message)) {}
 
 Interp::Interp(std::ostream& o) : out(o) { reset(); }
 // Script functions keep the scope they were defined in, and the globals keep the functions:
@@ -55,6 +72,21 @@ Value* Interp::lookup(const std::string& name) {
     return nullptr;
 }
 
+Value* Interp::lookup_in(Scope* scope, const std::string& name) {
+    if (scope)
+        if (Value* v = scope->find(name)) return v;
+    if (Value* v = globals_->find(name)) return v;
+    static thread_local Value builtin;
+    if (const Builtin* b = find_builtin(name)) return &(builtin = Value(b));
+    return nullptr;
+}
+
+std::string Interp::current_site() const {
+    if (frames_.empty()) return "?";
+    const Frame& f = frames_.back();
+    return f.unit->filename + ":" + std::to_string(f.pos.line) + " in " + f.name;
+}
+
 void Interp::set_global(const std::string& name, Value v) { globals_->vars[name] = std::move(v); }
 
 std::vector<std::string> Interp::global_names() const {
@@ -80,8 +112,7 @@ void Interp::raise(const std::string& kind, const std::string& message) {
 
 void Interp::note_escape() {
     if (!escape_sites || frames_.empty()) return;
-    const Frame& f = frames_.back();
-    escape_sites->push_back(f.unit->filename + ":" + std::to_string(f.pos.line) + " in " + f.name);
+    escape_sites->push_back(current_site());
 }
 
 bool Interp::truthy(const Value& v) {
@@ -121,7 +152,8 @@ void Interp::run_source(std::string_view source, const std::string& filename, bo
     } catch (const ScriptError&) {
         throw;
     } catch (const std::exception& e) {  // kiln::Error from the library: a shape mismatch, ...
-        raise("RuntimeError", e.what());
+        auto [kind, message] = python_error(e);
+        raise(kind, message);
     }
 }
 
@@ -136,7 +168,8 @@ Value Interp::eval_source(std::string_view source, const std::string& filename) 
     } catch (const ScriptError&) {
         throw;
     } catch (const std::exception& e) {
-        raise("RuntimeError", e.what());
+        auto [kind, message] = python_error(e);
+        raise(kind, message);
     }
 }
 
@@ -153,6 +186,7 @@ Interp::Flow Interp::exec_body(const Body& body) {
 Interp::Flow Interp::exec(const StmtPtr& stmt_ptr) {
     const Stmt& stmt = *stmt_ptr;
     frames_.back().pos = stmt.pos;
+    check_interrupt();  // Ctrl-C: KeyboardInterrupt at the next statement
     if (auto s = stmt.as<ExprStmt>()) {
         eval(*s->value);
     } else if (auto s = stmt.as<Assign>()) {
@@ -171,6 +205,7 @@ Interp::Flow Interp::exec(const StmtPtr& stmt_ptr) {
         return exec_for(*s);
     } else if (auto s = stmt.as<While>()) {
         while (truthy(eval(*s->test))) {
+            check_interrupt();  // `while True: pass` runs no statement that could notice
             Flow flow = exec_body(s->body);
             if (flow == Flow::break_) break;
             if (flow == Flow::return_) return flow;
@@ -271,6 +306,7 @@ void Interp::assign(const Expr& target, const Value& value) {
     } else if (auto a = target.as<Attribute>()) {
         Value object = eval(*a->object);
         frames_.back().pos = target.pos;
+        note_host_effect(*this, object, "setting ." + a->name + " of a " + type_name(object));
         if (auto t = object.as<Tensor>(); t && set_tensor_attr(*this, *t, a->name, value)) return;
         if (auto o = object.as<OptimizerPtr>(); o && a->name == "lr") {
             // The one optimizer field tutorials change by hand.
@@ -355,7 +391,9 @@ void Interp::bind_params(const FunctionObj& fn, CallArgs& args, Scope& scope) {
 }
 
 Value Interp::call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& args) {
-    if (frames_.size() >= kMaxCallDepth) raise("RecursionError", "maximum recursion depth exceeded calling " + fn->name + "()");
+    check_interrupt();
+    if (frames_.size() >= size_t(kRecursionLimit) || stack_nearly_full())
+        raise("RecursionError", "maximum recursion depth exceeded calling " + fn->name + "()");
     auto scope = std::make_shared<Scope>();
     if (scopes_.size() > 4096)  // forget the scopes that died on their own
         std::erase_if(scopes_, [](const std::weak_ptr<Scope>& w) { return w.expired(); });
@@ -373,8 +411,9 @@ Value Interp::call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& ar
     } catch (const ScriptError&) {
         throw;
     } catch (const std::exception& e) {  // still inside the frame: the traceback names this line
+        auto [kind, message] = python_error(e);
+        if (kind != "RuntimeError") raise(kind, message);
         // A fullgraph break cannot see its caller from C++; this frame can.
-        std::string message = e.what();
         const std::string unknown = "unknown line (Tensor::operator bool cannot see its caller)";
         if (size_t at = message.find(unknown); at != std::string::npos)
             message.replace(at, unknown.size(), fn->unit->filename + ":" + std::to_string(frames_.back().pos.line) + " in " + fn->name);

@@ -49,6 +49,10 @@ class Interp {
     [[noreturn]] void raise(const std::string& kind, const std::string& message);
 
     Value* lookup(const std::string& name);  // globals then builtins; null when unknown
+    // `name` as code defined in `scope` sees it: that scope's chain, the globals, builtins.
+    Value* lookup_in(Scope* scope, const std::string& name);
+    // "t.ks:3 in f": the line being run, for messages about it.
+    std::string current_site() const;
     void set_global(const std::string& name, Value v);
     std::vector<std::string> global_names() const;
     void reset();  // forgets every variable (the REPL's :reset)

@@ -4,6 +4,9 @@
 #include <cmath>
 
 #include "cli/interp/builtins.h"
+#include "cli/interp/compiled.h"
+#include "cli/interp/limits.h"
+#include "cli/interp/numbers.h"
 #include "tensor/ops.h"
 
 namespace kiln::interp {
@@ -50,38 +53,14 @@ Value tensor_binary(Interp& in, BinaryOperator op, const Value& a, const Value& 
     return ops.st(*na, *tb);
 }
 
-Value number_binary(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
+// Ints meet ints exactly (numbers.cpp); as soon as a float is involved both are floats.
+Value number_binary(BinaryOperator op, const Value& a, const Value& b) {
     std::optional<int64_t> ia = as_int(a), ib = as_int(b);
-    double x = *as_double(a), y = *as_double(b);
-    bool ints = ia && ib;
-    auto zero_check = [&] {
-        if (y == 0) in.raise("ZeroDivisionError", ints && op != BinaryOperator::div ? "integer division or modulo by zero" : "division by zero");
-    };
-    switch (op) {
-        case BinaryOperator::add: return ints ? Value(*ia + *ib) : Value(x + y);
-        case BinaryOperator::sub: return ints ? Value(*ia - *ib) : Value(x - y);
-        case BinaryOperator::mul: return ints ? Value(*ia * *ib) : Value(x * y);
-        case BinaryOperator::div: zero_check(); return x / y;
-        case BinaryOperator::floordiv:
-            zero_check();
-            if (ints) return int64_t(std::floor(double(*ia) / double(*ib)));
-            return std::floor(x / y);
-        case BinaryOperator::mod: {
-            zero_check();
-            if (ints) return ((*ia % *ib) + *ib) % *ib;  // the sign of the divisor, as in Python
-            double r = std::fmod(x, y);
-            return (r != 0 && (r < 0) != (y < 0)) ? r + y : r;
-        }
-        case BinaryOperator::pow:
-            if (ints && *ib >= 0) {
-                int64_t r = 1;
-                for (int64_t i = 0; i < *ib && i < 64; ++i) r *= *ia;
-                return r;
-            }
-            return std::pow(x, y);
-        case BinaryOperator::matmul: unsupported(in, "@", a, b);
+    if (ia && ib) {
+        NumberResult r = int_binary(op, *ia, *ib);
+        return r.is_float ? Value(r.float_result) : Value(r.int_result);
     }
-    return None{};
+    return float_binary(op, *as_double(a), *as_double(b));
 }
 
 // Python's slice rules: negative bounds count from the end, then clamp to [0, n].
@@ -118,6 +97,7 @@ Value tensor_subscript(Interp& in, Tensor t, const std::vector<IndexPart>& index
             int64_t start, stop, step;
             slice_bounds(in, p, t.size(dim), start, stop, step);
             if (step < 0) in.raise("ValueError", "tensor slices need a positive step");
+            step = std::min(step, std::max<int64_t>(t.size(dim), 1));  // the same slice, with no overflow below
             t = t.slice(dim++, start, std::max(start, stop), step);
         } else if (p.value.is<Tensor>()) {
             in.raise("TypeError", "indexing a tensor with a tensor is not supported in kiln; use where() or a mask product");
@@ -132,29 +112,48 @@ Value tensor_subscript(Interp& in, Tensor t, const std::vector<IndexPart>& index
 
 Value binary_op(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
     if (a.is<Tensor>() || b.is<Tensor>()) return tensor_binary(in, op, a, b);
-    if (a.is_number() && b.is_number()) return number_binary(in, op, a, b);
+    if (a.is_number() && b.is_number()) {
+        if (op == BinaryOperator::matmul) unsupported(in, "@", a, b);
+        return number_binary(op, a, b);
+    }
     const std::vector<Value>* sa = as_sequence(a);
     const std::vector<Value>* sb = as_sequence(b);
     if (op == BinaryOperator::add) {
-        if (a.is<std::string>() && b.is<std::string>()) return *a.as<std::string>() + *b.as<std::string>();
+        if (a.is<std::string>() && b.is<std::string>()) {
+            const std::string &x = *a.as<std::string>(), &y = *b.as<std::string>();
+            check_memory((unsigned __int128)x.size() + y.size(), "str concatenation");
+            return x + y;
+        }
         if (sa && sb && a.node.index() == b.node.index()) {
-            std::vector<Value> items = *sa;
+            check_memory(((unsigned __int128)sa->size() + sb->size()) * sizeof(Value), "list concatenation");
+            std::vector<Value> items;
+            items.reserve(sa->size() + sb->size());
+            items.insert(items.end(), sa->begin(), sa->end());
             items.insert(items.end(), sb->begin(), sb->end());
             return a.is<std::shared_ptr<ListObj>>() ? make_list(std::move(items)) : make_tuple(std::move(items));
         }
     }
     if (op == BinaryOperator::mul) {
-        // "~" * 10 and [0] * 3, either way round.
+        // "~" * 10 and [0] * 3, either way round; the size is checked before anything grows.
         const Value& seq = a.is_number() ? b : a;
         std::optional<int64_t> n = as_int(a.is_number() ? a : b);
+        int64_t times = n ? std::max<int64_t>(*n, 0) : 0;
         if (n && seq.is<std::string>()) {
+            const std::string& s = *seq.as<std::string>();
+            if (s.empty() || times == 0) return std::string();
+            check_memory((unsigned __int128)s.size() * uint64_t(times), "str repetition");
             std::string out;
-            for (int64_t i = 0; i < *n; ++i) out += *seq.as<std::string>();
+            out.reserve(s.size() * size_t(times));
+            for (int64_t i = 0; i < times; ++i) out += s;
             return out;
         }
-        if (n && as_sequence(seq)) {
+        if (const std::vector<Value>* items_in = as_sequence(seq); n && items_in) {
             std::vector<Value> items;
-            for (int64_t i = 0; i < *n; ++i) items.insert(items.end(), as_sequence(seq)->begin(), as_sequence(seq)->end());
+            if (!items_in->empty() && times > 0) {
+                check_memory((unsigned __int128)items_in->size() * uint64_t(times) * sizeof(Value), "list repetition");
+                items.reserve(items_in->size() * size_t(times));
+                for (int64_t i = 0; i < times; ++i) items.insert(items.end(), items_in->begin(), items_in->end());
+            }
             return seq.is<std::shared_ptr<ListObj>>() ? make_list(std::move(items)) : make_tuple(std::move(items));
         }
     }
@@ -163,7 +162,7 @@ Value binary_op(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
 
 Value unary_op(Interp& in, UnaryOperator op, const Value& a) {
     if (auto t = a.as<Tensor>()) return op == UnaryOperator::neg ? neg(*t) : *t;
-    if (auto i = as_int(a)) return op == UnaryOperator::neg ? -*i : *i;
+    if (auto i = as_int(a)) return op == UnaryOperator::neg ? int_negate(*i) : *i;
     if (auto d = a.as<double>()) return op == UnaryOperator::neg ? -*d : *d;
     in.raise("TypeError", "bad operand type for unary " + std::string(script::spelling(op)) + ": '" + type_name(a) + "'");
 }
@@ -217,8 +216,9 @@ Value compare_op(Interp& in, CompareOperator op, const Value& a, const Value& b)
     if (op == CompareOperator::ne) return !values_equal(a, b);
     int c = 0;
     if (a.is_number() && b.is_number()) {
-        double x = *as_double(a), y = *as_double(b);
-        c = x < y ? -1 : x > y ? 1 : 0;
+        std::optional<int> order = compare_numbers(a, b);
+        if (!order) return false;  // NaN: every ordering is false
+        c = *order;
     } else if (a.is<std::string>() && b.is<std::string>()) {
         c = a.as<std::string>()->compare(*b.as<std::string>());
     } else {
@@ -252,15 +252,20 @@ Value subscript(Interp& in, const Value& object, const std::vector<IndexPart>& i
     slice_bounds(in, p, n, start, stop, step);
     std::vector<Value> items;
     std::string chars;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (seq) items.push_back((*seq)[size_t(i)]);
-        else chars += (*s)[size_t(i)];
+    // Counted, not `i += step` until past stop: a step near 2**63 would overflow.
+    __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+    __int128 magnitude = step > 0 ? __int128(step) : -__int128(step);
+    for (__int128 k = 0, count = span <= 0 ? 0 : (span + magnitude - 1) / magnitude; k < count; ++k) {
+        size_t i = size_t(start + k * step);
+        if (seq) items.push_back((*seq)[i]);
+        else chars += (*s)[i];
     }
     if (s) return chars;
     return object.is<std::shared_ptr<ListObj>>() ? make_list(std::move(items)) : make_tuple(std::move(items));
 }
 
 void subscript_assign(Interp& in, const Value& object, const std::vector<IndexPart>& index, const Value& v) {
+    if (!object.is<Tensor>()) note_host_effect(in, object, type_name(object) + " item assignment");
     if (auto d = object.as<std::shared_ptr<DictObj>>()) {
         if (Value* slot = (*d)->find(index.at(0).value)) *slot = v;
         else (*d)->items.emplace_back(index.at(0).value, v);

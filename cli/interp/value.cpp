@@ -1,15 +1,68 @@
 // Printing and comparing kiln script values the way Python does.
 #include "cli/interp/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
 
 #include "cli/interp/builtins.h"
 #include "cli/interp/compiled.h"
+#include "cli/interp/limits.h"
+#include "cli/interp/numbers.h"
 #include "tensor/print.h"
 
 namespace kiln::interp {
+
+namespace {
+
+bool is_container(const Value& v) {
+    return v.is<std::shared_ptr<ListObj>>() || v.is<std::shared_ptr<TupleObj>>() || v.is<std::shared_ptr<DictObj>>();
+}
+
+// Freeing `a = [a]` repeated 200,000 times would recurse once per level through the
+// destructors. Instead each container moves its container items to one queue, and only
+// the outermost destructor drains it: the depth of the C++ stack stays constant.
+thread_local std::vector<Value> g_pending_release;
+thread_local bool g_releasing = false;
+
+void release_later(Value& v) {
+    if (is_container(v)) g_pending_release.push_back(std::move(v));
+}
+
+void drain_releases() {
+    if (g_releasing) return;
+    g_releasing = true;
+    while (!g_pending_release.empty()) {
+        Value v = std::move(g_pending_release.back());
+        g_pending_release.pop_back();
+    }  // v's destructor may queue more
+    g_releasing = false;
+}
+
+}  // namespace
+
+thread_local uint64_t g_epoch = 0;
+thread_local uint64_t g_epochs_made = 0;
+uint64_t creation_epoch() { return g_epoch; }
+CreationEpochScope::CreationEpochScope() : saved(g_epoch) { g_epoch = ++g_epochs_made; }
+CreationEpochScope::~CreationEpochScope() { g_epoch = saved; }
+
+ListObj::~ListObj() {
+    for (Value& v : items) release_later(v);
+    items.clear();
+    drain_releases();
+}
+TupleObj::~TupleObj() {
+    for (Value& v : items) release_later(v);
+    items.clear();
+    drain_releases();
+}
+DictObj::~DictObj() {
+    for (auto& [k, v] : items) release_later(k), release_later(v);
+    items.clear();
+    drain_releases();
+}
 
 Value* DictObj::find(const Value& key) {
     for (auto& [k, v] : items)
@@ -105,8 +158,13 @@ std::string quote(const std::string& s) {
         if (c == '\\') out += "\\\\";
         else if (c == '\n') out += "\\n";
         else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
         else if (c == q) out += std::string("\\") + q;
-        else out += c;
+        else if ((unsigned char)c < ' ' || c == 0x7f) {  // \x00 as Python shows it (and no NUL in a message)
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\x%02x", unsigned((unsigned char)c));
+            out += hex;
+        } else out += c;
     }
     return out + q;
 }
@@ -117,10 +175,25 @@ std::string join(const std::vector<Value>& items) {
     return out;
 }
 
+// The containers whose repr is being built: one met again is a cycle, shown as [...].
+thread_local std::vector<const void*> g_repr_in_progress;
+struct ReprScope {
+    explicit ReprScope(const void* p) { g_repr_in_progress.push_back(p); }
+    ~ReprScope() { g_repr_in_progress.pop_back(); }
+};
+bool repr_in_progress(const void* p) {
+    return std::find(g_repr_in_progress.begin(), g_repr_in_progress.end(), p) != g_repr_in_progress.end();
+}
+
 }  // namespace
 
 std::string repr(const Value& v) {
     if (auto s = v.as<std::string>()) return quote(*s);
+    if (!is_container(v)) return str(v);
+    RecursionGuard depth("while getting the repr of an object");
+    const void* self = identity(v);
+    if (repr_in_progress(self)) return v.is<std::shared_ptr<ListObj>>() ? "[...]" : v.is<std::shared_ptr<DictObj>>() ? "{...}" : "(...)";
+    ReprScope scope(self);
     if (auto t = v.as<std::shared_ptr<TupleObj>>()) {
         const auto& items = (*t)->items;
         if ((*t)->is_size) return "torch.Size([" + join(items) + "])";
@@ -161,13 +234,43 @@ std::string str(const Value& v) {
     return repr(v);
 }
 
+std::optional<int> compare_numbers(const Value& a, const Value& b) {
+    std::optional<int64_t> ia = as_int(a), ib = as_int(b);
+    if (ia && ib) return *ia < *ib ? -1 : *ia > *ib ? 1 : 0;
+    if (ia) return compare_int_float(*ia, *as_double(b));
+    if (ib) {
+        std::optional<int> c = compare_int_float(*ib, *as_double(a));
+        return c ? std::optional<int>(-*c) : std::nullopt;
+    }
+    double x = *as_double(a), y = *as_double(b);
+    if (std::isnan(x) || std::isnan(y)) return std::nullopt;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+const void* identity(const Value& v) {
+    return std::visit(
+        [](const auto& x) -> const void* {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_pointer_v<T>) return x;
+            else if constexpr (requires { x.get(); }) return x.get();
+            else return nullptr;
+        },
+        v.node);
+}
+
 bool values_equal(const Value& a, const Value& b) {
-    if (a.is_number() && b.is_number()) return *as_double(a) == *as_double(b);
+    if (a.is_number() && b.is_number()) {
+        std::optional<int> c = compare_numbers(a, b);
+        return c && *c == 0;
+    }
     if (a.node.index() != b.node.index()) return false;
     if (auto s = a.as<std::string>()) return *s == *b.as<std::string>();
     if (a.is_none()) return true;
     if (auto t = a.as<Tensor>()) return t->same(*b.as<Tensor>());
     if (auto d = a.as<DType>()) return *d == *b.as<DType>();
+    if (identity(a) == identity(b)) return true;  // Python's `x is y or x == y`: a cycle equals itself
+    if (!is_container(a)) return false;           // functions, modules and the like: the same object
+    RecursionGuard depth("in comparison");
     const std::vector<Value>* x = as_sequence(a);
     const std::vector<Value>* y = as_sequence(b);
     if (x && y) {
@@ -176,24 +279,14 @@ bool values_equal(const Value& a, const Value& b) {
             if (!values_equal((*x)[i], (*y)[i])) return false;
         return true;
     }
-    if (auto d = a.as<std::shared_ptr<DictObj>>()) {
-        auto& e = *b.as<std::shared_ptr<DictObj>>();
-        if ((*d)->items.size() != e->items.size()) return false;
-        for (auto& [k, v] : (*d)->items) {
-            Value* other = e->find(k);
-            if (!other || !values_equal(v, *other)) return false;
-        }
-        return true;
+    auto& d = *a.as<std::shared_ptr<DictObj>>();
+    auto& e = *b.as<std::shared_ptr<DictObj>>();
+    if (d->items.size() != e->items.size()) return false;
+    for (auto& [k, v] : d->items) {
+        Value* other = e->find(k);
+        if (!other || !values_equal(v, *other)) return false;
     }
-    // Functions, modules and the like: the same object.
-    return std::visit(
-        [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_pointer_v<T>) return x == std::get<T>(b.node);
-            else if constexpr (requires { x.get(); }) return x.get() == std::get<T>(b.node).get();
-            else return false;
-        },
-        a.node);
+    return true;
 }
 
 std::optional<double> as_double(const Value& v) {

@@ -28,16 +28,32 @@ struct Scope;
 struct None {
     bool operator==(const None&) const = default;
 };
+// Which call of a compiled function's host code made an object (0: none): compile() reports
+// a mutation of an object it did not make in this call as a host side effect (compiled.cpp).
+uint64_t creation_epoch();
+struct CreationEpochScope {  // a fresh epoch while host code runs
+    CreationEpochScope();
+    ~CreationEpochScope();
+    uint64_t saved;
+};
+
+// Containers free their items without recursion (release_items in value.cpp), so a list
+// nested 200,000 deep is freed without overflowing the C++ stack.
 struct ListObj {
     std::vector<Value> items;
+    uint64_t born = creation_epoch();
+    ~ListObj();
 };
 struct TupleObj {
     std::vector<Value> items;
     bool is_size = false;  // x.shape: prints as torch.Size([2, 3])
+    ~TupleObj();
 };
 struct DictObj {  // insertion-ordered, as in Python; small, so a linear search is fine
     std::vector<std::pair<Value, Value>> items;
+    uint64_t born = creation_epoch();
     Value* find(const Value& key);
+    ~DictObj();
 };
 // Where a piece of code came from, kept alive by every function defined in it so that
 // runtime errors can quote the line long after the REPL input was parsed.
@@ -53,6 +69,7 @@ struct FunctionObj {
     std::vector<bool> has_default;
     std::shared_ptr<Scope> closure;
     std::shared_ptr<const CodeUnit> unit;
+    std::optional<std::vector<std::string>> free_names;  // computed on first compile() call
     // The arguments of the latest call, for `kiln explain FILE FUNC`.
     std::vector<Value> last_args;
     std::vector<std::pair<std::string, Value>> last_kwargs;
@@ -132,6 +149,11 @@ std::string repr(const Value& v);
 std::string str(const Value& v);
 std::string repr_float(double v);  // Python's shortest round-trip form: 0.1, 3.0, 1e-05
 bool values_equal(const Value& a, const Value& b);  // ==, for non-tensors
+// The object a handle points to (lists, functions, modules ...); null for plain data.
+const void* identity(const Value& v);
+// Two numbers compared exactly, as Python does (an int against a float too): -1, 0 or 1;
+// nullopt when either is NaN.
+std::optional<int> compare_numbers(const Value& a, const Value& b);
 
 // A Value as a C++ number, or nullopt when it is not one (bools count as ints).
 std::optional<double> as_double(const Value& v);

@@ -32,4 +32,21 @@ std::string_view spelling(BoolOperator op) {
 
 #undef KILN_SCRIPT_CASE
 
+namespace {
+thread_local std::vector<ExprPtr> g_pending_release;  // left operands waiting to be freed
+thread_local bool g_releasing = false;
+}  // namespace
+
+Expr::~Expr() {
+    // The object is being destroyed, so its node may be emptied even though it was const.
+    if (auto* op = std::get_if<BinOp>(&node); op && op->left) g_pending_release.push_back(std::move(op->left));
+    if (g_releasing) return;
+    g_releasing = true;
+    while (!g_pending_release.empty()) {
+        ExprPtr next = std::move(g_pending_release.back());
+        g_pending_release.pop_back();
+    }  // freeing `next` may queue its own left operand
+    g_releasing = false;
+}
+
 }  // namespace kiln::script

@@ -135,6 +135,10 @@ struct Expr {
     Pos pos;
     Node node;
 
+    // A chain a + b + c + ... is a tree as deep as the chain is long: its left operands are
+    // freed in a loop, not by recursion, so no chain length overflows the C++ stack.
+    ~Expr();
+
     template <class T>
     const T* as() const { return std::get_if<T>(&node); }
     template <class T>

@@ -85,8 +85,15 @@ std::string node_text(const Slice& n) {
 std::string node_text(const Subscript& n) {
     return "(index " + text(n.object) + " " + text(n.index) + ")";
 }
+// (+ (+ a b) c): built along the left spine in a loop, so a chain of any length prints.
 std::string node_text(const BinOp& n) {
-    return "(" + std::string(spelling(n.op)) + " " + text(n.left) + " " + text(n.right) + ")";
+    std::vector<const BinOp*> spine{&n};
+    while (const BinOp* inner = spine.back()->left->as<BinOp>()) spine.push_back(inner);
+    std::string out;
+    for (const BinOp* op : spine) out += "(" + std::string(spelling(op->op)) + " ";
+    out += text(spine.back()->left);
+    for (auto it = spine.rbegin(); it != spine.rend(); ++it) out += " " + text((*it)->right) + ")";
+    return out;
 }
 std::string node_text(const UnaryOp& n) {
     const char* name = n.op == UnaryOperator::neg    ? "neg"

@@ -115,13 +115,14 @@ std::optional<CompareOperator> Parser::compare_operator(Pos& pos) {
     }
 }
 
-// The loops below build left-leaning trees, so each operator adds a level of nesting too.
+// The loops below build left-leaning trees: a + b + c is ((a + b) + c). They parse in a
+// loop, so a long chain is not nesting and needs no depth limit; the interpreter, the
+// printer and the destructor walk the left spine in a loop too (eval.cpp, ast_print.cpp,
+// ast.cpp).
 ExprPtr Parser::arith() {
     ExprPtr left = term();
-    DepthScope scope(depth_);
     while (at(Tok::plus) || at(Tok::minus)) {
         const Token& op = advance();
-        deeper(op);
         auto kind = op.kind == Tok::plus ? BinaryOperator::add : BinaryOperator::sub;
         left = make_expr(op.pos, BinOp{kind, left, term()});
     }
@@ -130,10 +131,8 @@ ExprPtr Parser::arith() {
 
 ExprPtr Parser::term() {
     ExprPtr left = factor();
-    DepthScope scope(depth_);
     while (auto kind = term_operator(peek().kind)) {
         const Token& op = advance();
-        deeper(op);
         left = make_expr(op.pos, BinOp{*kind, left, factor()});
     }
     return left;

@@ -34,6 +34,20 @@ std::string format_location(std::string_view filename, std::string_view source, 
     std::replace(shown.begin(), shown.end(), '\t', ' ');  // one column each, so the caret lines up
     size_t caret = size_t(std::max(pos.column - 1, 0));
     caret = std::min(caret > indent ? caret - indent : 0, shown.size());
+    // A NUL byte would end the message wherever it is printed as a C string (what()):
+    // show it as \0, and move the caret past the extra character.
+    std::string escaped;
+    size_t shifted_caret = caret;
+    for (size_t i = 0; i < shown.size(); ++i) {
+        if (shown[i] != '\0') {
+            escaped += shown[i];
+            continue;
+        }
+        escaped += "\\0";
+        if (i < caret) ++shifted_caret;
+    }
+    shown = std::move(escaped);
+    caret = shifted_caret;
     out += "    " + shown + "\n";
     out += "    " + std::string(caret, ' ') + "^\n";
     return out;

@@ -1,9 +1,18 @@
 // The REPL driven through stdin by the built `kiln` binary: a multi-line def, an error,
 // then continued use of an earlier variable; and the :commands.
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -21,9 +30,111 @@ std::string run_kiln(const std::string& input, const std::string& args = "") {
     return out;
 }
 
+// A running `kiln` with its stdin and its output (stdout and stderr together, or a pty).
+struct Child {
+    pid_t pid = -1;
+    int in = -1, out = -1;
+    std::string seen;
+
+    // Reads until `want` has appeared (or 20 s pass: a failure, not a timing comparison).
+    bool read_until(const std::string& want) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (seen.find(want) == std::string::npos) {
+            if (std::chrono::steady_clock::now() > deadline) return false;
+            pollfd p{out, POLLIN, 0};
+            if (poll(&p, 1, 100) <= 0) continue;
+            char buf[4096];
+            ssize_t n = read(out, buf, sizeof buf);
+            if (n <= 0) return seen.find(want) != std::string::npos;
+            seen.append(buf, size_t(n));
+        }
+        return true;
+    }
+    void write_text(const std::string& text) const { BOOST_REQUIRE(write(in, text.data(), text.size()) == ssize_t(text.size())); }
+    // Waits for the exit; the raw wait status.
+    int wait_status() {
+        if (in >= 0) close(in), in = -1;
+        read_until("\x01never");  // drain to the end
+        int status = 0;
+        waitpid(pid, &status, 0);
+        return status;
+    }
+};
+
+Child spawn_with_pipes(const std::string& args) {
+    int to[2], from[2];
+    BOOST_REQUIRE(pipe(to) == 0 && pipe(from) == 0);
+    Child c;
+    c.pid = fork();
+    BOOST_REQUIRE(c.pid >= 0);
+    if (c.pid == 0) {
+        dup2(to[0], 0), dup2(from[1], 1), dup2(from[1], 2);
+        close(to[1]), close(from[0]);
+        execl("/bin/sh", "sh", "-c", (std::string("exec ") + KILN_CLI_BINARY + " " + args).c_str(), (char*)nullptr);
+        _exit(127);
+    }
+    close(to[0]), close(from[1]);
+    c.in = to[1], c.out = from[0];
+    return c;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(repl)
+
+BOOST_AUTO_TEST_CASE(ctrl_c_ends_kiln_run_with_keyboard_interrupt) {
+    std::ofstream("/tmp/kiln_ctrl_c_test.ks") << "x = 0\nprint('looping', flush=True)\nwhile True:\n    x = x + 1\n";
+    Child c = spawn_with_pipes("run /tmp/kiln_ctrl_c_test.ks");
+    BOOST_REQUIRE_MESSAGE(c.read_until("looping\n"), c.seen);
+    kill(c.pid, SIGINT);
+    int status = c.wait_status();
+    BOOST_TEST(WIFEXITED(status), "kiln died by a signal: " << status);  // not killed by SIGINT
+    BOOST_TEST(WEXITSTATUS(status) == 130);
+    BOOST_TEST(c.seen.find("line 4") != std::string::npos, c.seen);  // the traceback names the loop
+    BOOST_TEST(c.seen.find("\nKeyboardInterrupt\n") != std::string::npos, c.seen);
+}
+
+BOOST_AUTO_TEST_CASE(ctrl_c_interrupts_a_statement_and_the_session_goes_on) {
+    Child c = spawn_with_pipes("");
+    c.write_text("x = 5\nprint('looping', flush=True)\nwhile True:\n    pass\n\n");
+    BOOST_REQUIRE_MESSAGE(c.read_until("looping\n"), c.seen);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // into the loop
+    kill(c.pid, SIGINT);
+    BOOST_REQUIRE_MESSAGE(c.read_until("KeyboardInterrupt\n"), c.seen);
+    c.write_text("print(x + 1)\n");
+    BOOST_REQUIRE_MESSAGE(c.read_until("6\n"), c.seen);
+    int status = c.wait_status();
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), c.seen);
+}
+
+BOOST_AUTO_TEST_CASE(ctrl_c_at_the_prompt_clears_the_line) {
+    // Through a pseudo-terminal, so the REPL runs readline and the tty turns ^C into SIGINT.
+    Child c;
+    int master = -1;
+    c.pid = forkpty(&master, nullptr, nullptr, nullptr);
+    BOOST_REQUIRE(c.pid >= 0);
+    if (c.pid == 0) {
+        setenv("TERM", "dumb", 1);
+        execl(KILN_CLI_BINARY, KILN_CLI_BINARY, (char*)nullptr);
+        _exit(127);
+    }
+    c.in = c.out = master;
+    BOOST_REQUIRE_MESSAGE(c.read_until(">>> "), c.seen);
+    c.write_text("x = 7\n");
+    BOOST_REQUIRE_MESSAGE(c.read_until("x = 7\r\n>>> "), c.seen);
+    c.write_text("y = 1 +");  // half a line, then Ctrl-C
+    BOOST_REQUIRE_MESSAGE(c.read_until("y = 1 +"), c.seen);
+    c.write_text("\x03");
+    BOOST_REQUIRE_MESSAGE(c.read_until("KeyboardInterrupt"), c.seen);
+    BOOST_REQUIRE_MESSAGE(c.read_until("KeyboardInterrupt\r\n>>> "), c.seen);
+    c.write_text("print(x * 6)\n");
+    BOOST_REQUIRE_MESSAGE(c.read_until("42\r\n"), c.seen);
+    c.write_text(":quit\n");
+    int status = 0;
+    waitpid(c.pid, &status, 0);
+    close(master);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), c.seen);
+}
 
 BOOST_AUTO_TEST_CASE(multiline_def_error_then_earlier_variable) {
     std::string out = run_kiln(
