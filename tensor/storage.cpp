@@ -84,8 +84,9 @@ Storage::~Storage() {
 std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device) {
     KILN_CHECK(device.type == DeviceType::cpu, "storage_allocate: device ", device,
                " has no allocator in this build");
-    KILN_CHECK(bytes <= memory_bytes(), "storage_allocate: cannot allocate ", bytes, " bytes: this machine has ",
-               memory_bytes(), " bytes of memory (RAM and swap)");
+    static const size_t machine_bytes = memory_bytes();  // once: a syscall per allocation is not free
+    KILN_CHECK(bytes <= machine_bytes, "storage_allocate: cannot allocate ", bytes, " bytes: this machine has ",
+               machine_bytes, " bytes of memory (RAM and swap)");
     auto s = std::make_shared<Storage>();
     s->bytes = bytes;
     s->block_bytes = size_class(bytes == 0 ? 1 : bytes);
