@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 #include <unordered_map>
 
 namespace kiln::autograd {
@@ -59,10 +60,23 @@ std::string OpNode::name() const {
 std::vector<Tensor> OpNode::apply(const Tensor& grad) {
     KILN_CHECK(!released, "backward: trying to backward through the graph a second time (node ", name(),
                "); its saved tensors were freed. Pass retain_graph=true to the first backward.");
+    size_t k = 0;
+    for (const Tensor* t : saved_list())
+        if (t->defined())
+            KILN_CHECK(t->impl()->storage->version == saved_versions.at(k++), "backward: one of the variables needed for "
+                       "gradient computation has been modified by an inplace operation: ", name(), " saved a tensor of shape ",
+                       t->shape(), " that was written after it was saved. Hint: clone() it before the in-place op.");
     uint32_t mask = 0;
     for (size_t i = 0; i < next.size(); ++i) mask |= uint32_t(next[i].defined()) << i;
     BackwardArgs args{saved_inputs, saved_out, grad, attrs, input_shapes, input_dtypes, mask};
     return op_info(op).backward(args);
+}
+
+std::vector<const Tensor*> OpNode::saved_list() const {
+    std::vector<const Tensor*> out;
+    for (const Tensor& t : saved_inputs) out.push_back(&t);
+    out.push_back(&saved_out);
+    return out;
 }
 
 std::vector<Tensor> OpNode::saved_tensors() const {
@@ -76,6 +90,21 @@ void OpNode::release_saved() {
     saved_inputs.clear();
     saved_out = Tensor();
     released = true;
+}
+
+// With a scalar operand only one derivative runs (dx for x op s, dy for s op y); it saves
+// just what that formula reads, as PyTorch's x * 2 saves nothing.
+bool scalar_form_reads(OpId op, bool scalar_left, std::string_view name) {
+    std::string_view text = op_info(op).derivative ? op_info(op).derivative : "";
+    size_t split = text.find(" ; ");
+    if (split != std::string_view::npos) text = scalar_left ? text.substr(split + 3) : text.substr(0, split);
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (size_t at = text.find(name); at != std::string_view::npos; at = text.find(name, at + 1)) {
+        bool starts = at == 0 || !ident(text[at - 1]);
+        bool ends = at + name.size() == text.size() || !ident(text[at + name.size()]);
+        if (starts && ends) return true;
+    }
+    return false;
 }
 
 void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out) {
@@ -95,14 +124,18 @@ void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, cons
         // Input i plays the role of x (i == 0) or y (i == 1), or y when the scalar sits left.
         bool is_x = i == 0 && !scalar_left, is_y = i == 1 || (i == 0 && scalar_left);
         bool keep = (is_x && info.saves_x) || (is_y && info.saves_y);
+        if (attrs.scalar_pos != ScalarPos::none) keep = scalar_form_reads(op, scalar_left, is_x ? "x" : "y");
         if (op == OpId::where) keep = i == 0;
         node->saved_inputs.push_back(keep ? t.detach() : Tensor());
         if (keep) notify_saved(t);
     }
-    if (info.saves_out) {
+    bool save_out = info.saves_out && (attrs.scalar_pos == ScalarPos::none || scalar_form_reads(op, scalar_left, "out"));
+    if (save_out) {
         node->saved_out = out.detach();
         notify_saved(out);
     }
+    for (const Tensor* t : node->saved_list())
+        if (t->defined()) node->saved_versions.push_back(t->impl()->storage->version);
     set_history(out, node);
 }
 

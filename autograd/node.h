@@ -42,6 +42,7 @@ struct OpNode final : Node {
     Attrs attrs;
     std::vector<Tensor> saved_inputs;  // undefined where the formula doesn't read the input
     Tensor saved_out;                  // detached alias, undefined unless the formula reads out
+    std::vector<uint64_t> saved_versions;  // storage versions of saved_inputs, then saved_out, when saved
     std::vector<Shape> input_shapes;
     std::vector<DType> input_dtypes;
 
@@ -49,6 +50,7 @@ struct OpNode final : Node {
     std::vector<Tensor> apply(const Tensor& grad) override;
     std::vector<Tensor> saved_tensors() const override;
     void release_saved() override;
+    std::vector<const Tensor*> saved_list() const;  // saved_inputs, then saved_out (some undefined)
 };
 
 // --- grad mode

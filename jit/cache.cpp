@@ -26,6 +26,10 @@ void count(F&& f) {
     f(global().counts);
 }
 
+bool holds(const Entry& e, const Args& args, std::vector<int64_t>& syms) {
+    return e.guards.check(args, syms) && e.values_hold() && e.aliasing_ok(args);
+}
+
 bool valid_mode(const std::string& m) {
     return m == "default" || m == "reduce-overhead" || m == "max-autotune" || m == "max-autotune-no-cudagraphs";
 }
@@ -79,7 +83,12 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     {
         std::shared_lock lock(mu_);
         for (const auto& e : entries_) {
-            if (!e->guards.check(args, syms)) continue;
+            if (!holds(*e, args, syms)) continue;
+            if (!e->eager_reason.empty()) {  // could not be functionalized: eager, every call
+                lock.unlock();
+                count([](Counters& c) { ++c.eager_runs; });
+                return host();
+            }
             std::vector<Tensor> out;
             if (!e->rerun && program_run(*e, args, out)) {
                 global().fast_hits.fetch_add(1, std::memory_order_relaxed);
@@ -90,7 +99,12 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     }
     std::unique_lock lock(mu_);
     for (const auto& e : entries_) {
-        if (!e->guards.check(args, syms)) continue;
+        if (!holds(*e, args, syms)) continue;
+        if (!e->eager_reason.empty()) {
+            lock.unlock();
+            count([](Counters& c) { ++c.eager_runs; });
+            return host();
+        }
         count([&](Counters& c) { ++(e->rerun ? c.reruns : c.replays); if (e->rerun) ++c.cache_hits; });
         return trace(*e, args, syms, host);
     }

@@ -35,6 +35,7 @@ struct Counters {
     int64_t graphs_compiled = 0;  // segments handed to a backend
     int64_t graph_breaks = 0;     // breaks recorded
     int64_t eager_fallbacks = 0;  // calls run eagerly: cache_size_limit reached
+    int64_t eager_runs = 0;       // calls of entries that run eagerly (could not be functionalized)
     std::vector<std::string> recompile_reasons;
 };
 Counters counters();

@@ -22,7 +22,17 @@ ExplainOutput explain_core(const CompiledCore& core) {
             }
             out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
             out.guards.push_back(e->guards.lines(core.options().arg_names));
+            for (const ValueGuard& g : e->value_guards) out.guards.back().push_back(g.what + " == " + std::to_string(g.value));
+            std::string entry = "entry " + std::to_string(e->id) + ": ";
             out.rerun = out.rerun || e->rerun;
+            if (e->rerun) out.rerun_reasons.push_back(entry + e->rerun_reason);
+            if (!e->eager_reason.empty()) out.eager_reasons.push_back(entry + e->eager_reason);
+            if (!e->mutated_slots.empty()) {
+                std::string w = entry + std::to_string(e->mutated_slots.size()) + " input(s) mutated in place (slots";
+                for (int s : e->mutated_slots)
+                    w += " " + std::to_string(s) + (e->slot_kinds[s] == SlotKind::argument ? "=argument" : "=captured tensor");
+                out.write_backs.push_back(w + "), written back after the graph");
+            }
         }
     });
     out.graph_break_count = int(out.break_reasons.size());
@@ -59,7 +69,18 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
         for (size_t i = 0; i < e.saved_for_backward.size(); ++i)
             if (!e.saved_for_backward[i].empty()) os << "  Graph " << i + 1 << ":\n" << e.saved_for_backward[i];
     }
-    os << "Re-run every call: " << (e.rerun ? "yes (host code consumed a tensor value)" : "no") << "\n";
+    if (!e.write_backs.empty()) {
+        os << "Functionalized in-place writes:\n";
+        for (const std::string& w : e.write_backs) os << "  " << w << "\n";
+    }
+    os << "Re-run every call: " << (e.rerun ? "yes (host code runs on every call, its graphs from the cache)" : "no") << "\n";
+    for (const std::string& r : e.rerun_reasons) os << "  " << r << "\n";
+    if (!e.eager_reasons.empty()) {
+        os << "Runs eagerly (could not be functionalized):\n";
+        for (const std::string& r : e.eager_reasons) os << "  " << r << "\n";
+    }
+    os << "Host side effects that touch no tensor run only when fn's host code runs (recording, re-run "
+          "entries); see docs/jit.md, \"What compile guarantees\"\n";
     return os;
 }
 

@@ -94,7 +94,9 @@ std::string ExportedProgram::to_text() const {
             bool is_arg = g_.input_args[i] >= 0;
             os << "placeholder " << n.name << (is_arg ? " arg " + std::to_string(g_.input_args[i]) : " constant");
             write_meta(os, n.meta);
-            if (!is_arg)
+            if (!is_arg && n.meta.dtype == DType::int64)  // exact: int64 beyond 2^53 is not a double
+                for (int64_t v : contiguous_as(g_.constants[i].detach(), int64).to_vector<int64_t>()) os << " " << std::dec << v;
+            else if (!is_arg)
                 for (double v : contiguous_as(g_.constants[i].detach(), float64).to_vector<double>()) os << " " << std::hexfloat << v;
         } else if (n.kind == NodeKind::call) {
             os << "call " << n.name << " " << op_info(n.op).name << " " << n.grad_enabled << " " << n.args.size();
@@ -132,7 +134,11 @@ ExportedProgram ExportedProgram::from_text(const std::string& text) {
             if (src == "arg") is >> ordinal;
             ValueMeta m = read_meta(is);
             Tensor constant;
-            if (src == "constant") {
+            if (src == "constant" && m.dtype == DType::int64) {
+                std::vector<int64_t> vals(size_t(shape_numel(m.shape)));
+                for (int64_t& v : vals) KILN_CHECK(is >> std::dec >> v, "load_graph: bad int64 constant in ", name);
+                constant = tensor(vals, m.shape);
+            } else if (src == "constant") {
                 std::vector<double> vals(size_t(shape_numel(m.shape)));
                 for (double& v : vals) v = read_double(is);
                 constant = contiguous_as(tensor(vals, m.shape), m.dtype);

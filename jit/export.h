@@ -27,7 +27,7 @@ ExportedProgram export_graph(F&& fn, T&&... args) {
     std::function<Sig> f(std::forward<F>(fn));
     Args flat;
     int pos = 0;
-    (flatten_arg(flat, args, pos++), ...);
+    (flatten_arg(flat, args, ArgPath{.position = pos++}), ...);
     return ExportedProgram(record_one_graph(flat, [&] { return flatten_result(f(args...)); }, true, {}));
 }
 

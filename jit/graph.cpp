@@ -158,6 +158,16 @@ std::string GraphBuilder::unique_name(std::string base) {
     return name;
 }
 
+int GraphBuilder::final_index(int id) const {
+    int placeholders_before = 0, ops_before = 0, placeholders = 0;
+    for (int i = 0; i < int(nodes_.size()); ++i) {
+        bool ph = nodes_[i].kind == NodeKind::placeholder;
+        placeholders += ph;
+        if (i < id) (ph ? placeholders_before : ops_before)++;
+    }
+    return is_placeholder(id) ? placeholders_before : placeholders + ops_before;
+}
+
 int GraphBuilder::placeholder(const std::string& name, ValueMeta meta, std::string source) {
     Node n{.kind = NodeKind::placeholder, .name = unique_name(name), .meta = std::move(meta), .source = std::move(source)};
     nodes_.push_back(std::move(n));

@@ -100,6 +100,7 @@ class GraphBuilder {
     int size() const { return int(nodes_.size()); }
     int num_ops() const { return num_ops_; }
     bool is_placeholder(int id) const { return nodes_[id].kind == NodeKind::placeholder; }
+    int final_index(int id) const;  // the node's index in build()'s graph (placeholders first)
     std::shared_ptr<const Graph> build(const std::vector<int>& outputs) const;
 
    private:

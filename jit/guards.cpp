@@ -2,6 +2,8 @@
 #include "jit/guards.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -10,7 +12,10 @@ namespace kiln::jit {
 
 std::string arg_name(const ArgValue& a, const std::vector<std::string>& names) {
     std::string base = a.position < int(names.size()) ? names[a.position] : "arg" + std::to_string(a.position);
-    return a.key ? base + "[\"" + *a.key + "\"]" : base;
+    if (a.key) base += "[\"" + *a.key + "\"]";
+    if (a.index == kLengthLeaf) return "len(" + base + ")";
+    if (a.index >= 0) base += "[" + std::to_string(a.index) + "]";
+    return base;
 }
 
 namespace {
@@ -22,14 +27,21 @@ int find_alias(const Args& args, size_t i) {
 }
 
 bool same_key(const ArgGuard& g, const ArgValue& a) {
-    return g.key.has_value() == (a.key != nullptr) && (!a.key || *g.key == *a.key);
+    return g.index == a.index && g.key.has_value() == (a.key != nullptr) && (!a.key || *g.key == *a.key);
+}
+
+// Bit-exact, except that every NaN matches every NaN: eager gives the same result for both.
+bool same_scalar(double a, double b) {
+    return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b) || (std::isnan(a) && std::isnan(b));
 }
 
 // Everything but sizes: kind, position, key, dtype, device, rank, requires_grad, aliasing.
 bool structure_holds(const ArgGuard& g, const ArgValue& a, const Args& args, size_t i) {
     if (g.kind != a.kind || g.position != a.position || !same_key(g, a)) return false;
     switch (g.kind) {
-        case ArgKind::scalar: return g.scalar == a.scalar;
+        case ArgKind::scalar: return same_scalar(g.scalar, a.scalar);
+        case ArgKind::integer: return g.integer == a.integer;
+        case ArgKind::string: return g.text == a.text;
         case ArgKind::object: return g.object == a.object;
         case ArgKind::tensor: break;
     }
@@ -78,6 +90,10 @@ std::string GuardSet::failure(const Args& args, const std::vector<std::string>& 
         if (!structure_holds(g, args[i], args, i)) {
             if (g.kind == ArgKind::scalar && args[i].kind == ArgKind::scalar)
                 os << name << " == " << g.scalar << " failed (got " << args[i].scalar << ")";
+            else if (g.kind == ArgKind::integer && args[i].kind == ArgKind::integer)
+                os << name << " == " << g.integer << " failed (got " << args[i].integer << ")";
+            else if (g.kind == ArgKind::string && args[i].kind == ArgKind::string)
+                os << name << " == '" << g.text << "' failed (got '" << args[i].text << "')";
             else if (g.kind == ArgKind::object) os << name << " is a different object";
             else os << name << ": dtype, device, rank, requires_grad or aliasing changed";
             return os.str();
@@ -122,7 +138,8 @@ GuardSet make_guards(const Args& args, const std::set<ArgDim>& symbolic) {
     gs.grad_mode = autograd::grad_enabled();
     for (size_t i = 0; i < args.size(); ++i) {
         const ArgValue& a = args[i];
-        ArgGuard g{.kind = a.kind, .position = a.position, .scalar = a.scalar, .object = a.object};
+        ArgGuard g{.kind = a.kind, .position = a.position, .scalar = a.scalar, .integer = a.integer, .object = a.object,
+                   .index = a.index, .text = std::string(a.text)};
         if (a.key) g.key = *a.key;
         if (a.kind == ArgKind::tensor) {
             g.dtype = a.tensor.dtype();
@@ -155,10 +172,12 @@ std::vector<std::string> GuardSet::lines(const std::vector<std::string>& names) 
     std::vector<std::string> out, relations;
     std::vector<bool> seen(sym_values.size(), false);
     for (const ArgGuard& g : args) {
-        ArgValue probe{.kind = g.kind, .position = g.position, .key = g.key ? &*g.key : nullptr};
+        ArgValue probe{.kind = g.kind, .position = g.position, .key = g.key ? &*g.key : nullptr, .index = g.index};
         std::string name = arg_name(probe, names);
         std::ostringstream os;
         if (g.kind == ArgKind::scalar) os << name << " == " << g.scalar;
+        if (g.kind == ArgKind::integer) os << name << " == " << g.integer;
+        if (g.kind == ArgKind::string) os << name << " == '" << g.text << "'";
         if (g.kind == ArgKind::object) os << name << " is object@" << g.object << " (identity)";
         if (g.kind == ArgKind::tensor) {
             os << name << ": " << g.dtype << "[";

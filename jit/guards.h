@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,16 +12,21 @@
 
 namespace kiln::jit {
 
-// fn's arguments, flattened: Tensors, scalars, objects (modules: by identity), and the
-// entries of string-keyed dicts of Tensors.
-enum class ArgKind : uint8_t { tensor, scalar, object };
+// fn's arguments, flattened into leaves: Tensors, floating-point scalars, integers (ints,
+// bools, container lengths: exact), strings, objects (modules: by identity). Containers
+// (vectors, arrays, tuples, maps) become their length and their elements, recursively.
+enum class ArgKind : uint8_t { tensor, scalar, integer, object, string };
+inline constexpr int kLengthLeaf = -2;  // ArgValue::index of a container's length
 struct ArgValue {
     ArgKind kind = ArgKind::tensor;
     Tensor tensor;
-    double scalar = 0;                 // ints and bools too
+    double scalar = 0;                 // floating-point scalars (NaN matches NaN, -0.0 is not 0.0)
+    int64_t integer = 0;               // integers and bools, exactly
     const void* object = nullptr;      // identity of a module or other object
     int position = 0;                  // which parameter of fn
     const std::string* key = nullptr;  // the key, for a dict entry
+    int index = -1;                    // the element, for a sequence entry (kLengthLeaf: its length)
+    std::string_view text = {};        // a string argument (points into the caller's string)
 };
 using Args = std::vector<ArgValue>;
 // "a", or "inputs[\"x\"]" for a dict entry; `names` are the parameter names, if given.
@@ -39,7 +45,10 @@ struct ArgGuard {
     std::vector<int> sym;    // per dim: symbol id or -1
     int alias_of = -1;       // index of an earlier argument holding the same tensor
     double scalar = 0;
+    int64_t integer = 0;
     const void* object = nullptr;
+    int index = -1;
+    std::string text;
 };
 
 // A dim of a tensor argument: (index into Args, dim).

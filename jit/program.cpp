@@ -13,6 +13,7 @@ std::string escape_name(Escape kind) {
         case Escape::bool_conversion: return "operator bool";
         case Escape::item: return "item()";
         case Escape::data_access: return "data access";
+        case Escape::backward: return "backward()";
     }
     return "?";
 }
@@ -21,6 +22,39 @@ Segment* Segment::child(int outcome) const {
     for (const Child& c : children)
         if (c.outcome == outcome) return c.seg.get();
     return nullptr;
+}
+
+bool Segment::is_writeback(int j) const {
+    return std::find(writeback_outputs.begin(), writeback_outputs.end(), j) != writeback_outputs.end();
+}
+
+bool Entry::values_hold() const {
+    for (const ValueGuard& g : value_guards)
+        if (g.read() != g.value) return false;
+    return true;
+}
+
+bool Entry::aliasing_ok(const Args& args) const {
+    if (mutated_slots.empty()) return true;
+    std::vector<const Storage*> storage;  // per slot (arguments, then lifted)
+    for (const ArgValue& a : args)
+        if (a.kind == ArgKind::tensor) storage.push_back(a.tensor.impl()->storage.get());
+    for (size_t s = storage.size(); s < held.size(); ++s) storage.push_back(held[s].defined() ? held[s].impl()->storage.get() : nullptr);
+    for (int m : mutated_slots)
+        for (size_t s = 0; s < storage.size(); ++s)
+            if (int(s) != m && storage[s] && storage[s] == storage[m]) return false;
+    return true;
+}
+
+void write_back(const Tensor& dst, const Tensor& src) {
+    Tensor from = src.detach();
+    if (from.impl()->storage == dst.impl()->storage) {  // overlapping: through a fresh copy
+        Tensor copy = empty(from.shape(), from.dtype());
+        strided_copy(copy, from);
+        from = copy;
+    }
+    strided_copy(dst.detach(), from);
+    ++dst.impl()->storage->version;
 }
 
 int Entry::add_slot(SlotKind kind, Tensor held_tensor) {
@@ -55,7 +89,10 @@ std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slo
 void segment_run(const Segment& seg, std::span<Tensor> slots) {
     if (!seg.graph) return;
     std::vector<Tensor> out = segment_call(seg, slots);
-    for (size_t j = 0; j < out.size(); ++j) slots[seg.output_slots[j]] = std::move(out[j]);
+    for (size_t j = 0; j < out.size(); ++j) {
+        if (seg.is_writeback(int(j))) write_back(slots[seg.output_slots[j]], out[j]);
+        else slots[seg.output_slots[j]] = std::move(out[j]);
+    }
 }
 
 bool truth_value(const Tensor& t) {
@@ -76,15 +113,31 @@ bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& resu
     // Fast path for the common program, one graph whose outputs are fn's results in order:
     // the graph's result vector becomes `results` as is. The loop below does the same with a
     // copy through the slots and a second vector.
-    if (seg->is_return && seg->graph && seg->return_slots == seg->output_slots) {
+    if (seg->is_return && seg->graph && seg->return_slots == seg->output_slots && seg->writeback_outputs.empty()) {
         results = segment_call(*seg, slots);
         return true;
     }
+    // Write-backs into the caller's tensors wait until the program has run to its end:
+    // a branch outcome with no child yet must leave nothing visible (fn is replayed).
+    std::vector<std::pair<int, Tensor>> written;  // slot, the caller's tensor
     while (true) {
-        segment_run(*seg, slots);
+        if (seg->graph) {
+            std::vector<Tensor> out = segment_call(*seg, slots);
+            for (size_t j = 0; j < out.size(); ++j) {
+                int s = seg->output_slots[j];
+                if (seg->is_writeback(int(j)) &&
+                    std::none_of(written.begin(), written.end(), [&](const auto& w) { return w.first == s; }))
+                    written.emplace_back(s, slots[s]);
+                slots[s] = std::move(out[j]);
+            }
+        }
         if (seg->is_return) break;
         seg = seg->child(truth_value(slots[seg->escape_slot]) ? 1 : 0);
         if (!seg) return false;
+    }
+    for (auto& [s, caller] : written) {
+        write_back(caller, slots[s]);
+        slots[s] = caller;  // fn returning a mutated argument returns that tensor itself
     }
     results.clear();
     for (int s : seg->return_slots) results.push_back(slots[s]);

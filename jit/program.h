@@ -7,6 +7,7 @@
 // lifted outside tensors (closures, parameters), then segment outputs. A cache hit runs
 // the tree with no host code: it reads each branch's bool and follows that child.
 #pragma once
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -39,6 +40,19 @@ struct Segment {
     int escape_slot = -1;           // escape: the tensor whose value left
     BreakInfo brk;
 
+    // In-place ops recorded here, in order; replay checks each against the recording.
+    struct Assign {
+        int ops_before;   // ops of this segment recorded before it
+        int value_node;   // graph node holding the new value
+        int target_slot;  // the slot written (argument, lifted, earlier output), or -1
+        int target_node;  // else: the graph node whose value was overwritten
+    };
+    std::vector<Assign> assigns;
+    // Outputs j that are written back into the storage of slot output_slots[j] (a mutated
+    // argument, captured tensor or earlier value: functionalization's write-back).
+    std::vector<int> writeback_outputs;
+    bool is_writeback(int j) const;
+
     // outcome: 0/1 for a bool escape; -1 for item/data (re-run entries keep one child per
     // distinct recording that followed).
     struct Child {
@@ -52,8 +66,20 @@ struct Segment {
 
 enum class SlotKind : uint8_t { argument, lifted, output };
 
+// A non-tensor value the recording read (a module's training flag, a script global):
+// the entry holds only while `read()` still returns `value`.
+struct ValueGuard {
+    std::string what;
+    std::function<int64_t()> read;
+    int64_t value = 0;
+};
+
 struct Entry {
     GuardSet guards;
+    std::vector<ValueGuard> value_guards;
+    std::vector<int> mutated_slots;    // argument and lifted slots that in-place ops write
+    std::string rerun_reason;          // why host code re-runs every call (first reason)
+    std::string eager_reason;          // set: fn runs eagerly on every call (could not be functionalized)
     std::unique_ptr<Segment> root;
     std::vector<SlotKind> slot_kinds;
     std::vector<Tensor> held;          // per slot: the lifted tensor (others undefined)
@@ -63,6 +89,8 @@ struct Entry {
     int id = 0;
 
     int add_slot(SlotKind kind, Tensor held_tensor = {});
+    bool values_hold() const;                  // every value guard still reads its value
+    bool aliasing_ok(const Args& args) const;  // no mutated input shares storage with another input
     std::vector<const Segment*> segments() const;  // pre-order
 };
 
@@ -75,6 +103,8 @@ bool truth_value(const Tensor& t);
 
 // Runs one segment's compiled graph on `slots`; returns its outputs (output_slots order).
 std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slots);
+// Writes `src` into `dst`'s storage (a functionalized in-place op's write-back).
+void write_back(const Tensor& dst, const Tensor& src);
 // Runs one segment's compiled graph, reading and writing `slots`.
 void segment_run(const Segment& seg, std::span<Tensor> slots);
 

@@ -41,6 +41,23 @@ class OneGraphRecorder final : public DispatchHook {
         out_.escapes.push_back(brk);  // trace: the value read now is baked into the recording
     }
 
+    // In-place on a value of the graph: the target takes the value's node. Inputs and
+    // captured tensors would need a write-back, which a single graph can't express.
+    void assign(const Tensor& target, const Tensor& value) override {
+        if (in_eager_) return assign_eager(target, value);
+        auto t = ids_.find(target.impl());
+        auto v = ids_.find(value.impl());
+        bool is_value = t != ids_.end() && t->second.first.lock().get() == target.impl();
+        KILN_CHECK(is_value && v != ids_.end() && !target.requires_grad() && !value.requires_grad(),
+                   fail_ ? "export" : "jit::trace", ": an in-place op on an input, a captured tensor or a tensor that requires "
+                   "grad (shape ", target.shape(), ") can't be expressed in one graph; use compile(), which functionalizes it");
+        {
+            NoDispatchHook plain;
+            assign_eager(target, value);
+        }
+        ids_[target.impl()] = {target.impl_ptr(), v->second.second};
+    }
+
     OneGraph finish(const std::vector<Tensor>& results) {
         std::vector<int> outs;
         for (const Tensor& t : results) outs.push_back(value_of(t));

@@ -29,7 +29,7 @@ class Traced<R(A...)> {
     R operator()(A... a) const {
         Args args;
         int pos = 0;
-        (flatten_arg(args, a, pos++), ...);
+        (flatten_arg(args, a, ArgPath{.position = pos++}), ...);
         return unflatten_result<R>(run_one_graph(*g_, args));
     }
     const Graph& graph() const { return *g_->graph; }
@@ -45,7 +45,7 @@ auto trace(F&& fn, T&&... example_args) {
     std::function<Sig> f(std::forward<F>(fn));
     Args args;
     int pos = 0;
-    (flatten_arg(args, example_args, pos++), ...);
+    (flatten_arg(args, example_args, ArgPath{.position = pos++}), ...);
     OneGraph g = record_one_graph(args, [&] { return flatten_result(f(example_args...)); }, false, {});
     return Traced<Sig>(std::move(g));
 }

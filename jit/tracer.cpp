@@ -1,11 +1,13 @@
 // The tracer: record-while-executing, graph breaks at escapes, replay with verification.
 #include "jit/tracer.h"
 
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
 #include "autograd/node.h"
 #include "jit/log.h"
+#include "tensor/kernels.h"
 
 namespace kiln::jit {
 
@@ -31,6 +33,11 @@ BreakInfo describe_escape(Escape kind, const std::source_location& loc) {
             b.reason = "raw data access (data_ptr/to_vector): an opaque host call reads the tensor";
             b.hint = "the host code cannot be recorded, so fn re-runs on every call with its graphs served from the cache";
             break;
+        case Escape::backward:
+            b.reason = "backward(): the autograd engine runs (and writes .grad) outside the graph";
+            b.hint = "fn re-runs on every call, so backward, .grad writes and optimizer steps happen every call; the "
+                     "graphs before and after it are compiled (the backward itself runs the compiled backward graphs)";
+            break;
     }
     return b;
 }
@@ -52,6 +59,7 @@ struct HookScope {
 // One op (or detach) seen while replaying: enough to check it and to record it later.
 struct Step {
     bool is_detach = false;
+    std::vector<Tensor> aliases;  // other tensors that took this value (in-place targets)
     OpId op{};
     Attrs attrs;
     std::vector<Tensor> inputs;
@@ -78,6 +86,15 @@ class Tracer final : public DispatchHook {
     }
 
     Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) override {
+        if (passthrough_) return dispatch_eager(op, inputs, attrs);
+        if (op_info(op).kind == OpKind::random && !rng_saved_) {  // the compiled run re-draws from here
+            rng_ = get_rng_state();
+            rng_saved_ = true;
+        }
+        if (reads_written_storage(inputs)) {
+            go_eager("a tensor that aliases an input written by an in-place op is read after the write");
+            return dispatch_eager(op, inputs, attrs);
+        }
         Step s{.op = op, .attrs = attrs, .inputs = {inputs.begin(), inputs.end()}, .grad = autograd::grad_enabled()};
         if (matching()) return match(std::move(s));
         std::vector<int> ids;
@@ -88,7 +105,7 @@ class Tracer final : public DispatchHook {
     }
 
     void detached(const Tensor& src, const Tensor& out) override {
-        if (in_eager_ || !resolve(src)) return;  // autograd's own detaches; outside tensors lift as they are
+        if (passthrough_ || in_eager_ || !resolve(src)) return;  // autograd's own detaches; outside tensors lift as they are
         if (matching()) {
             match(Step{.is_detach = true, .inputs = {src}, .out = out});
             return;
@@ -97,7 +114,7 @@ class Tracer final : public DispatchHook {
     }
 
     void escape(const Tensor& t, Escape kind, const std::source_location& loc) override {
-        if (in_eager_) return;
+        if (passthrough_ || in_eager_) return;
         BreakInfo brk = describe_escape(kind, loc);
         if (cfg_.fullgraph)
             fail("compile(fullgraph=true): graph break in ", cfg_.fn_name, ": ", brk.reason, "\n  at ", brk.location, "\n  hint: ", brk.hint);
@@ -106,12 +123,62 @@ class Tracer final : public DispatchHook {
         parent_ = seg;
         outcome_ = kind == Escape::bool_conversion ? int(truth_value(t)) : -1;
         cands_.clear();
+        assigns_seen_ = 0;
         for (const auto& c : seg->children)
             if (c.outcome == outcome_) cands_.push_back(c.seg.get());
         if (cands_.empty()) start_record();
     }
 
+    // An in-place op, functionalized: `value` (an op of the open graph) becomes the
+    // target's value from here on; a mutated argument, captured tensor or earlier value
+    // is written back after the graph. The eager write happens now, as eager would do it.
+    void assign(const Tensor& target, const Tensor& value) override {
+        if (passthrough_ || in_eager_) return assign_eager(target, value);
+        if (std::string why = functionalize_blocker(target, value); !why.empty()) {
+            go_eager(why);
+            return assign_eager(target, value);
+        }
+        const Ref* vr = resolve(value);
+        KILN_CHECK(vr && vr->kind == RefKind::op, "jit: internal error: an in-place value that is not a recorded op");
+        int value_id = vr->id;
+        const Ref* tr = resolve(target);
+        int slot = tr && tr->kind == RefKind::slot ? tr->id : -1;
+        if (auto w = written_slot_.find(target.impl()); w != written_slot_.end()) slot = w->second;
+        bool matched = matching() && match_assign(target, tr, slot, value_id);
+        if (matching() && !matched) {
+            diverge("an in-place op");  // now recording; the value op is in the new graph
+            value_id = resolve(value)->id;
+            tr = resolve(target);
+        }
+        if (slot >= 0 || !tr || tr->kind == RefKind::slot) snapshot_inputs(target, slot);
+        assign_data(target, value);
+        if (matched) {
+            slot = alog_.back().slot;
+            log_[value_id].aliases.push_back(target);
+        } else {
+            if (!tr) slot = slot_of(target);  // first touch of an outside tensor: lift it
+            record_assign(target, tr && tr->kind == RefKind::op ? tr->id : -1, slot, value_id);
+        }
+        if (writes_back(slot)) written_slot_[target.impl()] = slot;
+        bind(target, RefKind::op, value_id);
+    }
+
+    void host_effect(const std::string& what, const std::source_location& loc) override {
+        if (passthrough_ || in_eager_) return;
+        mark_rerun(what + " at " + loc.file_name() + ":" + std::to_string(loc.line()));
+    }
+
+    void guard_value(const std::string& what, std::function<int64_t()> read) override {
+        if (passthrough_ || in_eager_) return;
+        for (const ValueGuard& g : e_.value_guards)
+            if (g.what == what) return;
+        int64_t v = read();
+        e_.value_guards.push_back({what, std::move(read), v});
+        log_event("guards", "guard added to " + cfg_.fn_name + " entry " + std::to_string(e_.id) + ": " + what + " == " + std::to_string(v));
+    }
+
     void finish(const std::vector<Tensor>& results) {
+        if (passthrough_) return;
         Segment* seg = matching() ? end_match(true, Escape::item, results) : nullptr;
         if (!seg) end_record(true, results, nullptr);
     }
@@ -126,6 +193,121 @@ class Tracer final : public DispatchHook {
 
     bool matching() const { return b_ == nullptr; }
 
+    // --- in-place ops and the eager fallback
+    // Why `target <- value` can't be functionalized ("" when it can).
+    std::string functionalize_blocker(const Tensor& target, const Tensor& value) {
+        if (autograd::grad_enabled() && (target.requires_grad() || value.requires_grad()))
+            return "an in-place op on a tensor of shape " + shape_str(target) + " while autograd records it (its history is rebased)";
+        const Storage* st = target.impl()->storage.get();
+        for (const auto& [impl, ref] : refs_) {
+            if (impl == target.impl()) continue;
+            std::shared_ptr<TensorImpl> live = ref.w.lock();
+            if (live.get() == impl && live->storage.get() == st)
+                return "an in-place op on a tensor of shape " + shape_str(target) + " that shares storage with another tensor fn uses (a view or its base)";
+        }
+        return {};
+    }
+    static std::string shape_str(const Tensor& t) {
+        std::ostringstream os;
+        kiln::operator<<(os, t.shape());
+        return os.str();
+    }
+
+    // The rest of this call runs eagerly, and so does every later call of this entry.
+    void go_eager(const std::string& why) {
+        if (cfg_.fullgraph) fail("compile(fullgraph=true): ", cfg_.fn_name, " can't be captured whole: ", why);
+        passthrough_ = true;
+        e_.eager_reason = why;
+        log_event("breaks", cfg_.fn_name + " entry " + std::to_string(e_.id) + " runs eagerly from now on: " + why);
+    }
+
+    // The eager run drew random numbers; the compiled run must draw the same ones, leaving
+    // the generator where eager left it.
+    void rewind_rng() {
+        if (rng_saved_) set_rng_state(rng_);
+        rng_saved_ = false;
+    }
+
+    void mark_rerun(const std::string& why) {
+        e_.rerun = true;
+        if (e_.rerun_reason.empty()) e_.rerun_reason = why;
+    }
+
+    // Reading a tensor that aliases a storage this segment writes back: the graph would
+    // read it before the write-back, eager after. Not functionalized.
+    bool reads_written_storage(std::span<const Tensor> inputs) const {
+        if (written_slot_.empty()) return false;
+        for (const Tensor& t : inputs)
+            for (const auto& [impl, slot] : written_slot_)
+                if (impl != t.impl() && impl->storage == t.impl()->storage) return true;
+        return false;
+    }
+
+    static Tensor fresh_copy(const Tensor& t) {
+        NoDispatchHook plain;  // the tracer's own copy is not part of fn
+        Tensor c = empty(t.shape(), t.dtype());
+        strided_copy(c, t.detach());
+        return c;
+    }
+
+    // Ops recorded (or replayed) earlier read `target` before the write: keep its old value.
+    void snapshot_inputs(const Tensor& target, int slot) {
+        Tensor before;
+        auto old_value = [&]() -> const Tensor& {
+            if (!before.defined()) before = fresh_copy(target);
+            return before;
+        };
+        if (matching()) {
+            for (Step& st : log_)
+                for (Tensor& t : st.inputs)
+                    if (t.same(target)) t = old_value();
+            return;
+        }
+        if (slot < 0) return;
+        for (size_t k = 0; k < in_slots_.size(); ++k)
+            if (in_slots_[k] == slot && in_examples_[k].same(target)) in_examples_[k] = old_value();
+    }
+
+    static void assign_data(const Tensor& target, const Tensor& value) {
+        NoDispatchHook plain;
+        write_back(target, value);
+    }
+
+    bool writes_back(int slot) const {
+        return slot >= 0 && e_.slot_kinds[slot] != SlotKind::output;
+    }
+
+    void record_assign(const Tensor& target, int old_id, int slot, int value_id) {
+        assigns_.push_back({b_->num_ops(), value_id, slot, old_id});
+        if (writes_back(slot)) {
+            mutations_[slot] = value_id;
+            if (std::find(e_.mutated_slots.begin(), e_.mutated_slots.end(), slot) == e_.mutated_slots.end())
+                e_.mutated_slots.push_back(slot);
+        }
+        if (old_id >= 0) node_out_[old_id].reset();  // the target no longer holds the old value
+        node_out_[value_id] = target.impl_ptr();
+    }
+
+    bool match_assign(const Tensor& target, const Ref* tr, int slot, int value_id) {
+        std::vector<Segment*> keep;
+        for (Segment* c : cands_) {
+            if (assigns_seen_ >= int(c->assigns.size()) || !c->graph) continue;
+            const Segment::Assign& a = c->assigns[assigns_seen_];
+            int ni = c->graph->num_inputs();
+            if (a.ops_before != int(log_.size()) || a.value_node != ni + value_id) continue;
+            bool ok = tr ? a.target_slot == slot && a.target_node == (tr->kind == RefKind::op ? ni + tr->id : -1)
+                         : a.target_slot >= 0 && a.target_node == -1 && e_.slot_kinds[a.target_slot] == SlotKind::lifted;
+            if (ok) keep.push_back(c);
+        }
+        if (keep.empty()) return false;
+        cands_ = std::move(keep);
+        int target_slot = cands_[0]->assigns[assigns_seen_].target_slot;
+        ++assigns_seen_;
+        if (!tr) slot_tensor_[target_slot] = target;
+        alog_.push_back({int(log_.size()), target, tr && tr->kind == RefKind::op ? tr->id : -1, tr ? slot : target_slot, value_id});
+        return true;
+    }
+
     const Ref* resolve(const Tensor& t) {
         auto it = refs_.find(t.impl());
         if (it == refs_.end()) return nullptr;
@@ -135,7 +317,10 @@ class Tracer final : public DispatchHook {
         }
         return &it->second;
     }
-    void bind(const Tensor& t, RefKind k, int id) { refs_[t.impl()] = Ref{t.impl_ptr(), k, id}; }
+    void bind(const Tensor& t, RefKind k, int id) {
+        refs_[t.impl()] = Ref{t.impl_ptr(), k, id};
+        if (k == RefKind::slot) slot_tensor_[id] = t;
+    }
 
     Tensor eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
         in_eager_ = true;
@@ -150,6 +335,8 @@ class Tracer final : public DispatchHook {
         in_examples_.clear();
         slot_ph_.clear();
         node_out_.clear();
+        assigns_.clear();
+        mutations_.clear();
     }
 
     int record_node(int id, const Tensor& out) {
@@ -201,12 +388,14 @@ class Tracer final : public DispatchHook {
                 if (!b_->is_placeholder(id) && !node_out_[id].expired()) add_out(id);
         for (const Tensor& t : ts)
             if (const Ref* r = resolve(t); r && r->kind == RefKind::op) add_out(r->id);
+        for (const auto& [slot, id] : mutations_) add_out(id);  // write-backs of mutated inputs
         auto seg = std::make_unique<Segment>();
         seg->is_return = is_return;
         if (b_->num_ops() > 0) {
             std::vector<Tensor> live;
             for (int id : outs) live.push_back(Tensor(node_out_[id].lock()));
             compile_into(*seg, outs);
+            rewind_rng();
             adopt(*seg, in_examples_, live);
         }
         for (const Tensor& t : ts) {
@@ -217,18 +406,27 @@ class Tracer final : public DispatchHook {
             seg->brk = *brk;
             e_.breaks.push_back(*brk);
             ++stats_.breaks;
-            if (brk->kind != Escape::bool_conversion) e_.rerun = true;
+            if (brk->kind != Escape::bool_conversion) mark_rerun(escape_name(brk->kind) + " at " + brk->location);
             log_event("breaks", "graph break in " + cfg_.fn_name + " (entry " + std::to_string(e_.id) + "): " + brk->reason + " at " + brk->location);
         }
         b_.reset();
+        written_slot_.clear();
         return graft(std::move(seg));
     }
 
     void compile_into(Segment& seg, const std::vector<int>& outs) {
         seg.graph = b_->build(outs);
         seg.input_slots = in_slots_;
-        for (int id : outs) {
-            int s = e_.add_slot(SlotKind::output);
+        for (const auto& a : assigns_)
+            seg.assigns.push_back({a.ops_before, b_->final_index(a.value_node), a.target_slot,
+                                   a.target_node >= 0 ? b_->final_index(a.target_node) : -1});
+        for (size_t j = 0; j < outs.size(); ++j) {
+            int id = outs[j];
+            int s = -1;
+            for (const auto& [slot, value] : mutations_)
+                if (value == id) s = slot;
+            if (s >= 0) seg.writeback_outputs.push_back(int(j));
+            else s = e_.add_slot(SlotKind::output);
             seg.output_slots.push_back(s);
             bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
         }
@@ -250,10 +448,11 @@ class Tracer final : public DispatchHook {
 
     // The segment's compiled code runs, and the tensors user code holds take on its
     // results (storage and autograd history): what the host sees is the compiled result.
+    // A write-back output is copied into the mutated tensor's own storage instead.
     static void adopt(const Segment& seg, std::span<const Tensor> inputs, const std::vector<Tensor>& live) {
         std::vector<Tensor> outs;
         {
-            HookScope plain(nullptr);  // the compiled code's own ops are not recorded
+            NoDispatchHook plain;  // the compiled code's own ops are not recorded
             outs = seg.run(inputs);
         }
         KILN_CHECK(outs.size() == live.size(), "compile: backend returned ", outs.size(), " values, expected ", live.size());
@@ -262,11 +461,17 @@ class Tracer final : public DispatchHook {
             const TensorImpl& src = *outs[j].impl();
             KILN_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "compile: backend output ", j, " is ", src.dtype,
                        src.shape, ", eager gave ", dst.dtype, dst.shape);
+            if (seg.is_writeback(int(j))) {
+                NoDispatchHook plain;
+                write_back(live[j], outs[j]);
+                continue;
+            }
             dst.storage = src.storage;
             dst.strides = src.strides;
             dst.offset = src.offset;
             dst.requires_grad = src.requires_grad;
             dst.grad_fn = src.grad_fn;
+            dst.output_nr = src.output_nr;
         }
     }
 
@@ -357,14 +562,21 @@ class Tracer final : public DispatchHook {
             const auto& outs = c->graph->outputs();
             std::vector<Tensor> live;
             for (size_t j = 0; j < outs.size(); ++j) {
-                live.push_back(log_[outs[j] - c->graph->num_inputs()].out);
-                bind(live.back(), RefKind::slot, c->output_slots[j]);
+                int s = c->output_slots[j];
+                const Step& st = log_[outs[j] - c->graph->num_inputs()];
+                live.push_back(c->is_writeback(int(j)) ? slot_tensor_.at(s) : st.out);
+                bind(live.back(), RefKind::slot, s);
+                if (!c->is_writeback(int(j)))
+                    for (const Tensor& a : st.aliases) bind(a, RefKind::slot, s);
             }
+            rewind_rng();
             adopt(*c, replay_inputs(*c), live);
         }
         for (size_t i = 0; i < ts.size(); ++i)
             if (!resolve(ts[i])) bind(ts[i], RefKind::slot, is_return ? c->return_slots[i] : c->escape_slot);
         log_.clear();
+        alog_.clear();
+        written_slot_.clear();
         return c;
     }
 
@@ -381,14 +593,31 @@ class Tracer final : public DispatchHook {
         }
         start_record();
         std::vector<Step> steps = std::move(log_);
+        std::vector<LoggedAssign> assigns = std::move(alog_);
         log_.clear();
+        alog_.clear();
         cands_.clear();
+        std::vector<int> step_id;
+        size_t next_assign = 0;
+        auto replay_assigns = [&](int ops_done) {
+            for (; next_assign < assigns.size() && assigns[next_assign].ops_before == ops_done; ++next_assign) {
+                const LoggedAssign& a = assigns[next_assign];
+                int old_id = a.old_step >= 0 ? step_id[a.old_step] : -1;
+                int slot = a.slot;
+                if (old_id < 0 && slot >= 0 && !resolve(a.target)) bind(a.target, RefKind::slot, slot);
+                record_assign(a.target, old_id, slot, step_id[a.value_step]);
+                bind(a.target, RefKind::op, step_id[a.value_step]);
+            }
+        };
         for (Step& s : steps) {
+            replay_assigns(int(step_id.size()));
             std::vector<int> ids;
             for (const Tensor& t : s.inputs) ids.push_back(value_of(t));
             int id = s.is_detach ? b_->detach(ids[0], s.out) : b_->call(s.op, s.attrs, ids, s.out, s.grad);
             bind(s.out, RefKind::op, record_node(id, s.out));
+            step_id.push_back(id);
         }
+        replay_assigns(int(step_id.size()));
     }
 
     Entry& e_;
@@ -407,9 +636,26 @@ class Tracer final : public DispatchHook {
     std::vector<Tensor> in_examples_;
     std::unordered_map<int, int> slot_ph_;
     std::vector<std::weak_ptr<TensorImpl>> node_out_;  // per builder id: liveness
+    std::vector<Segment::Assign> assigns_;           // in-place ops of the open graph (builder ids)
+    std::map<int, int> mutations_;                    // argument/lifted slot -> builder id of its new value
     // replaying (b_ null)
     std::vector<Segment*> cands_;
     std::vector<Step> log_;
+    struct LoggedAssign {
+        int ops_before;
+        Tensor target;
+        int old_step;  // step whose value the target held, or -1
+        int slot;      // the target's slot, or -1
+        int value_step;
+    };
+    std::vector<LoggedAssign> alog_;  // in-place ops matched in the open segment
+    int assigns_seen_ = 0;
+    // both
+    bool rng_saved_ = false;    // rng_ holds the generator before the open segment's first random op
+    RngState rng_;
+    bool passthrough_ = false;  // fn runs eagerly from here on (entry.eager_reason says why)
+    std::unordered_map<int, Tensor> slot_tensor_;                 // the tensor each bound slot holds
+    std::unordered_map<const TensorImpl*, int> written_slot_;     // in-place targets -> the slot written back
 };
 
 }  // namespace

@@ -16,6 +16,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
     Tensor leaf = value.is_leaf() ? value : value.detach();
     leaf.requires_grad_(true);
     params_.emplace_back(name, leaf);
+    state_changed();
     return leaf;
 }
 
@@ -24,6 +25,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
     KILN_CHECK(module.get() != this, type_name(), ": a module cannot contain itself");
     for (const auto& [n, m] : children_) KILN_CHECK(n != name, type_name(), ": module '", name, "' registered twice");
     children_.emplace_back(name, std::move(module));
+    state_changed();
 }
 
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
@@ -47,8 +49,21 @@ std::vector<Tensor> Module::parameters() const {
 }
 
 void Module::train(bool on) {
+    if (training_ != on) state_changed();
     training_ = on;
     for (auto& [name, child] : children_) child->train(on);
+}
+
+bool Module::is_training() const {
+    report_guard_state();
+    return training_;
+}
+
+void Module::report_guard_state() const {
+    if (!dispatch_hook()) return;
+    std::ostringstream what;
+    what << type_name() << "@" << static_cast<const void*>(this) << " state (training flag, registered modules and parameters)";
+    report_guard_value(what.str(), [this] { return int64_t(state_version_); });
 }
 
 void Module::zero_grad() {

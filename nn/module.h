@@ -21,7 +21,11 @@ class Module {
     Module& operator=(Module&&) = delete;
 
     virtual Tensor forward(const Tensor& x) = 0;
-    Tensor operator()(const Tensor& x) { return forward(x); }
+    // Under compile(), calling a module guards its state (see state_changed).
+    Tensor operator()(const Tensor& x) {
+        report_guard_state();
+        return forward(x);
+    }
 
     // Makes `value` a leaf that requires grad and lists it under `name`; returns it.
     Tensor register_parameter(const std::string& name, Tensor value);
@@ -38,7 +42,13 @@ class Module {
 
     void train(bool on = true);  // this module and every child
     void eval() { train(false); }
-    bool is_training() const { return training_; }
+    bool is_training() const;  // under compile(): guarded
+    // Compiled functions that called this module are guarded on its state: the training
+    // flag, the registered modules and parameters. A forward that reads a plain member
+    // must call state_changed() when that member changes, or the compiled code keeps the
+    // old value (docs/jit.md). Reassigning a registered tensor is unseen: copy_() into it.
+    void state_changed() { ++state_version_; }
+    void report_guard_state() const;
     void zero_grad();  // drops every parameter's .grad
 
     // For printing: "Linear" and "in_features=2, out_features=3, bias=True".
@@ -52,6 +62,7 @@ class Module {
     std::vector<std::pair<std::string, Tensor>> params_;
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
     bool training_ = true;
+    uint64_t state_version_ = 0;
 };
 
 // PyTorch's layout: "Sequential(\n  (0): Linear(in_features=2, ...)\n  (1): ReLU()\n)".

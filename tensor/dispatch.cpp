@@ -119,4 +119,43 @@ void report_escape(const Tensor& t, Escape kind, const std::source_location& loc
     if (DispatchHook* hook = dispatch_hook()) hook->escape(t, kind, loc);
 }
 
+NoDispatchHook::NoDispatchHook() : prev(t_hook) { t_hook = nullptr; }
+NoDispatchHook::~NoDispatchHook() { t_hook = prev; }
+
+void dispatch_assign(const Tensor& target, const Tensor& value) {
+    if (DispatchHook* hook = dispatch_hook()) return hook->assign(target, value);
+    assign_eager(target, value);
+}
+
+void assign_eager(const Tensor& target, const Tensor& value) {
+    KILN_CHECK(value.shape() == target.shape() && value.dtype() == target.dtype(), "in-place op: value ", value.dtype(),
+               value.shape(), " does not fit tensor ", target.dtype(), target.shape());
+    // Saved tensors the write invalidates are caught by backward (storage versions). Views
+    // of a base that requires grad don't rebase the base's history (no CopySlices): docs/autograd-and-nn.md.
+    bool grad = autograd::grad_enabled() && (target.requires_grad() || value.requires_grad());
+    KILN_CHECK(!(grad && target.is_leaf() && target.requires_grad()), "in-place op: a leaf tensor that requires grad (shape ",
+               target.shape(), ") is used in an in-place operation; do it under NoGradGuard (as optimizers do)");
+    Tensor src = value.detach();
+    if (src.impl()->storage == target.impl()->storage) {  // overlapping: go through a copy
+        ++t_kernel_depth;
+        struct Leave { ~Leave() { --t_kernel_depth; } } leave;
+        src = op_info(OpId::cast).forward(std::span<const Tensor>(&src, 1), Attrs{.dtype = src.dtype()});
+    }
+    strided_copy(target.detach(), src);
+    ++target.impl()->storage->version;
+    if (grad && value.requires_grad()) {
+        Tensor h = value;
+        if (!h.grad_fn()) h = dispatch_eager(OpId::cast, std::span<const Tensor>(&value, 1), {.dtype = value.dtype()});
+        autograd::set_history(target, h.grad_fn(), h.impl()->output_nr);
+    }
+}
+
+void report_host_effect(const std::string& what, const std::source_location& loc) {
+    if (DispatchHook* hook = dispatch_hook()) hook->host_effect(what, loc);
+}
+
+void report_guard_value(const std::string& what, std::function<int64_t()> read) {
+    if (DispatchHook* hook = dispatch_hook()) hook->guard_value(what, std::move(read));
+}
+
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <mutex>
 #include <random>
+#include <sstream>
 
 #include "tensor/kernels.h"
 
@@ -51,6 +52,19 @@ void fill_value(const Tensor& out, double v) {
 void manual_seed(uint64_t seed) {
     std::lock_guard lock(generator().mu);
     generator().engine.seed(seed);
+}
+
+RngState get_rng_state() {
+    std::lock_guard lock(generator().mu);
+    std::ostringstream os;
+    os << generator().engine;
+    return {os.str()};
+}
+
+void set_rng_state(const RngState& state) {
+    std::lock_guard lock(generator().mu);
+    std::istringstream is(state.engine);
+    is >> generator().engine;
 }
 
 void check_fits(double v, DType t, const char* op) {

@@ -77,6 +77,15 @@ struct DispatchHook {
     virtual void escape(const Tensor& t, Escape kind, const std::source_location& loc) = 0;
     // Tensor::detach() made `out` from `src` outside the dispatcher; the JIT records it.
     virtual void detached(const Tensor& src, const Tensor& out) { (void)src, (void)out; }
+    // An in-place op: `target` takes `value` (same shape and dtype), which was just computed
+    // out of place through the dispatcher. The JIT functionalizes it; eager: assign_eager.
+    virtual void assign(const Tensor& target, const Tensor& value) = 0;
+    // Host code did something the recorded graphs cannot replay (a side effect on a
+    // non-tensor value, a backward pass): the JIT re-runs fn's host code on every call.
+    virtual void host_effect(const std::string& what, const std::source_location& loc) { (void)what, (void)loc; }
+    // Host code read a non-tensor value the recording depends on (a module's training
+    // flag, a global): the JIT guards it, calling `read` on every call to compare.
+    virtual void guard_value(const std::string& what, std::function<int64_t()> read) { (void)what, (void)read; }
 };
 DispatchHook* dispatch_hook();
 void set_dispatch_hook(DispatchHook* hook);  // returns nothing; per thread
@@ -85,6 +94,22 @@ Tensor dispatch(OpId op, std::span<const Tensor> inputs, const Attrs& attrs = {}
 Tensor dispatch(OpId op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
 void report_escape(const Tensor& t, Escape kind, const std::source_location& loc);
+// In-place write `target <- value` (Tensor::assign_): through the hook when one is set.
+void dispatch_assign(const Tensor& target, const Tensor& value);
+// The eager in-place write: copies value's elements into target's storage, bumps the
+// storage's version, and under grad mode rebases target's history onto value's.
+void assign_eager(const Tensor& target, const Tensor& value);
+// Runs its scope with no dispatch hook (the autograd engine inside a compiled function).
+struct NoDispatchHook {
+    DispatchHook* prev;
+    NoDispatchHook();
+    ~NoDispatchHook();
+    NoDispatchHook(const NoDispatchHook&) = delete;
+    NoDispatchHook& operator=(const NoDispatchHook&) = delete;
+};
+// Tell an active JIT recording about host behaviour (no-ops when nothing records).
+void report_host_effect(const std::string& what, const std::source_location& loc = std::source_location::current());
+void report_guard_value(const std::string& what, std::function<int64_t()> read);
 
 // --- Free functions, generated from the table.
 #define KILN_UNARY(name, ...) Tensor name(const Tensor& x);
@@ -149,6 +174,12 @@ Tensor randn(const Shape& shape, TensorOptions opt = {});
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt = {.dtype = DType::int64});
 Tensor randn_like(const Tensor& x);
 void manual_seed(uint64_t seed);
+// The global generator's state (PyTorch's get_rng_state/set_rng_state).
+struct RngState {
+    std::string engine;  // the engine, serialized
+};
+RngState get_rng_state();
+void set_rng_state(const RngState& state);
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, TensorOptions opt = {.dtype = dtype_of<T>()});
 Tensor tensor(std::initializer_list<double> values, TensorOptions opt = {});

@@ -2,6 +2,7 @@
 // same-size allocations don't pay the page-fault cost of fresh memory.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/dtype.h"
@@ -14,6 +15,7 @@ struct Storage {
     size_t block_bytes = 0; // size class actually held
     Device device = cpu;
     bool owned = true;      // false: wraps user memory, never freed
+    uint64_t version = 0;   // bumped by every in-place write (autograd checks saved tensors)
     Storage() = default;
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;

@@ -1,6 +1,7 @@
 // Tensor methods and the free functions of the op table: thin wrappers over dispatch().
 #include "tensor/tensor.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "autograd/node.h"
@@ -142,7 +143,9 @@ Tensor& Tensor::requires_grad_(bool on) {
 Tensor Tensor::grad() const { return Tensor(checked().grad); }
 void Tensor::set_grad(const Tensor& g) { checked().grad = g.impl_ptr(); }
 void Tensor::zero_grad() { checked().grad.reset(); }
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+void Tensor::backward(const Tensor& grad, bool retain_graph, std::source_location loc) const {
+    report_escape(*this, Escape::backward, loc);  // under compile(): ends the graph; host code re-runs
+    NoDispatchHook engine_runs_eagerly;
     autograd::run_backward(*this, grad, retain_graph);
 }
 Tensor Tensor::detach() const {
@@ -247,32 +250,29 @@ Tensor Tensor::log_softmax(int64_t d) const {
     Tensor Tensor::name() const { return dispatch(OpId::name, {*this}); }
 #include "tensor/ops.def"
 
-// --- in-place, outside autograd and the JIT
+// --- in-place ops: the new value is computed out of place through the dispatcher (so
+// autograd and the JIT see ordinary ops), then assign_() writes it into this tensor.
 Tensor& Tensor::copy_(const Tensor& src) {
+    KILN_CHECK(src.defined(), "copy_: the source is an undefined tensor");
     KILN_CHECK(src.numel() == numel() || src.numel() == 1, "copy_: source shape ", src.shape(), " does not match ", shape());
-    Tensor s = src.detach().to(dtype());
-    if (s.shape() != shape()) s = s.expand(shape());
-    strided_copy(detach(), s.detach());
-    ++checked().version;
-    return *this;
+    Tensor v = src.dtype() == dtype() ? src : src.to(dtype());
+    if (v.shape() != shape()) v = v.numel() == numel() ? v.reshape(shape()) : v.reshape({}).expand(shape());
+    if (v.same(src) && dispatch_hook()) v = v.clone();  // the JIT gives the new value a node of its own
+    return assign_(v);
 }
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-    NoGradGuard g;
-    Tensor sum = alpha == 1.0 ? detach() + other.detach() : detach() + other.detach() * alpha;
-    return copy_(sum);
+    return assign_(alpha == 1.0 ? *this + other : *this + other * alpha);
 }
-Tensor& Tensor::mul_(double s) {
-    NoGradGuard g;
-    return copy_(detach() * s);
-}
+Tensor& Tensor::mul_(double s) { return assign_(*this * s); }
 Tensor& Tensor::fill_(double v) {
-    KILN_CHECK(is_contiguous(), "fill_: tensor must be contiguous");
-    visit_dtype(dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* p = static_cast<T*>(raw_data());
-        std::fill(p, p + numel(), static_cast<T>(v));
-    });
-    ++checked().version;
+    KILN_CHECK(dtype() != DType::int64 || std::isfinite(v), "fill_: can't fill an int64 tensor with ", v);
+    return assign_(full(shape(), v, {.dtype = dtype()}));
+}
+Tensor& Tensor::assign_(const Tensor& value) {
+    KILN_CHECK(value.defined() && value.shape() == shape(), "in-place op: the new value has shape ",
+               value.defined() ? value.shape() : Shape{}, ", the tensor ", shape());
+    Tensor v = value.dtype() == dtype() ? value : value.to(dtype());
+    dispatch_assign(*this, v);
     return *this;
 }
 

@@ -27,7 +27,6 @@ struct TensorImpl {
     std::shared_ptr<TensorImpl> grad;          // accumulated gradient (leaves)
     std::shared_ptr<autograd::Node> grad_fn;   // the node that produced this tensor
     int output_nr = 0;                         // which of grad_fn's outputs this is
-    uint64_t version = 0;                      // bumped by in-place writes
     std::shared_ptr<void> tracer_state;        // owned by the active tracer (jit/)
 };
 
@@ -39,7 +38,7 @@ struct TensorOptions {
 };
 
 // How a value leaves the framework into host code (a graph break under the JIT).
-enum class Escape { item, bool_conversion, data_access };
+enum class Escape { item, bool_conversion, data_access, backward };
 
 class Tensor {
    public:
@@ -82,7 +81,8 @@ class Tensor {
     void zero_grad();
     bool is_leaf() const { return checked().grad_fn == nullptr; }
     std::shared_ptr<autograd::Node> grad_fn() const { return checked().grad_fn; }
-    void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+    void backward(const Tensor& grad = Tensor(), bool retain_graph = false,
+                  std::source_location loc = std::source_location::current()) const;
     Tensor detach() const;  // shares storage, no history
 
     // --- shape and view ops (all go through the dispatcher)
@@ -117,11 +117,14 @@ class Tensor {
 #define KILN_UNARY(name, ...) Tensor name() const;
 #include "tensor/ops.def"
 
-    // --- in-place updates (optimizers): not recorded by autograd or the JIT
+    // --- in-place updates: the new value is computed by ordinary ops, then written into
+    // this tensor's storage (dispatch_assign). Autograd rebases the history as PyTorch
+    // does; under compile() they are functionalized (docs/jit.md).
     Tensor& copy_(const Tensor& src);
     Tensor& add_(const Tensor& other, double alpha = 1.0);
     Tensor& mul_(double s);
     Tensor& fill_(double v);
+    Tensor& assign_(const Tensor& value);  // this <- value (same shape; cast to this dtype)
 
     bool same(const Tensor& o) const { return impl_ == o.impl_; }
 

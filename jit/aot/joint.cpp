@@ -29,6 +29,9 @@ class JointRecorder final : public DispatchHook {
         Tensor out = dispatch_eager(op, inputs, attrs);
         return add(out, b_.call(op, attrs, std::move(args), out, true)), out;
     }
+    void assign(const Tensor& t, const Tensor&) override {
+        fail("aot: a derivative formula wrote a tensor in place (shape ", t.shape(), "); formulas must be out of place");
+    }
     void escape(const Tensor& t, Escape, const std::source_location&) override {
         fail("aot: a derivative formula read a tensor's value (shape ", t.shape(), "); formulas must stay in Tensor ops");
     }

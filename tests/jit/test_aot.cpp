@@ -150,8 +150,11 @@ BOOST_AUTO_TEST_CASE(walk_through_with_a_break_matches_eager_forward_and_gradien
 BOOST_AUTO_TEST_CASE(module_parameters_get_gradients_and_sgd_step_matches_eager) {
     manual_seed(7);
     nn::Linear compiled_layer(6, 3), eager_layer(6, 3);
-    eager_layer.weight.copy_(compiled_layer.weight);
-    eager_layer.bias.copy_(compiled_layer.bias);
+    {
+        NoGradGuard no_grad;  // in-place on leaves that require grad: as in PyTorch
+        eager_layer.weight.copy_(compiled_layer.weight);
+        eager_layer.bias.copy_(compiled_layer.bias);
+    }
     auto loss_fn = [](nn::Linear& layer, Tensor x) { return (relu(layer(x)) * 2.0).sum(); };
     auto f = compile(loss_fn, {.backend = "aot_eager"});
     optim::SGD opt_c(compiled_layer.parameters(), 0.1, 0.9), opt_e(eager_layer.parameters(), 0.1, 0.9);

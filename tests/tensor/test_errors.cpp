@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(other_bad_arguments) {
     expect_error("mean of int64", [&] { (void)i.mean(); }, {"mean", "int64"}, {i});
     Tensor x = kiln::ones({3}), big = kiln::ones({2, 3});
     expect_error("copy_", [&] { x.copy_(kiln::ones({4})); }, {"copy_", "[4]", "[3]"}, {x});
-    expect_error("add_ broadcasting up", [&] { x.add_(big); }, {"copy_", "[2, 3]", "[3]"}, {x, big});
+    expect_error("add_ broadcasting up", [&] { x.add_(big); }, {"in-place", "[2, 3]", "[3]"}, {x, big});
     expect_error("tensor ragged", [] { (void)kiln::tensor({{1.0, 2.0}, {3.0}}); }, {"tensor", "ragged"});
     expect_error("tensor count", [] { (void)kiln::tensor(std::vector<float>{1, 2, 3}, {2, 2}); }, {"tensor", "3 values", "[2, 2]"});
     expect_error("negative size", [] { (void)kiln::zeros({2, -1}); }, {"negative size", "[2, -1]"});
