@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev
 
-.PHONY: all deps build test demo bench bench-compare sanitize clean format
+.PHONY: all deps build test demo bench bench-compare sanitize clean format fuzz
 
 all: build
 
@@ -32,6 +32,13 @@ test: build
 	  c=$$($$t --list_content 2>&1 | awk '{ d = match($$0, /[^ ]/); if (NR > 1 && d <= pd) n++; pd = d } END { print n + (NR > 0) }'); \
 	  n=$$((n + c)); done; \
 	  echo "kiln: $$n test cases passed"
+
+# Random programs, compiled vs eager (in-place ops, breaks, item(), dynamic shapes,
+# backward): prints "programs N, mismatches M". N programs per backend (eager, aot_eager;
+# N/10 under inductor).
+N ?= 1000
+fuzz: build
+	cd $(BUILD) && KILN_FUZZ_PROGRAMS=$(N) KILN_CACHE_DIR=$$PWD/kernel-cache ./test_jit --run_test=jit_differential --log_level=message
 
 demo: build
 	$(BUILD)/tutorial_00_eager

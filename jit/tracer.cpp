@@ -119,6 +119,7 @@ class Tracer final : public DispatchHook {
         if (cfg_.fullgraph)
             fail("compile(fullgraph=true): graph break in ", cfg_.fn_name, ": ", brk.reason, "\n  at ", brk.location, "\n  hint: ", brk.hint);
         Segment* seg = matching() ? end_match(false, kind, {t}) : nullptr;
+        if (passthrough_) return;
         if (!seg) seg = end_record(false, {t}, &brk);
         parent_ = seg;
         outcome_ = kind == Escape::bool_conversion ? int(truth_value(t)) : -1;
@@ -147,6 +148,7 @@ class Tracer final : public DispatchHook {
         bool matched = matching() && match_assign(target, tr, slot, value_id);
         if (matching() && !matched) {
             diverge("an in-place op");  // now recording; the value op is in the new graph
+            if (passthrough_) return assign_eager(target, value);
             value_id = resolve(value)->id;
             tr = resolve(target);
         }
@@ -180,7 +182,7 @@ class Tracer final : public DispatchHook {
     void finish(const std::vector<Tensor>& results) {
         if (passthrough_) return;
         Segment* seg = matching() ? end_match(true, Escape::item, results) : nullptr;
-        if (!seg) end_record(true, results, nullptr);
+        if (!seg && !passthrough_) end_record(true, results, nullptr);
     }
 
    private:
@@ -514,6 +516,7 @@ class Tracer final : public DispatchHook {
             if (step_matches(*c, s)) keep.push_back(c);
         if (keep.empty()) {
             diverge("op #" + std::to_string(log_.size() + 1) + " (" + (s.is_detach ? "detach" : op_info(s.op).name) + ")");
+            if (passthrough_) return s.is_detach ? s.out : dispatch_eager(s.op, s.inputs, s.attrs);
             if (s.is_detach) {
                 bind(s.out, RefKind::op, record_node(b_->detach(value_of(s.inputs[0]), s.out), s.out));
                 return s.out;
@@ -583,6 +586,13 @@ class Tracer final : public DispatchHook {
     // The replay went where no recording did. For a re-run entry that is a new variant
     // (host code decided on data): record it as a sibling. Otherwise fn is not deterministic.
     void diverge(const std::string& where) {
+        if (e_.rerun && !parent_) {  // host code decided on a value before any break: no branch point to graft on
+            go_eager("fn's host code issued different ops on a re-run (" + where + "), deciding on a value it read");
+            log_.clear();
+            alog_.clear();
+            cands_.clear();
+            return;
+        }
         if (!e_.rerun || !parent_) {
             std::ostringstream os;
             os << "compile: " << cfg_.fn_name << " is not deterministic: replaying it to record a new branch, "
