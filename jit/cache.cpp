@@ -30,6 +30,14 @@ bool holds(const Entry& e, const Args& args, std::vector<int64_t>& syms) {
     return e.guards.check(args, syms) && e.values_hold() && e.aliasing_ok(args);
 }
 
+// An entry kiln could not functionalize: fn runs eagerly, outside the cache's lock.
+template <class Lock>
+std::vector<Tensor> run_eagerly(Lock& lock, const HostFn& host) {
+    lock.unlock();
+    count([](Counters& c) { ++c.eager_runs; });
+    return host();
+}
+
 bool valid_mode(const std::string& m) {
     return m == "default" || m == "reduce-overhead" || m == "max-autotune" || m == "max-autotune-no-cudagraphs";
 }
@@ -84,11 +92,7 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
         std::shared_lock lock(mu_);
         for (const auto& e : entries_) {
             if (!holds(*e, args, syms)) continue;
-            if (!e->eager_reason.empty()) {  // could not be functionalized: eager, every call
-                lock.unlock();
-                count([](Counters& c) { ++c.eager_runs; });
-                return host();
-            }
+            if (!e->eager_reason.empty()) return run_eagerly(lock, host);  // could not be functionalized
             std::vector<Tensor> out;
             if (!e->rerun && program_run(*e, args, out)) {
                 global().fast_hits.fetch_add(1, std::memory_order_relaxed);
@@ -100,11 +104,7 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     std::unique_lock lock(mu_);
     for (const auto& e : entries_) {
         if (!holds(*e, args, syms)) continue;
-        if (!e->eager_reason.empty()) {
-            lock.unlock();
-            count([](Counters& c) { ++c.eager_runs; });
-            return host();
-        }
+        if (!e->eager_reason.empty()) return run_eagerly(lock, host);
         count([&](Counters& c) { ++(e->rerun ? c.reruns : c.replays); if (e->rerun) ++c.cache_hits; });
         return trace(*e, args, syms, host);
     }

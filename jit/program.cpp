@@ -46,17 +46,6 @@ bool Entry::aliasing_ok(const Args& args) const {
     return true;
 }
 
-void write_back(const Tensor& dst, const Tensor& src) {
-    Tensor from = src.detach();
-    if (from.impl()->storage == dst.impl()->storage) {  // overlapping: through a fresh copy
-        Tensor copy = empty(from.shape(), from.dtype());
-        strided_copy(copy, from);
-        from = copy;
-    }
-    strided_copy(dst.detach(), from);
-    ++dst.impl()->storage->version;
-}
-
 int Entry::add_slot(SlotKind kind, Tensor held_tensor) {
     slot_kinds.push_back(kind);
     held.push_back(std::move(held_tensor));
@@ -84,15 +73,6 @@ std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slo
     KILN_CHECK(out.size() == seg.output_slots.size(), "compiled graph returned ", out.size(), " values, expected ",
                seg.output_slots.size());
     return out;
-}
-
-void segment_run(const Segment& seg, std::span<Tensor> slots) {
-    if (!seg.graph) return;
-    std::vector<Tensor> out = segment_call(seg, slots);
-    for (size_t j = 0; j < out.size(); ++j) {
-        if (seg.is_writeback(int(j))) write_back(slots[seg.output_slots[j]], out[j]);
-        else slots[seg.output_slots[j]] = std::move(out[j]);
-    }
 }
 
 bool truth_value(const Tensor& t) {
@@ -136,7 +116,7 @@ bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& resu
         if (!seg) return false;
     }
     for (auto& [s, caller] : written) {
-        write_back(caller, slots[s]);
+        write_values(caller, slots[s]);
         slots[s] = caller;  // fn returning a mutated argument returns that tensor itself
     }
     results.clear();

@@ -103,9 +103,5 @@ bool truth_value(const Tensor& t);
 
 // Runs one segment's compiled graph on `slots`; returns its outputs (output_slots order).
 std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slots);
-// Writes `src` into `dst`'s storage (a functionalized in-place op's write-back).
-void write_back(const Tensor& dst, const Tensor& src);
-// Runs one segment's compiled graph, reading and writing `slots`.
-void segment_run(const Segment& seg, std::span<Tensor> slots);
 
 }  // namespace kiln::jit

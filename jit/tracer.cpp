@@ -272,7 +272,7 @@ class Tracer final : public DispatchHook {
 
     static void assign_data(const Tensor& target, const Tensor& value) {
         NoDispatchHook plain;
-        write_back(target, value);
+        write_values(target, value);
     }
 
     bool writes_back(int slot) const {
@@ -465,7 +465,7 @@ class Tracer final : public DispatchHook {
                        src.shape, ", eager gave ", dst.dtype, dst.shape);
             if (seg.is_writeback(int(j))) {
                 NoDispatchHook plain;
-                write_back(live[j], outs[j]);
+                write_values(live[j], outs[j]);
                 continue;
             }
             dst.storage = src.storage;

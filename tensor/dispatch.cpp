@@ -127,22 +127,26 @@ void dispatch_assign(const Tensor& target, const Tensor& value) {
     assign_eager(target, value);
 }
 
+void write_values(const Tensor& dst, const Tensor& src) {
+    Tensor from = src.detach();
+    if (from.impl()->storage == dst.impl()->storage) {  // overlapping: through a fresh copy
+        Tensor copy = empty(from.shape(), from.dtype());
+        strided_copy(copy, from);
+        from = copy;
+    }
+    strided_copy(dst.detach(), from);
+    ++dst.impl()->storage->version;
+}
+
 void assign_eager(const Tensor& target, const Tensor& value) {
     KILN_CHECK(value.shape() == target.shape() && value.dtype() == target.dtype(), "in-place op: value ", value.dtype(),
                value.shape(), " does not fit tensor ", target.dtype(), target.shape());
     // Saved tensors the write invalidates are caught by backward (storage versions). Views
-    // of a base that requires grad don't rebase the base's history (no CopySlices): docs/autograd-and-nn.md.
+    // of a base that requires grad do not rebase the base's history (no CopySlices): docs/jit.md.
     bool grad = autograd::grad_enabled() && (target.requires_grad() || value.requires_grad());
     KILN_CHECK(!(grad && target.is_leaf() && target.requires_grad()), "in-place op: a leaf tensor that requires grad (shape ",
                target.shape(), ") is used in an in-place operation; do it under NoGradGuard (as optimizers do)");
-    Tensor src = value.detach();
-    if (src.impl()->storage == target.impl()->storage) {  // overlapping: go through a copy
-        ++t_kernel_depth;
-        struct Leave { ~Leave() { --t_kernel_depth; } } leave;
-        src = op_info(OpId::cast).forward(std::span<const Tensor>(&src, 1), Attrs{.dtype = src.dtype()});
-    }
-    strided_copy(target.detach(), src);
-    ++target.impl()->storage->version;
+    write_values(target, value);
     if (grad && value.requires_grad()) {
         Tensor h = value;
         if (!h.grad_fn()) h = dispatch_eager(OpId::cast, std::span<const Tensor>(&value, 1), {.dtype = value.dtype()});

@@ -96,6 +96,9 @@ Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attr
 void report_escape(const Tensor& t, Escape kind, const std::source_location& loc);
 // In-place write `target <- value` (Tensor::assign_): through the hook when one is set.
 void dispatch_assign(const Tensor& target, const Tensor& value);
+// Copies src's elements into dst's storage (through a copy when they overlap) and bumps
+// the storage's version: the write of an in-place op, and the JIT's write-backs.
+void write_values(const Tensor& dst, const Tensor& src);
 // The eager in-place write: copies value's elements into target's storage, bumps the
 // storage's version, and under grad mode rebases target's history onto value's.
 void assign_eager(const Tensor& target, const Tensor& value);
