@@ -99,6 +99,24 @@ std::string MemoryReport::str() const {
     return os.str();
 }
 
+// Which outputs each input reaches through nodes that carry gradient (not detach).
+static std::vector<std::vector<int>> outputs_of_inputs(const Graph& fw) {
+    const auto& nodes = fw.nodes();
+    std::vector<std::vector<bool>> reaches(nodes.size(), std::vector<bool>(fw.num_inputs(), false));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node& n = nodes[i];
+        if (n.kind == NodeKind::placeholder) reaches[i][i] = true;
+        if (n.kind != NodeKind::call || !op_info(n.op).backward) continue;
+        for (int a : n.args)
+            for (int k = 0; k < fw.num_inputs(); ++k) reaches[i][k] = reaches[i][k] || reaches[a][k];
+    }
+    std::vector<std::vector<int>> out(fw.num_inputs());
+    for (size_t o = 0; o < fw.outputs().size(); ++o)
+        for (int k = 0; k < fw.num_inputs(); ++k)
+            if (reaches[fw.outputs()[o]][k]) out[k].push_back(int(o));
+    return out;
+}
+
 AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
     AotPlan p;
     p.joint = build_joint(fw, examples);
@@ -115,6 +133,7 @@ AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
     for (int s : part.saved) fouts.push_back(fids[s]);
     p.forward = fb.build(fouts);
     p.num_outputs = int(j.fw_outputs.size());
+    p.outputs_of_input = outputs_of_inputs(fw);
 
     GraphBuilder bb;
     std::vector<int> bids(g.nodes().size(), -1);

@@ -33,6 +33,9 @@ struct AotPlan {
     int num_outputs = 0;              // forward outputs (the rest of forward's results are saved)
     std::vector<int> tangent_outputs; // forward outputs that take a tangent, in tangent order
     std::vector<int> input_grad_slot; // per primal: index into backward's results, or -1
+    // Per primal: the forward outputs that depend on it (through ops that pass gradient).
+    // A primal gets no gradient when none of them received one, as in eager autograd.
+    std::vector<std::vector<int>> outputs_of_input;
 };
 
 // Builds the joint graph, partitions it and cuts it into forward and backward graphs.

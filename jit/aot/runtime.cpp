@@ -56,7 +56,12 @@ class AotNode final : public autograd::Node {
         }
         std::vector<Tensor> res = c_->backward(in);
         std::vector<Tensor> out;
-        for (int slot : c_->plan.input_grad_slot) out.push_back(slot >= 0 ? res[slot] : Tensor());
+        for (size_t i = 0; i < c_->plan.input_grad_slot.size(); ++i) {
+            int slot = c_->plan.input_grad_slot[i];
+            bool reached = false;  // an output this input feeds received a gradient
+            for (int k : c_->plan.outputs_of_input[i]) reached = reached || (k < int(grads.size()) && grads[k].defined());
+            out.push_back(slot >= 0 && reached ? res[slot] : Tensor());
+        }
         return out;
     }
     std::vector<Tensor> saved_tensors() const override { return saved_; }
