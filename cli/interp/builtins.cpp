@@ -10,6 +10,7 @@
 #include <map>
 #include <ostream>
 
+#include "cli/interp/classes.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
 #include "cli/interp/numbers.h"
@@ -46,7 +47,7 @@ struct Table {
     std::map<std::string, const Builtin*> entries;
     std::map<const Builtin*, ParamSpec> specs;
     Table() {
-        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins()})
+        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins()})
             for (const Builtin& b : span) entries[b.name] = &b, specs[&b] = parse_params(b.params);
     }
 };
@@ -58,10 +59,19 @@ const Table& table() {
 // What `ns.name` looks up: its own entries first, then the plain torch names.
 const std::map<std::string, std::vector<std::string>> kNamespacePrefixes = {
     {"torch", {""}}, {"nn", {"nn."}}, {"F", {"F.", ""}}, {"optim", {"optim."}}, {"time", {"time."}}, {"_dynamo", {"_dynamo."}},
+    {"jit", {"jit."}}, {"fx", {"fx."}}, {"cuda", {"cuda."}}, {"autograd", {"autograd."}}, {"warnings", {"warnings."}},
+    {"traceback", {"traceback."}}, {"exc", {}}, {"typing", {}},
 };
 const std::map<std::string, std::string> kSubmodules = {
     {"torch.nn", "nn"}, {"torch.nn.functional", "F"}, {"torch.optim", "optim"}, {"torch._dynamo", "_dynamo"},
-    {"nn.functional", "F"}, {"torch.compiler", "_dynamo"},
+    {"nn.functional", "F"}, {"torch.compiler", "_dynamo"}, {"torch.jit", "jit"}, {"torch.fx", "fx"}, {"torch.cuda", "cuda"},
+    {"torch.autograd", "autograd"}, {"_dynamo.exc", "exc"}, {"torch._dynamo.exc", "exc"},
+};
+// Classes reached through a namespace: torch.nn.Module, torch.autograd.Function, torch.Tensor ...
+const std::map<std::string, std::string> kNamespaceClasses = {
+    {"nn.Module", "torch.nn.Module"}, {"autograd.Function", "torch.autograd.Function"}, {"torch.Tensor", "torch.Tensor"},
+    {"exc.Unsupported", "torch._dynamo.exc.Unsupported"}, {"exc.TorchDynamoException", "torch._dynamo.exc.TorchDynamoException"},
+    {"exc.BackendCompilerFailed", "torch._dynamo.exc.BackendCompilerFailed"},
 };
 const std::map<std::string, DType> kDTypes = {
     {"float32", float32}, {"float", float32}, {"float64", float64}, {"double", float64},
@@ -170,10 +180,6 @@ Value b_round(Bound& b) {
     double scale = std::pow(10.0, double(b.integer(1)));
     return std::nearbyint(x * scale) / scale;
 }
-Value b_isinstance(Bound& b) {
-    std::string want = b.string(1);  // isinstance(x, "Tensor"): kiln script has no type objects
-    return type_name(b.value(0)) == want;
-}
 
 // ---- the JIT
 
@@ -187,7 +193,14 @@ Value b_compile(Bound& b) {
 }
 Value b_explain(Bound& b) {
     // explain(f)(args): the method below holds f until the arguments come.
-    return std::make_shared<BoundMethod>(BoundMethod{b.value(0), find_builtin("function._explain")});
+    if (b.rest.empty()) return std::make_shared<BoundMethod>(BoundMethod{b.value(0), find_builtin("function._explain")});
+    // explain(f, *args), the older form: (explanation, out_guards, graphs, ops_per_graph,
+    // break_reasons, explanation_verbose), as PyTorch 2.0 returned.
+    Value e = explain_call(b.in, b.value(0), CallArgs{b.rest, {}});
+    std::string text = str(e);
+    Value reasons = b.in.get_attr(e, "break_reasons");
+    return make_tuple({Value(text.substr(0, text.find('\n'))), make_list({}), b.in.get_attr(e, "graph_count"),
+                       b.in.get_attr(e, "op_count"), reasons, Value(text)});
 }
 Value b_explain_call(Bound& b) { return explain_call(b.in, b.self, CallArgs{b.rest, {}}); }
 Value b_reset(Bound&) {
@@ -260,14 +273,13 @@ const Builtin kCore[] = {
     {"max", "*args", b_max, "largest of the arguments or of one sequence"},
     {"min", "*args", b_min, "smallest of the arguments or of one sequence"},
     {"round", "number, ndigits=None", b_round, "round half to even"},
-    {"isinstance", "obj, type_name", b_isinstance, "isinstance(x, \"Tensor\"): compares type names"},
     {"compile", "model=None, *, backend=None, fullgraph=False, dynamic=None, mode=None, cache_size_limit=8", b_compile,
      "compile(f, backend=\"inductor\"): a JIT-compiled f (torch.compile)"},
-    {"explain", "fn", b_explain, "explain(f)(args): graphs, graph breaks and guards (torch._dynamo.explain)"},
+    {"explain", "fn, *args", b_explain, "explain(f)(args): graphs, graph breaks and guards (torch._dynamo.explain)"},
     {"function._explain", "*args", b_explain_call, "runs the explained function"},
     {"reset", "", b_reset, "forget every compiled function's cache (torch._dynamo.reset)"},
     {"_dynamo.reset", "", b_reset, "forget every compiled function's cache"},
-    {"_dynamo.explain", "fn", b_explain, "explain(f)(args)"},
+    {"_dynamo.explain", "fn, *args", b_explain, "explain(f)(args), or explain(f, *args) (the older form)"},
     {"counters", "", b_counters, "JIT counters: compiles, recompiles, cache_hits, graph_breaks ..."},
     {"list_backends", "", b_list_backends, "names of the compile backends"},
     {"_dynamo.list_backends", "", b_list_backends, "names of the compile backends"},
@@ -299,6 +311,10 @@ std::optional<Value> namespace_attr(const Namespace& ns, const std::string& name
         return Value(std::make_shared<Namespace>(Namespace{sub->second}));
     if (ns.name == "torch")
         if (auto d = kDTypes.find(name); d != kDTypes.end()) return Value(d->second);
+    if (auto c = kNamespaceClasses.find(ns.name + "." + name); c != kNamespaceClasses.end()) return Value(builtin_class(c->second));
+    // typing's names (List, Optional, ...) only ever appear in annotations, which kiln script
+    // does not evaluate: importing one gives None.
+    if (ns.name == "typing" && !name.empty() && std::isupper((unsigned char)name[0])) return Value(None{});
     auto prefixes = kNamespacePrefixes.find(ns.name);
     if (prefixes == kNamespacePrefixes.end()) return std::nullopt;
     for (const std::string& p : prefixes->second)
@@ -307,7 +323,7 @@ std::optional<Value> namespace_attr(const Namespace& ns, const std::string& name
 }
 
 std::optional<Value> import_module(const std::string& dotted) {
-    if (dotted == "torch" || dotted == "time") return Value(std::make_shared<Namespace>(Namespace{dotted}));
+    if (dotted == "torch" || dotted == "time" || dotted == "warnings" || dotted == "traceback" || dotted == "typing") return Value(std::make_shared<Namespace>(Namespace{dotted}));
     if (auto sub = kSubmodules.find(dotted); sub != kSubmodules.end()) return Value(std::make_shared<Namespace>(Namespace{sub->second}));
     return std::nullopt;
 }

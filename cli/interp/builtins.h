@@ -53,6 +53,8 @@ struct Builtin {
 std::span<const Builtin> core_builtins();    // print, range, len, compile, explain, ...
 std::span<const Builtin> tensor_builtins();  // factories, ops, Tensor.* methods
 std::span<const Builtin> nn_builtins();      // nn.*, F.*, optim.*, Module.*, Optimizer.*
+std::span<const Builtin> class_builtins();   // super, isinstance, staticmethod, Function.apply (classes.cpp)
+std::span<const Builtin> extra_builtins();   // sorted, sum, abs, str methods, no_grad, jit.trace ... (extras.cpp)
 
 const Builtin* find_builtin(const std::string& key);
 // The method `name` of `self`'s type, or null.

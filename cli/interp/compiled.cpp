@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/interp/builtins.h"
+#include "cli/interp/classes.h"
 #include "cli/interp/free_names.h"
 #include "tensor/ops.h"
 
@@ -18,43 +19,8 @@ namespace {
 // Where globals go among the flattened arguments: after any plausible argument list.
 constexpr size_t kGlobalsPosition = 64;
 
-// Guards see Tensors, numbers and object identities; a dict of tensors becomes one
-// argument per key (the walk-through's `inputs["x"]`), a list one per element.
-struct Flattener {
-    Interp& in;
-    jit::Args args;
-    std::deque<std::string> keys;  // stable addresses for ArgValue::key
-
-    void add(const Value& v, int pos, const std::string* key) {
-        if (auto t = v.as<Tensor>()) {
-            args.push_back({.kind = jit::ArgKind::tensor, .tensor = *t, .position = pos, .key = key});
-        } else if (auto d = as_double(v)) {
-            args.push_back({.kind = jit::ArgKind::scalar, .scalar = *d, .position = pos, .key = key});
-        } else if (auto s = v.as<std::string>()) {
-            // Strings are guarded by value: their hash stands in for them.
-            double h = double(std::hash<std::string>{}(*s) % (1ull << 52));
-            args.push_back({.kind = jit::ArgKind::scalar, .scalar = h, .position = pos, .key = key});
-        } else if (auto d = v.as<std::shared_ptr<DictObj>>()) {
-            for (auto& [k, item] : (*d)->items) {
-                const std::string* name = k.as<std::string>();
-                if (!name) name = &keys.emplace_back(repr(k));
-                add(item, pos, name);
-            }
-        } else if (const std::vector<Value>* seq = as_sequence(v)) {
-            for (size_t i = 0; i < seq->size(); ++i) add((*seq)[i], pos, &keys.emplace_back(std::to_string(i)));
-        } else {
-            args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
-        }
-    }
-    // A global is guarded as an argument is, except that a list or dict is guarded by
-    // identity, not item by item: fn may append to it, and each call would then recompile.
-    void add_global(const Value& v, int pos, const std::string* key) {
-        if (as_sequence(v) || v.is<std::shared_ptr<DictObj>>())
-            args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
-        else
-            add(v, pos, key);
-    }
-};
+void add_globals_of_value(Interp& in, Flattener& flat, const Value& value, int pos, std::vector<const FunctionObj*>& seen,
+                          std::deque<std::string>& labels);
 
 // The globals (and enclosing-scope variables) fn reads, and those of the script functions
 // it reads in turn, as each is bound now: passed to the JIT after the arguments, at
@@ -72,8 +38,23 @@ void add_globals(Interp& in, Flattener& flat, const std::shared_ptr<FunctionObj>
         if (value.is<const Builtin*>() || value.is<std::shared_ptr<Namespace>>()) continue;
         std::string label = seen.size() == 1 ? name : fn->name + "." + name;
         flat.add_global(value, pos, &labels.emplace_back(label));
-        if (auto helper = value.as<std::shared_ptr<FunctionObj>>()) add_globals(in, flat, *helper, pos, seen, labels);
+        add_globals_of_value(in, flat, value, pos, seen, labels);
     }
+}
+
+// The globals read by what `value` may run: a function, a lambda, a bound method, or the
+// methods of a class or of an object's class.
+void add_globals_of_value(Interp& in, Flattener& flat, const Value& value, int pos, std::vector<const FunctionObj*>& seen,
+                          std::deque<std::string>& labels) {
+    if (auto helper = value.as<std::shared_ptr<FunctionObj>>()) return add_globals(in, flat, *helper, pos, seen, labels);
+    if (auto m = value.object<MethodObj>()) return add_globals_of_value(in, flat, m->fn, pos, seen, labels);
+    if (auto s = value.object<StaticMethodObj>()) return add_globals_of_value(in, flat, s->fn, pos, seen, labels);
+    std::shared_ptr<ClassObj> cls = value.object<ClassObj>();
+    if (!cls) cls = class_of(value);
+    for (const ClassObj* c = cls.get(); c; c = c->base.get())
+        for (auto& [name, item] : c->attrs)
+            if (item.is<std::shared_ptr<FunctionObj>>() || item.object<StaticMethodObj>())
+                add_globals_of_value(in, flat, item, pos, seen, labels);
 }
 
 std::vector<Tensor> flatten_result(Interp& in, const Value& r, CompiledObj::Result& kind) {
@@ -134,15 +115,117 @@ jit::Dynamic dynamic_option(Interp& in, const Value& v) {
     in.raise("TypeError", "compile: dynamic must be None, True or False, got " + repr(v));
 }
 
+// What a custom backend receives as `gm`: the graph, printable (gm.graph.print_tabular(),
+// gm.code) and runnable (gm.forward, gm(...)) through the reference interpreter.
+struct GraphModuleObj : Object {
+    std::shared_ptr<const jit::Graph> graph;
+    std::string type_name() const override { return "GraphModule"; }
+    std::string repr() const override { return "GraphModule()"; }
+    Value call(Interp& in, const ObjectPtr&, CallArgs& args) override {
+        std::vector<Tensor> inputs;
+        for (const Value& v : args.args) inputs.push_back(to_tensor(in, v, "graph input"));
+        std::vector<Tensor> outs = jit::interpret(*graph, inputs);
+        std::vector<Value> items(outs.begin(), outs.end());
+        return items.size() == 1 ? items[0] : make_tuple(std::move(items));
+    }
+    std::optional<Value> attr(Interp&, const ObjectPtr& self, const std::string& name) override {
+        if (name == "forward") return Value(self);
+        if (name == "graph") return Value(self);  // gm.graph.print_tabular(): the same object answers
+        if (name == "code") return Value(graph->tabular());
+        if (name == "print_tabular") return Value(std::make_shared<BoundMethod>(BoundMethod{Value(self), find_builtin("GraphModule.print_tabular")}));
+        return std::nullopt;
+    }
+};
+
 }  // namespace
 
+jit::Backend script_backend(Interp& in, const Value& fn) {
+    Interp* interp = &in;
+    return jit::Backend(jit::BackendFn([interp, fn](const jit::Graph& graph, std::span<const Tensor> example) -> jit::CompiledFn {
+        auto gm = std::make_shared<GraphModuleObj>();
+        gm->graph = std::make_shared<const jit::Graph>(graph);
+        std::vector<Value> examples(example.begin(), example.end());
+        Value compiled = interp->call(fn, CallArgs{{Value(gm), make_list(std::move(examples))}, {}});
+        if (compiled.object<GraphModuleObj>()) return [gm](std::span<const Tensor> inputs) { return jit::interpret(*gm->graph, inputs); };
+        return [interp, compiled](std::span<const Tensor> inputs) {
+            std::vector<Value> args(inputs.begin(), inputs.end());
+            Value r = interp->call(compiled, CallArgs{std::move(args), {}});
+            if (auto t = r.as<Tensor>()) return std::vector<Tensor>{*t};
+            std::vector<Tensor> out;
+            if (auto seq = as_sequence(r))
+                for (const Value& v : *seq) out.push_back(to_tensor(*interp, v, "backend result"));
+            else interp->raise("TypeError", "a backend's compiled function must return Tensors, got " + type_name(r));
+            return out;
+        };
+    }));
+}
+
+namespace {
+}  // namespace
+
+void Flattener::add(const Value& v, int pos, const std::string* key) {
+    if (auto t = v.as<Tensor>()) {
+        args.push_back({.kind = jit::ArgKind::tensor, .tensor = *t, .position = pos, .key = key});
+    } else if (auto d = as_double(v)) {
+        args.push_back({.kind = jit::ArgKind::scalar, .scalar = *d, .position = pos, .key = key});
+    } else if (auto s = v.as<std::string>()) {
+        // Strings are guarded by value: their hash stands in for them.
+        double h = double(std::hash<std::string>{}(*s) % (1ull << 52));
+        args.push_back({.kind = jit::ArgKind::scalar, .scalar = h, .position = pos, .key = key});
+    } else if (auto d = v.as<std::shared_ptr<DictObj>>()) {
+        for (auto& [k, item] : (*d)->items) {
+            const std::string* name = k.as<std::string>();
+            if (!name) name = &keys.emplace_back(repr(k));
+            add(item, pos, name);
+        }
+    } else if (const std::vector<Value>* seq = as_sequence(v)) {
+        for (size_t i = 0; i < seq->size(); ++i) add((*seq)[i], pos, &keys.emplace_back(std::to_string(i)));
+    } else if (auto inst = v.object<InstanceObj>()) {
+        // An object is guarded by identity and by the attributes a method may read: its
+        // own (self.scale = 3 between calls is seen) and its class's data attributes.
+        args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
+        if (std::find(objects_seen.begin(), objects_seen.end(), inst.get()) != objects_seen.end()) return;
+        objects_seen.push_back(inst.get());
+        for (auto& [name, item] : inst->attrs) add_global(item, pos, &keys.emplace_back((key ? *key + "." : "") + name));
+        add_class(inst->cls, pos, key);
+    } else if (auto cls = v.object<ClassObj>()) {
+        args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
+        add_class(cls, pos, key);
+    } else {
+        args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
+    }
+}
+
+void Flattener::add_class(const std::shared_ptr<ClassObj>& cls, int pos, const std::string* key) {
+    for (const ClassObj* c = cls.get(); c; c = c->base.get()) {
+        if (std::find(objects_seen.begin(), objects_seen.end(), c) != objects_seen.end()) continue;
+        objects_seen.push_back(c);
+        for (auto& [name, item] : c->attrs) {
+            if (item.is<std::shared_ptr<FunctionObj>>() || item.object<StaticMethodObj>()) continue;
+            add_global(item, pos, &keys.emplace_back((key ? *key + "." : "") + c->name + "." + name));
+        }
+    }
+}
+
+void Flattener::add_global(const Value& v, int pos, const std::string* key) {
+    if (as_sequence(v) || v.is<std::shared_ptr<DictObj>>())
+        args.push_back({.kind = jit::ArgKind::object, .object = identity(v), .position = pos, .key = key});
+    else
+        add(v, pos, key);
+}
+
 Value compile_value(Interp& in, const Value& target, const std::vector<std::pair<std::string, Value>>& options) {
-    if (!target.is<std::shared_ptr<FunctionObj>>() && !target.is<ModulePtr>())
+    bool callable_object = target.object<InstanceObj>() || target.object<MethodObj>();
+    if (!target.is<std::shared_ptr<FunctionObj>>() && !target.is<ModulePtr>() && !callable_object)
         in.raise("TypeError", "compile: expected a function or an nn module, got " + type_name(target));
     CompileOptions opt{.backend = in.default_backend, .async_compile = in.async_compile};
     for (const auto& [key, v] : options) {
         if (key == "backend") {
-            if (!v.is<std::string>()) in.raise("TypeError", "compile: backend must be a string such as \"eager\", got " + type_name(v));
+            if (!v.is<std::string>() && !v.is_none()) {
+                opt.backend = script_backend(in, v);  // backend=my_backend: a script function (gm, example_inputs)
+                continue;
+            }
+            if (v.is_none()) continue;
             opt.backend = *v.as<std::string>();
         } else if (key == "fullgraph") {
             opt.fullgraph = in.truthy(v);
@@ -178,11 +261,14 @@ Value call_compiled(Interp& in, CompiledObj& c, CallArgs args) {
     if (args.args.size() >= kGlobalsPosition) in.raise("TypeError", c.name + ": a compiled function takes at most " + std::to_string(kGlobalsPosition - 1) + " arguments");
     for (size_t i = 0; i < args.args.size(); ++i) flat.add(args.args[i], int(i), nullptr);
     std::deque<std::string> labels;
+    std::vector<const FunctionObj*> seen;
     if (auto f = c.target.as<std::shared_ptr<FunctionObj>>()) {
         (*f)->last_args = args.args, (*f)->last_kwargs = {};
-        std::vector<const FunctionObj*> seen;
         add_globals(in, flat, *f, int(kGlobalsPosition), seen, labels);
+    } else {
+        add_globals_of_value(in, flat, c.target, int(kGlobalsPosition), seen, labels);  // a script module's methods
     }
+    for (const Value& a : args.args) add_globals_of_value(in, flat, a, int(kGlobalsPosition), seen, labels);
     jit::HostFn host = [&] {
         CreationEpochScope fresh;  // objects made from here on are this call's own
         return flatten_result(in, in.call(c.target, args), c.result);

@@ -3,12 +3,31 @@
 // the interpreter. The JIT records the dispatcher calls the interpreter makes, so a script
 // `if` on a tensor is a graph break exactly as `if (t)` is in C++.
 #pragma once
+#include <deque>
 #include <string>
 #include <vector>
 
 #include "cli/interp/interp.h"
 
 namespace kiln::interp {
+
+struct ClassObj;
+
+// Arguments as the JIT's guards see them: Tensors, numbers and object identities; a dict of
+// tensors becomes one argument per key (the walk-through's `inputs["x"]`), a list one per
+// element, a script object its identity plus its attributes and its class's data attributes.
+struct Flattener {
+    Interp& in;
+    jit::Args args;
+    std::deque<std::string> keys;  // stable addresses for ArgValue::key
+    std::vector<const void*> objects_seen;
+
+    void add(const Value& v, int pos, const std::string* key);
+    // A global is guarded as an argument is, except that a list or dict is guarded by
+    // identity, not item by item: fn may append to it, and each call would then recompile.
+    void add_global(const Value& v, int pos, const std::string* key);
+    void add_class(const std::shared_ptr<ClassObj>& cls, int pos, const std::string* key);
+};
 
 struct CompiledObj {
     std::string name;
@@ -25,6 +44,8 @@ struct ExplainObj {
 // PyTorch-style explain text, with each graph break's location given as its script line.
 std::string explain_text(const ExplainObj& e);
 
+// compile(backend=fn): fn(gm, example_inputs) is a script function returning a callable.
+jit::Backend script_backend(Interp& in, const Value& fn);
 // compile(target, backend=..., fullgraph=..., dynamic=..., mode=...)
 Value compile_value(Interp& in, const Value& target, const std::vector<std::pair<std::string, Value>>& options);
 Value call_compiled(Interp& in, CompiledObj& compiled, CallArgs args);

@@ -1,7 +1,12 @@
 // Evaluating expressions, and attribute lookup on every kind of value.
+#include <functional>
+
 #include "cli/interp/builtins.h"
+#include "cli/interp/classes.h"
 #include "cli/interp/compiled.h"
+#include "cli/interp/format.h"
 #include "cli/interp/interp.h"
+#include "cli/interp/limits.h"
 #include "cli/interp/operators.h"
 
 namespace kiln::interp {
@@ -101,8 +106,62 @@ Value Interp::eval(const Expr& expr) {
         return v;
     }
     if (auto i = expr.as<IfExp>()) return truthy(eval(*i->test)) ? eval(*i->if_true) : eval(*i->if_false);
+    if (auto f = expr.as<FString>()) return eval_fstring(*f);
+    if (auto l = expr.as<Lambda>()) return make_function(l->def, *l->def->as<Def>());
+    if (auto c = expr.as<Comprehension>()) return eval_comprehension(*c);
     point_at(expr.pos);
     raise("SyntaxError", "a slice is only allowed inside []");
+}
+
+Value Interp::eval_fstring(const FString& f) {
+    std::string out;
+    for (const FStringPart& part : f.parts) {
+        out += part.literal;
+        if (!part.value) continue;
+        Value v = eval(*part.value);
+        if (part.conversion == 'r') v = repr(v);
+        else if (part.conversion == 's') v = str(v);
+        out += format_value(*this, v, part.spec);
+    }
+    return out;
+}
+
+// A comprehension runs in a scope of its own (its loop variables do not leak), nested in
+// the scope it is written in. A generator expression is evaluated at once, into a list.
+Value Interp::eval_comprehension(const Comprehension& c) {
+    auto scope = std::make_shared<Scope>();
+    scope->parent = frames_.back().scope;
+    struct Restore {
+        Frame& f;
+        std::shared_ptr<Scope> s;
+        ~Restore() { f.scope = s; }
+    } restore{frames_.back(), frames_.back().scope};
+    frames_.back().scope = scope;
+    std::vector<Value> items;
+    Value dict = make_dict();
+    auto& dict_items = (*dict.as<std::shared_ptr<DictObj>>())->items;
+    std::function<void(size_t)> loop = [&](size_t level) {
+        if (level == c.fors.size()) {
+            check_interrupt();
+            if (c.kind != ComprehensionKind::dict) return items.push_back(eval(*c.element));
+            Value key = eval(*c.element);
+            Value value = eval(*c.value);
+            for (auto& [k, v] : dict_items)
+                if (values_equal(k, key)) return void(v = value);
+            dict_items.emplace_back(std::move(key), std::move(value));
+            return;
+        }
+        const ComprehensionFor& f = c.fors[level];
+        for (const Value& item : iterate(*this, eval(*f.iter))) {
+            assign(*f.target, item);
+            bool keep = true;
+            for (const ExprPtr& cond : f.ifs)
+                if (!(keep = truthy(eval(*cond)))) break;
+            if (keep) loop(level + 1);
+        }
+    };
+    loop(0);
+    return c.kind == ComprehensionKind::dict ? dict : make_list(std::move(items));
 }
 
 Value Interp::eval_subscript(const Subscript& sub) {
@@ -161,6 +220,10 @@ Value Interp::get_attr(const Value& object, const std::string& name) {
         return missing();
     } else if (auto f = object.as<std::shared_ptr<FunctionObj>>()) {
         if (name == "__name__") return (*f)->name;
+    } else if (auto o = object.as<ObjectPtr>()) {
+        if (auto v = (*o)->attr(*this, *o, name)) return *v;
+    } else if (auto s = object.as<std::string>(); s && name == "format") {
+        return str_format_method(*s);
     }
     if (const Builtin* method = find_method(object, name))
         return std::make_shared<BoundMethod>(BoundMethod{object, method});

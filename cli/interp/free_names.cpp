@@ -12,6 +12,7 @@ namespace {
 
 struct Walker {
     std::set<std::string> reads, locals;
+    std::set<std::string> globals;  // `global x` / `nonlocal x`: x is read from outside even when assigned
 
     void expr(const ExprPtr& e) {
         if (e) expr(*e);
@@ -39,6 +40,22 @@ struct Walker {
             for (const ExprPtr& x : c->comparators) expr(x);
         } else if (auto b = e.as<BoolOp>()) for (const ExprPtr& x : b->values) expr(x);
         else if (auto i = e.as<IfExp>()) expr(i->test), expr(i->if_true), expr(i->if_false);
+        else if (auto f = e.as<FString>()) for (const FStringPart& p : f->parts) expr(p.value);
+        else if (auto l = e.as<Lambda>()) {
+            const Def& d = *l->def->as<Def>();
+            for (const Param& p : d.params) expr(p.default_value);
+            for (const std::string& n : free_names(d)) reads.insert(n);
+        } else if (auto c = e.as<Comprehension>()) {
+            // Its loop variables are its own: what it reads besides them is read from here.
+            Walker inner;
+            for (const ComprehensionFor& f : c->fors) {
+                inner.expr(f.iter), inner.target(*f.target);
+                for (const ExprPtr& cond : f.ifs) inner.expr(cond);
+            }
+            inner.expr(c->element), inner.expr(c->value);
+            for (const std::string& n : inner.reads)
+                if (!inner.locals.count(n)) reads.insert(n);
+        }
     }
 
     // An assignment target: names become locals; a[i] and a.b read a (and i).
@@ -76,6 +93,27 @@ struct Walker {
         } else if (auto i = s.as<ImportFrom>()) {
             for (const ImportName& n : i->names) locals.insert(n.alias.empty() ? n.name : n.alias);
         } else if (auto a = s.as<Assert>()) expr(a->test), expr(a->message);
+        else if (auto c = s.as<ClassDef>()) {
+            locals.insert(c->name);
+            for (const ExprPtr& x : c->decorators) expr(x);
+            for (const ExprPtr& x : c->bases) expr(x);
+            body(c->body);
+        } else if (auto t = s.as<Try>()) {
+            body(t->body), body(t->orelse), body(t->finalbody);
+            for (const ExceptHandler& h : t->handlers) {
+                expr(h.type), body(h.body);
+                if (!h.name.empty()) locals.insert(h.name);
+            }
+        } else if (auto r = s.as<Raise>()) expr(r->exc), expr(r->cause);
+        else if (auto w = s.as<With>()) {
+            for (const WithItem& item : w->items) {
+                expr(item.context);
+                if (item.target) target(*item.target);
+            }
+            body(w->body);
+        } else if (auto g = s.as<Global>()) for (const std::string& n : g->names) globals.insert(n);
+        else if (auto n = s.as<Nonlocal>()) for (const std::string& name : n->names) globals.insert(name);
+        else if (auto d = s.as<Delete>()) for (const ExprPtr& t : d->targets) target(*t);
     }
 };
 
@@ -88,6 +126,8 @@ std::vector<std::string> free_names(const Def& def) {
     if (!def.vararg.empty()) w.locals.insert(def.vararg);
     w.body(def.body);
     std::vector<std::string> out;
+    if (!def.kwarg.empty()) w.locals.insert(def.kwarg);
+    for (const std::string& n : w.globals) w.reads.insert(n), w.locals.erase(n);
     for (const std::string& n : w.reads)
         if (!w.locals.count(n)) out.push_back(n);
     return out;

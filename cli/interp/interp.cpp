@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "cli/interp/builtins.h"
+#include "cli/interp/classes.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
 #include "cli/interp/operators.h"
@@ -23,7 +24,12 @@ std::pair<std::string, std::string> python_error(const std::exception& e) {
     if (auto r = dynamic_cast<const RaisedError*>(&e)) return {r->kind, r->message};
     if (dynamic_cast<const std::bad_alloc*>(&e)) return {"MemoryError", "out of memory"};
     if (dynamic_cast<const std::length_error*>(&e)) return {"MemoryError", std::string("too large: ") + e.what()};
-    return {"RuntimeError", e.what()};
+    std::string message = e.what();
+    // A graph break under fullgraph=True is Dynamo's Unsupported, in script terms.
+    const std::string fullgraph = "compile(fullgraph=true)";
+    if (message.rfind(fullgraph, 0) == 0)
+        return {"torch._dynamo.exc.Unsupported", "torch.compile(fullgraph=True)" + message.substr(fullgraph.size())};
+    return {"RuntimeError", message};
 }
 
 // what() is read as a C string: a NUL byte (from a binary file, a string) would cut it.
@@ -69,6 +75,7 @@ Value* Interp::lookup(const std::string& name) {
     if (Value* v = globals_->find(name)) return v;
     static thread_local Value builtin;  // builtins are immutable: hand out a copy
     if (const Builtin* b = find_builtin(name)) return &(builtin = Value(b));
+    if (ClassPtr c = builtin_class(name); c && name.find('.') == std::string::npos) return &(builtin = Value(c));
     return nullptr;
 }
 
@@ -78,8 +85,11 @@ Value* Interp::lookup_in(Scope* scope, const std::string& name) {
     if (Value* v = globals_->find(name)) return v;
     static thread_local Value builtin;
     if (const Builtin* b = find_builtin(name)) return &(builtin = Value(b));
+    if (ClassPtr c = builtin_class(name); c && name.find('.') == std::string::npos) return &(builtin = Value(c));
     return nullptr;
 }
+
+std::shared_ptr<FunctionObj> Interp::current_function() const { return frames_.empty() ? nullptr : frames_.back().fn; }
 
 std::string Interp::current_site() const {
     if (frames_.empty()) return "?";
@@ -227,6 +237,29 @@ Interp::Flow Interp::exec(const StmtPtr& stmt_ptr) {
             frames_.back().pos = stmt.pos;
             raise("AssertionError", message);
         }
+    } else if (auto s = stmt.as<ClassDef>()) {
+        exec_class(*s);
+    } else if (auto s = stmt.as<Try>()) {
+        return exec_try(*s);
+    } else if (auto s = stmt.as<Raise>()) {
+        exec_raise(*s);
+    } else if (auto s = stmt.as<With>()) {
+        return exec_with(*s, 0);
+    } else if (auto s = stmt.as<Global>()) {
+        Scope& scope = *frames_.back().scope;
+        if (&scope != globals_.get())
+            for (const std::string& n : s->names) scope.global_names.push_back(n), scope.vars.erase(n);
+    } else if (auto s = stmt.as<Nonlocal>()) {
+        Scope& scope = *frames_.back().scope;
+        for (const std::string& n : s->names) {
+            bool found = false;
+            for (Scope* up = scope.parent.get(); up && up != globals_.get() && !found; up = up->parent.get()) found = up->vars.count(n) > 0;
+            if (!found) raise("SyntaxError", "no binding for nonlocal '" + n + "' found");
+            scope.nonlocal_names.push_back(n);
+            scope.vars.erase(n);
+        }
+    } else if (auto s = stmt.as<Delete>()) {
+        for (const ExprPtr& target : s->targets) exec_delete(*target);
     }
     return Flow::normal;  // Pass
 }
@@ -245,6 +278,13 @@ Interp::Flow Interp::exec_for(const For& loop) {
 void Interp::exec_def(const StmtPtr& stmt, const Def& def) {
     std::vector<Value> decorators;
     for (const ExprPtr& d : def.decorators) decorators.push_back(eval(*d));
+    Value v = make_function(stmt, def);
+    // @a @b def f: f = a(b(f)); the list is outermost first.
+    for (auto it = decorators.rbegin(); it != decorators.rend(); ++it) v = call(*it, CallArgs{{v}, {}});
+    assign_name(def.name, v);
+}
+
+Value Interp::make_function(const StmtPtr& stmt, const Def& def) {
     auto fn = std::make_shared<FunctionObj>();
     fn->name = def.name;
     fn->def_stmt = stmt;
@@ -259,10 +299,37 @@ void Interp::exec_def(const StmtPtr& stmt, const Def& def) {
     }
     fn->closure = frames_.back().scope;
     fn->unit = frames_.back().unit;
-    Value v = fn;
-    // @a @b def f: f = a(b(f)); the list is outermost first.
+    return fn;
+}
+
+void Interp::exec_class(const ClassDef& def) {
+    std::vector<Value> decorators;
+    for (const ExprPtr& d : def.decorators) decorators.push_back(eval(*d));
+    ClassPtr base;
+    if (!def.bases.empty()) {
+        Value b = eval(*def.bases[0]);
+        base = b.object<ClassObj>();
+        frames_.back().pos = def.bases[0]->pos;
+        if (!base) raise("TypeError", "class " + def.name + ": the base must be a class, not " + type_name(b));
+    }
+    // The body runs in a scope of its own; what it binds becomes the class's attributes.
+    auto body_scope = std::make_shared<Scope>();
+    body_scope->parent = frames_.back().scope;
+    scopes_.push_back(body_scope);
+    {
+        struct Restore {
+            Frame& f;
+            std::shared_ptr<Scope> s;
+            ~Restore() { f.scope = s; }
+        } restore{frames_.back(), frames_.back().scope};
+        frames_.back().scope = body_scope;
+        Flow flow = exec_body(def.body);
+        if (flow != Flow::normal) raise("SyntaxError", "'return', 'break' or 'continue' in a class body");
+    }
+    Value v = make_class(def.name, base, body_scope);
+    body_scope->vars.clear();
     for (auto it = decorators.rbegin(); it != decorators.rend(); ++it) v = call(*it, CallArgs{{v}, {}});
-    frames_.back().scope->vars[def.name] = v;
+    assign_name(def.name, v);
 }
 
 void Interp::exec_import(const Stmt& stmt) {
@@ -292,9 +359,42 @@ void Interp::exec_import(const Stmt& stmt) {
     }
 }
 
+void Interp::assign_name(const std::string& name, const Value& value) {
+    Scope& scope = *frames_.back().scope;
+    if (std::find(scope.global_names.begin(), scope.global_names.end(), name) != scope.global_names.end()) {
+        globals_->vars[name] = value;
+        return;
+    }
+    if (std::find(scope.nonlocal_names.begin(), scope.nonlocal_names.end(), name) != scope.nonlocal_names.end()) {
+        for (Scope* up = scope.parent.get(); up; up = up->parent.get())
+            if (auto it = up->vars.find(name); it != up->vars.end()) {
+                it->second = value;
+                return;
+            }
+    }
+    scope.vars[name] = value;
+}
+
+void Interp::set_attr(const Value& object, const std::string& name, const Value& value) {
+    if (auto inst = object.object<InstanceObj>(); !inst || inst->born != creation_epoch())
+        note_host_effect(*this, object, "setting ." + name + " of a " + type_name(object));
+    if (auto o = object.as<ObjectPtr>(); o && (*o)->set_attr(*this, name, value)) return;
+    if (auto t = object.as<Tensor>()) {
+        Tensor copy = *t;
+        if (set_tensor_attr(*this, copy, name, value)) return;
+    }
+    if (auto o = object.as<OptimizerPtr>(); o && name == "lr") {
+        // The one optimizer field tutorials change by hand.
+        if (auto sgd = dynamic_cast<optim::SGD*>(o->get())) sgd->lr = as_double(value).value_or(sgd->lr);
+        if (auto adam = dynamic_cast<optim::Adam*>(o->get())) adam->lr = as_double(value).value_or(adam->lr);
+        return;
+    }
+    raise("AttributeError", "cannot set attribute '" + name + "' of a " + type_name(object));
+}
+
 void Interp::assign(const Expr& target, const Value& value) {
     if (auto n = target.as<Name>()) {
-        frames_.back().scope->vars[n->id] = value;
+        assign_name(n->id, value);
     } else if (target.is<script::Tuple>() || target.is<script::List>()) {
         const auto& targets = target.is<script::Tuple>() ? target.as<script::Tuple>()->elements : target.as<script::List>()->elements;
         std::vector<Value> items = iterate(*this, value);
@@ -306,15 +406,7 @@ void Interp::assign(const Expr& target, const Value& value) {
     } else if (auto a = target.as<Attribute>()) {
         Value object = eval(*a->object);
         frames_.back().pos = target.pos;
-        note_host_effect(*this, object, "setting ." + a->name + " of a " + type_name(object));
-        if (auto t = object.as<Tensor>(); t && set_tensor_attr(*this, *t, a->name, value)) return;
-        if (auto o = object.as<OptimizerPtr>(); o && a->name == "lr") {
-            // The one optimizer field tutorials change by hand.
-            if (auto sgd = dynamic_cast<optim::SGD*>(o->get())) sgd->lr = as_double(value).value_or(sgd->lr);
-            if (auto adam = dynamic_cast<optim::Adam*>(o->get())) adam->lr = as_double(value).value_or(adam->lr);
-            return;
-        }
-        raise("AttributeError", "cannot set attribute '" + a->name + "' of a " + type_name(object));
+        set_attr(object, a->name, value);
     } else if (auto s = target.as<Subscript>()) {
         Value object = eval(*s->object);
         std::vector<IndexPart> index;
@@ -347,6 +439,7 @@ void Interp::assign(const Expr& target, const Value& value) {
 
 Value Interp::call(const Value& fn, CallArgs args) {
     if (auto f = fn.as<std::shared_ptr<FunctionObj>>()) return call_function(*f, args);
+    if (auto o = fn.as<ObjectPtr>()) return (*o)->call(*this, *o, args);
     if (auto b = fn.as<const Builtin*>()) return call_builtin(*this, **b, None{}, args);
     if (auto m = fn.as<std::shared_ptr<BoundMethod>>()) return call_builtin(*this, *(*m)->method, (*m)->self, args);
     if (auto c = fn.as<std::shared_ptr<CompiledObj>>()) return call_compiled(*this, **c, std::move(args));
@@ -365,6 +458,8 @@ Value Interp::call(const Value& fn, CallArgs args) {
 void Interp::bind_params(const FunctionObj& fn, CallArgs& args, Scope& scope) {
     const Def& def = *fn.def;
     size_t n = def.params.size();
+    if (args.args.size() > n && def.vararg.empty() && n == 0 && fn.name == "<lambda>")
+        raise("TypeError", "<lambda>() takes 0 positional arguments but " + std::to_string(args.args.size()) + " were given");
     if (args.args.size() > n && def.vararg.empty())
         raise("TypeError", fn.name + "() takes " + std::to_string(n) + " positional argument" + (n == 1 ? "" : "s") + " but " +
                                std::to_string(args.args.size()) + " were given");
@@ -376,9 +471,17 @@ void Interp::bind_params(const FunctionObj& fn, CallArgs& args, Scope& scope) {
         scope.vars[def.vararg] = make_tuple(std::move(rest));
     }
     auto param_name = [&](size_t i) { return i < n ? def.params[i].name : def.kwonly_params[i - n].name; };
+    Value extra = make_dict();  // **kwargs
     for (auto& [key, v] : args.kwargs) {
         size_t i = 0;
         while (i < bound.size() && param_name(i) != key) ++i;
+        if (i == bound.size() && !def.kwarg.empty()) {
+            auto& items = (*extra.as<std::shared_ptr<DictObj>>())->items;
+            for (auto& [k, old] : items)
+                if (*k.as<std::string>() == key) raise("TypeError", fn.name + "() got multiple values for keyword argument '" + key + "'");
+            items.emplace_back(key, v);
+            continue;
+        }
         if (i == bound.size()) raise("TypeError", fn.name + "() got an unexpected keyword argument '" + key + "'");
         if (bound[i]) raise("TypeError", fn.name + "() got multiple values for argument '" + key + "'");
         scope.vars[key] = v, bound[i] = true;
@@ -388,6 +491,7 @@ void Interp::bind_params(const FunctionObj& fn, CallArgs& args, Scope& scope) {
         if (!fn.has_default[i]) raise("TypeError", fn.name + "() missing required argument: '" + param_name(i) + "'");
         scope.vars[param_name(i)] = fn.defaults[i];
     }
+    if (!def.kwarg.empty()) scope.vars[def.kwarg] = extra;
 }
 
 Value Interp::call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& args) {
@@ -401,7 +505,7 @@ Value Interp::call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& ar
     scope->parent = fn->closure;
     bind_params(*fn, args, *scope);
     fn->last_args = args.args, fn->last_kwargs = args.kwargs;
-    frames_.push_back({fn->unit, fn->name, fn->def_stmt->pos, scope});
+    frames_.push_back({fn->unit, fn->name, fn->def_stmt->pos, scope, fn});
     FrameGuard guard{*this};
     try {
         Flow flow = exec_body(fn->def->body);
@@ -412,12 +516,11 @@ Value Interp::call_function(const std::shared_ptr<FunctionObj>& fn, CallArgs& ar
         throw;
     } catch (const std::exception& e) {  // still inside the frame: the traceback names this line
         auto [kind, message] = python_error(e);
-        if (kind != "RuntimeError") raise(kind, message);
         // A fullgraph break cannot see its caller from C++; this frame can.
         const std::string unknown = "unknown line (Tensor::operator bool cannot see its caller)";
         if (size_t at = message.find(unknown); at != std::string::npos)
             message.replace(at, unknown.size(), fn->unit->filename + ":" + std::to_string(frames_.back().pos.line) + " in " + fn->name);
-        raise("RuntimeError", message);
+        raise(kind, message);
     }
 }
 
@@ -435,7 +538,22 @@ Value Interp::eval_call(const Expr& expr, const script::Call& c) {
         if (!seq) raise("TypeError", "argument after * must be a list or tuple, not " + type_name(v));
         args.args.insert(args.args.end(), seq->begin(), seq->end());
     }
-    for (const Keyword& k : c.keywords) args.kwargs.emplace_back(k.name, eval(*k.value));
+    for (const Keyword& k : c.keywords) {
+        Value v = eval(*k.value);
+        if (!k.name.empty()) {
+            args.kwargs.emplace_back(k.name, std::move(v));
+            continue;
+        }
+        frames_.back().pos = k.value->pos;  // f(**d)
+        auto d = v.as<std::shared_ptr<DictObj>>();
+        if (!d) raise("TypeError", "argument after ** must be a dict, not " + type_name(v));
+        for (auto& [key, item] : (*d)->items) {
+            if (!key.is<std::string>()) raise("TypeError", "keywords must be strings, not " + type_name(key));
+            for (auto& [seen, unused] : args.kwargs)
+                if (seen == *key.as<std::string>()) raise("TypeError", "got multiple values for keyword argument '" + seen + "'");
+            args.kwargs.emplace_back(*key.as<std::string>(), item);
+        }
+    }
     frames_.back().pos = expr.pos;
     return call(fn, std::move(args));
 }

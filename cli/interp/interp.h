@@ -18,6 +18,9 @@ class ScriptError : public kiln::Error {
     ScriptError(std::string kind, std::string message, std::string traceback);
     const std::string& kind() const { return kind_; }
     const std::string& message() const { return message_; }
+    // The exception object a script raised or caught (an InstanceObj of an exception class);
+    // null until one is made for it (exceptions.cpp: exception_object).
+    ObjectPtr exception;
 
    private:
     std::string kind_, message_;
@@ -44,6 +47,11 @@ class Interp {
     Value call(const Value& fn, CallArgs args);
     bool truthy(const Value& v);  // a tensor's truth is operator bool: a graph break under compile
     Value get_attr(const Value& object, const std::string& name);
+    void set_attr(const Value& object, const std::string& name, const Value& value);  // object.name = value
+    // The script function whose body is running; null at the top level.
+    std::shared_ptr<FunctionObj> current_function() const;
+    // The exceptions being handled, innermost last (bare `raise`, traceback.print_exc()).
+    std::vector<ScriptError> handling;
 
     // Raises a ScriptError at the current line with a traceback of the calls in progress.
     [[noreturn]] void raise(const std::string& kind, const std::string& message);
@@ -71,6 +79,7 @@ class Interp {
         std::string name;  // "<module>" for the top level
         script::Pos pos;   // the expression being evaluated: where an error points
         std::shared_ptr<Scope> scope;
+        std::shared_ptr<FunctionObj> fn;  // null for the top level
     };
     enum class Flow { normal, break_, continue_, return_ };
 
@@ -79,7 +88,20 @@ class Interp {
     void exec_def(const script::StmtPtr& stmt, const script::Def& def);
     void exec_import(const script::Stmt& stmt);
     Flow exec_for(const script::For& loop);
+    void exec_class(const script::ClassDef& def);
+    Flow exec_try(const script::Try& t);
+    Flow exec_try_body(const script::Try& t);
+    Flow exec_with(const script::With& w, size_t item);
+    [[noreturn]] void exec_raise(const script::Raise& r);
+    void exec_delete(const script::Expr& target);
+    // A C++ exception from below as the ScriptError it means, with this frame's traceback.
+    ScriptError as_script_error(const std::exception& e) const;
+    bool exception_matches(const ScriptError& e, const Value& type);
+    Value eval_fstring(const script::FString& f);
+    Value eval_comprehension(const script::Comprehension& c);
+    Value make_function(const script::StmtPtr& stmt, const script::Def& def);
     void assign(const script::Expr& target, const Value& value);
+    void assign_name(const std::string& name, const Value& value);  // honours global and nonlocal
     Value eval(const script::Expr& expr);
     Value eval_call(const script::Expr& expr, const script::Call& call);
     Value eval_subscript(const script::Subscript& sub);

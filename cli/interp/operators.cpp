@@ -1,5 +1,6 @@
 // Python's operator semantics for numbers, strings and containers; kiln ops for tensors.
 #include "cli/interp/operators.h"
+#include "cli/interp/format.h"
 
 #include <cmath>
 
@@ -111,6 +112,7 @@ Value tensor_subscript(Interp& in, Tensor t, const std::vector<IndexPart>& index
 }  // namespace
 
 Value binary_op(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
+    if (op == BinaryOperator::mod && a.is<std::string>()) return percent_format(in, *a.as<std::string>(), b);
     if (a.is<Tensor>() || b.is<Tensor>()) return tensor_binary(in, op, a, b);
     if (a.is_number() && b.is_number()) {
         if (op == BinaryOperator::matmul) unsupported(in, "@", a, b);

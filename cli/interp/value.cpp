@@ -109,6 +109,7 @@ std::string type_name(const Value& v) {
         std::string operator()(const std::shared_ptr<CompiledObj>&) { return "CompiledFunction"; }
         std::string operator()(const std::shared_ptr<Namespace>&) { return "module"; }
         std::string operator()(const std::shared_ptr<ExplainObj>&) { return "ExplainOutput"; }
+        std::string operator()(const ObjectPtr& o) { return o->type_name(); }
     };
     return std::visit(Namer{}, v.node);
 }
@@ -189,6 +190,7 @@ bool repr_in_progress(const void* p) {
 
 std::string repr(const Value& v) {
     if (auto s = v.as<std::string>()) return quote(*s);
+    if (auto o = v.as<ObjectPtr>()) return (*o)->repr();
     if (!is_container(v)) return str(v);
     RecursionGuard depth("while getting the repr of an object");
     const void* self = identity(v);
@@ -231,6 +233,7 @@ std::string str(const Value& v) {
     if (auto c = v.as<std::shared_ptr<CompiledObj>>()) return "<compiled function " + (*c)->name + ">";
     if (auto n = v.as<std::shared_ptr<Namespace>>()) return "<module '" + (*n)->name + "'>";
     if (auto e = v.as<std::shared_ptr<ExplainObj>>()) return explain_text(**e);
+    if (auto o = v.as<ObjectPtr>()) return (*o)->str();
     return repr(v);
 }
 

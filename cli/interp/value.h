@@ -28,6 +28,23 @@ struct Scope;
 struct None {
     bool operator==(const None&) const = default;
 };
+class Interp;
+struct CallArgs;
+struct Object;
+struct Value;
+using ObjectPtr = std::shared_ptr<Object>;
+struct Object {
+    virtual ~Object() = default;
+    virtual std::string type_name() const = 0;
+    virtual std::string repr() const = 0;
+    virtual std::string str() const { return repr(); }
+    // `self` is the handle that holds this object. call: TypeError unless overridden; attr:
+    // nullopt for an unknown name; set_attr: false when the name cannot be set.
+    virtual Value call(Interp& in, const ObjectPtr& self, CallArgs& args);
+    virtual std::optional<Value> attr(Interp& in, const ObjectPtr& self, const std::string& name);
+    virtual bool set_attr(Interp& in, const std::string& name, const Value& value);
+};
+
 // Which call of a compiled function's host code made an object (0: none): compile() reports
 // a mutation of an object it did not make in this call as a host side effect (compiled.cpp).
 uint64_t creation_epoch();
@@ -70,6 +87,7 @@ struct FunctionObj {
     std::shared_ptr<Scope> closure;
     std::shared_ptr<const CodeUnit> unit;
     std::optional<std::vector<std::string>> free_names;  // computed on first compile() call
+    std::weak_ptr<Object> owner_class;  // the class whose body defined it: for super()
     // The arguments of the latest call, for `kiln explain FILE FUNC`.
     std::vector<Value> last_args;
     std::vector<std::pair<std::string, Value>> last_kwargs;
@@ -85,6 +103,9 @@ struct Namespace {
     std::string name;  // "torch", "nn", "F", "optim", "time", "_dynamo"
 };
 
+// The objects of the class model, exceptions and the torch extras (classes.h,
+// exceptions.h, torch_extras.cpp): one open family behind one handle, so that a new kind of
+// object does not grow Value's variant. Each says its type name and repr.
 using ModulePtr = std::shared_ptr<nn::Module>;
 using OptimizerPtr = std::shared_ptr<optim::Optimizer>;
 
@@ -93,7 +114,7 @@ struct Value {
                               std::shared_ptr<ListObj>, std::shared_ptr<TupleObj>, std::shared_ptr<DictObj>,
                               std::shared_ptr<FunctionObj>, const Builtin*, std::shared_ptr<BoundMethod>,
                               std::shared_ptr<Partial>, ModulePtr, OptimizerPtr, std::shared_ptr<CompiledObj>,
-                              std::shared_ptr<Namespace>, std::shared_ptr<ExplainObj>>;
+                              std::shared_ptr<Namespace>, std::shared_ptr<ExplainObj>, ObjectPtr>;
     Node node;
 
     Value() = default;
@@ -107,8 +128,12 @@ struct Value {
     Value(Tensor t) : node(std::move(t)) {}
     Value(DType d) : node(d) {}
     template <class T>
+        requires(!std::is_base_of_v<Object, T>)
     Value(std::shared_ptr<T> p) : node(std::move(p)) {}
     Value(const Builtin* b) : node(b) {}
+    template <class T>
+        requires std::is_base_of_v<Object, T>
+    Value(std::shared_ptr<T> p) : node(ObjectPtr(std::move(p))) {}
 
     template <class T>
     const T* as() const { return std::get_if<T>(&node); }
@@ -118,6 +143,12 @@ struct Value {
     bool is() const { return std::holds_alternative<T>(node); }
     bool is_none() const { return is<None>(); }
     bool is_number() const { return is<int64_t>() || is<double>() || is<bool>(); }
+    // The Object of kind T this value holds, or null.
+    template <class T>
+    std::shared_ptr<T> object() const {
+        auto o = std::get_if<ObjectPtr>(&node);
+        return o ? std::dynamic_pointer_cast<T>(*o) : nullptr;
+    }
 };
 
 struct BoundMethod {
@@ -134,6 +165,8 @@ struct Partial {
 struct Scope {
     std::unordered_map<std::string, Value> vars;
     std::shared_ptr<Scope> parent;
+    std::vector<std::string> global_names;    // `global x` in this function: x lives in the globals
+    std::vector<std::string> nonlocal_names;  // `nonlocal x`: x lives in an enclosing function
     Value* find(const std::string& name);
 };
 

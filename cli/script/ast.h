@@ -85,7 +85,7 @@ struct Argument {
     bool unpack = false;  // f(*xs): the elements of xs become positional arguments
 };
 struct Keyword {
-    std::string name;
+    std::string name;  // empty for f(**d): the items of d become keyword arguments
     ExprPtr value;
     Pos pos;
 };
@@ -125,10 +125,39 @@ struct BoolOp {
 struct IfExp {
     ExprPtr test, if_true, if_false;
 };
+// f"x = {x:.3f}": literal pieces and formatted expressions, in order.
+struct FStringPart {
+    std::string literal;  // the text before `value` (or the whole piece when value is null)
+    ExprPtr value;        // null for a trailing literal
+    char conversion = 0;  // 'r' for {x!r}, 's' for {x!s}, 0 for none
+    std::string spec;     // the format spec after ':', e.g. ".3f"
+};
+struct FString {
+    std::vector<FStringPart> parts;
+};
+// lambda x, y=1: x + y. `def` holds a Def named "<lambda>" whose body returns the expression,
+// so a lambda is a function like any other.
+struct Lambda {
+    StmtPtr def;
+};
+// [x for x in xs if c], {k: v for ...}, (x for ...): one node; `for` clauses nest left to right.
+struct ComprehensionFor {
+    ExprPtr target;
+    ExprPtr iter;
+    std::vector<ExprPtr> ifs;
+};
+enum class ComprehensionKind { list, dict, generator };
+struct Comprehension {
+    ComprehensionKind kind = ComprehensionKind::list;
+    ExprPtr element;  // the key for a dict
+    ExprPtr value;    // the value for a dict; null otherwise
+    std::vector<ComprehensionFor> fors;
+};
 
 struct Expr {
     using Node = std::variant<Number, String, Name, NoneLit, Bool, List, Tuple, Dict, Attribute,
-                              Call, Slice, Subscript, BinOp, UnaryOp, Compare, BoolOp, IfExp>;
+                              Call, Slice, Subscript, BinOp, UnaryOp, Compare, BoolOp, IfExp, FString,
+                              Lambda, Comprehension>;
     // Where the node's first token is; for BinOp, Compare and BoolOp, the (first) operator
     // instead, which is what a runtime error such as a shape mismatch in `a @ b` should
     // point at.
@@ -196,6 +225,7 @@ struct Def {
     std::vector<Param> params;
     std::string vararg;               // the name in *args; empty when none
     std::vector<Param> kwonly_params;  // after *args: passed by keyword only
+    std::string kwarg;                // the name in **kwargs; empty when none
     ExprPtr returns;                  // -> T; null when none
     Body body;
 };
@@ -216,9 +246,52 @@ struct Assert {
     ExprPtr message;  // null when none
 };
 
+// class Name(Base): body. The body runs once, like a function's, and what it binds
+// becomes the class's attributes.
+struct ClassDef {
+    std::string name;
+    std::vector<ExprPtr> decorators;
+    std::vector<ExprPtr> bases;  // at most one in kiln script (single inheritance)
+    Body body;
+};
+struct ExceptHandler {
+    ExprPtr type;      // null for a bare `except:`; may be a Tuple of types
+    std::string name;  // `except E as name`; empty when none
+    Body body;
+    Pos pos;
+};
+struct Try {
+    Body body;
+    std::vector<ExceptHandler> handlers;
+    Body orelse;     // runs when the body raised nothing
+    Body finalbody;  // runs however the statement ends
+};
+struct Raise {
+    ExprPtr exc;    // null for a bare `raise` (re-raises the exception being handled)
+    ExprPtr cause;  // raise X from Y; null when none
+};
+struct WithItem {
+    ExprPtr context;
+    ExprPtr target;  // `as target`; null when none
+};
+struct With {
+    std::vector<WithItem> items;
+    Body body;
+};
+struct Global {
+    std::vector<std::string> names;
+};
+struct Nonlocal {
+    std::vector<std::string> names;
+};
+struct Delete {
+    std::vector<ExprPtr> targets;  // Names, Subscripts, Attributes
+};
+
 struct Stmt {
     using Node = std::variant<ExprStmt, Assign, AugAssign, If, For, While, Break, Continue, Pass,
-                              Return, Def, Import, ImportFrom, Assert>;
+                              Return, Def, Import, ImportFrom, Assert, ClassDef, Try, Raise, With,
+                              Global, Nonlocal, Delete>;
     Pos pos;  // the first token; for a Def, the 'def' keyword (its decorators come before)
     Node node;
 

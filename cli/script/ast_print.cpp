@@ -76,7 +76,8 @@ std::string node_text(const Attribute& n) { return "(. " + text(n.object) + " " 
 std::string node_text(const Call& n) {
     std::string out = "(call " + text(n.func);
     for (const Argument& arg : n.args) out += (arg.unpack ? " *" : " ") + text(arg.value);
-    for (const Keyword& keyword : n.keywords) out += " " + keyword.name + "=" + text(keyword.value);
+    for (const Keyword& keyword : n.keywords)
+        out += keyword.name.empty() ? " **" + text(keyword.value) : " " + keyword.name + "=" + text(keyword.value);
     return out + ")";
 }
 std::string node_text(const Slice& n) {
@@ -113,6 +114,49 @@ std::string node_text(const Compare& n) {
 std::string node_text(const BoolOp& n) { return joined(spelling(n.op), n.values); }
 std::string node_text(const IfExp& n) {
     return "(if " + text(n.test) + " " + text(n.if_true) + " " + text(n.if_false) + ")";
+}
+std::string node_text(const FString& n) {
+    std::string out = "(fstring";
+    for (const FStringPart& p : n.parts) {
+        if (!p.literal.empty()) out += " " + quoted(p.literal);
+        if (!p.value) continue;
+        out += " {" + text(p.value);
+        if (p.conversion) out += std::string("!") + p.conversion;
+        if (!p.spec.empty()) out += ":" + p.spec;
+        out += "}";
+    }
+    return out + ")";
+}
+std::string def_params_text(const Def& n);
+std::string node_text(const Lambda& n) {
+    const Def& def = *n.def->as<Def>();
+    return "(lambda (" + def_params_text(def) + ") " + text(def.body[0]->as<Return>()->value) + ")";
+}
+std::string node_text(const Comprehension& n) {
+    const char* kind = n.kind == ComprehensionKind::list ? "listcomp" : n.kind == ComprehensionKind::dict ? "dictcomp" : "genexp";
+    std::string out = std::string("(") + kind + " " + text(n.element);
+    if (n.value) out += " " + text(n.value);
+    for (const ComprehensionFor& f : n.fors) {
+        out += " (for " + text(f.target) + " " + text(f.iter);
+        for (const ExprPtr& cond : f.ifs) out += " (if " + text(cond) + ")";
+        out += ")";
+    }
+    return out + ")";
+}
+std::string param_text(const Param& param) {
+    std::string out = param.name;
+    if (param.annotation) out += ":" + text(param.annotation);
+    if (param.default_value) out += "=" + text(param.default_value);
+    return out;
+}
+std::string def_params_text(const Def& n) {
+    std::string params;
+    for (const Param& param : n.params) params += " " + param_text(param);
+    if (!n.vararg.empty()) params += " *" + n.vararg;
+    for (const Param& param : n.kwonly_params) params += " " + param_text(param);
+    if (!n.kwarg.empty()) params += " **" + n.kwarg;
+    if (!params.empty()) params.erase(0, 1);  // the leading space
+    return params;
 }
 
 // ---- statements, one overload per node
@@ -168,13 +212,8 @@ class StmtPrinter {
     }
     void print(int depth, const Def& n) {
         for (const ExprPtr& decorator : n.decorators) line(depth, "@" + text(decorator));
-        std::string params;
-        for (const Param& param : n.params) params += " " + param_text(param);
-        if (!n.vararg.empty()) params += " *" + n.vararg;
-        for (const Param& param : n.kwonly_params) params += " " + param_text(param);
         std::string returns = n.returns ? " -> " + text(n.returns) : "";
-        if (!params.empty()) params.erase(0, 1);  // the leading space
-        line(depth, "def " + n.name + " (" + params + ")" + returns);
+        line(depth, "def " + n.name + " (" + def_params_text(n) + ")" + returns);
         body(depth + 1, n.body);
     }
     void print(int depth, const Import& n) { line(depth, "import " + names_text(n.names)); }
@@ -185,10 +224,40 @@ class StmtPrinter {
         line(depth, "assert " + text(n.test) + (n.message ? " " + text(n.message) : ""));
     }
 
-    static std::string param_text(const Param& param) {
-        std::string out = param.name;
-        if (param.annotation) out += ":" + text(param.annotation);
-        if (param.default_value) out += "=" + text(param.default_value);
+    void print(int depth, const ClassDef& n) {
+        for (const ExprPtr& decorator : n.decorators) line(depth, "@" + text(decorator));
+        line(depth, "class " + n.name + (n.bases.empty() ? "" : " (" + text(n.bases[0]) + ")"));
+        body(depth + 1, n.body);
+    }
+    void print(int depth, const Try& n) {
+        line(depth, "try");
+        body(depth + 1, n.body);
+        for (const ExceptHandler& h : n.handlers) {
+            line(depth, "except" + (h.type ? " " + text(h.type) : "") + (h.name.empty() ? "" : " as " + h.name));
+            body(depth + 1, h.body);
+        }
+        if (!n.orelse.empty()) line(depth, "else"), body(depth + 1, n.orelse);
+        if (!n.finalbody.empty()) line(depth, "finally"), body(depth + 1, n.finalbody);
+    }
+    void print(int depth, const Raise& n) {
+        line(depth, "raise" + (n.exc ? " " + text(n.exc) : "") + (n.cause ? " from " + text(n.cause) : ""));
+    }
+    void print(int depth, const With& n) {
+        std::string items;
+        for (const WithItem& item : n.items) items += " " + text(item.context) + (item.target ? " as " + text(item.target) : "");
+        line(depth, "with" + items);
+        body(depth + 1, n.body);
+    }
+    void print(int depth, const Global& n) { line(depth, "global " + joined_names(n.names)); }
+    void print(int depth, const Nonlocal& n) { line(depth, "nonlocal " + joined_names(n.names)); }
+    void print(int depth, const Delete& n) {
+        std::string out = "del";
+        for (const ExprPtr& t : n.targets) out += " " + text(t);
+        line(depth, out);
+    }
+    static std::string joined_names(const std::vector<std::string>& names) {
+        std::string out;
+        for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
         return out;
     }
     static std::string names_text(const std::vector<ImportName>& names) {

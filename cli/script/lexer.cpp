@@ -25,9 +25,7 @@ constexpr std::array kOperators = {KILN_SCRIPT_OPERATORS(KILN_SCRIPT_SPELLED)};
 
 // Python keywords with no kiln script meaning: reserved so that using one gets a clear
 // "not supported" error instead of a confusing one further on.
-constexpr std::array<std::string_view, 13> kReserved = {
-    "class", "with", "try", "except", "finally", "raise", "yield",
-    "lambda", "global", "nonlocal", "del", "async", "await"};
+constexpr std::array<std::string_view, 3> kReserved = {"yield", "async", "await"};
 
 // Limits like Python's: hand-written code never nests deeper, and the parser recurses once
 // per level, so a deeper input could only overflow the C++ stack.
@@ -157,7 +155,7 @@ class Lexer {
         if (c == '\n') return end_of_line();
         if (is_digit(c) || (c == '.' && is_digit(peek(1)))) return lex_number();
         if (is_name_start(c)) return lex_name();
-        if (c == '"' || c == '\'') return lex_string();
+        if (c == '"' || c == '\'') return lex_string(here_, false, false);
         lex_operator();
     }
 
@@ -208,16 +206,24 @@ class Lexer {
         size_t first = index_;
         while (is_name_char(peek())) advance();
         std::string text(source_.substr(first, index_ - first));
-        if ((peek() == '"' || peek() == '\'') && is_string_prefix(text))
-            fail("string prefix '" + text + "' is not supported in kiln script", start);
+        if ((peek() == '"' || peek() == '\'') && is_string_prefix(text)) {
+            // f"..", r"..", u"..", rf"..": formatted and raw strings; b".." has no meaning here.
+            if (text.find_first_of("bB") != std::string::npos)
+                fail("bytes literals (prefix '" + text + "') are not supported in kiln script", start);
+            bool formatted = text.find_first_of("fF") != std::string::npos;
+            bool raw = text.find_first_of("rR") != std::string::npos;
+            if (formatted && text.find_first_of("uU") != std::string::npos)
+                fail("string prefix '" + text + "' is not valid", start);
+            return lex_string(start, formatted, raw);
+        }
         if (auto keyword = find_spelling(kKeywords, text)) return emit(*keyword, start);
         for (std::string_view reserved : kReserved)
             if (text == reserved) return emit(Tok::reserved, start, text);
         emit(Tok::name, start, text);
     }
 
-    void lex_string() {
-        Pos start = here_;
+    // `start` is where the string's prefix (f, r) begins, if it has one.
+    void lex_string(Pos start, bool formatted, bool raw) {
         char quote = advance();
         bool triple = peek() == quote && peek(1) == quote;
         if (triple) advance(), advance();
@@ -231,7 +237,11 @@ class Lexer {
             if (c == '\n' && !triple) unterminated_string(start, triple);
             if (c == quote && (!triple || (peek(1) == quote && peek(2) == quote))) break;
             advance();
-            if (c == '\\') {
+            if (c == '\\' && raw) {
+                value += c;  // a raw string keeps the backslash and the character after it
+                if (!at_end() && (peek() == quote || peek() == '\\' || peek() == '\n')) value += advance();
+                continued = false;
+            } else if (c == '\\') {
                 continued = read_escape(value, start, triple);
             } else {
                 value += c;
@@ -239,7 +249,7 @@ class Lexer {
             }
         }
         for (int i = 0; i < (triple ? 3 : 1); ++i) advance();
-        emit(Tok::string, start, std::move(value));
+        emit(formatted ? Tok::fstring : Tok::string, start, std::move(value));
     }
 
     // After a '\' in a string; returns true for a '\' that ends the line (the string goes on).

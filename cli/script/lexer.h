@@ -19,6 +19,7 @@ namespace kiln::script {
     X(name, "name")               \
     X(number, "number")           \
     X(string, "string")           \
+    X(fstring, "f-string")        /* text: the raw body, escapes decoded, braces kept */ \
     X(reserved, "reserved word") /* a Python keyword kiln script does not support */
 
 #define KILN_SCRIPT_KEYWORDS(X)                                                               \
@@ -27,7 +28,9 @@ namespace kiln::script {
     X(kw_break, "break") X(kw_continue, "continue") X(kw_pass, "pass") X(kw_and, "and")       \
     X(kw_or, "or") X(kw_not, "not") X(kw_is, "is") X(kw_none, "None") X(kw_true, "True")      \
     X(kw_false, "False") X(kw_import, "import") X(kw_from, "from") X(kw_as, "as")             \
-    X(kw_assert, "assert")
+    X(kw_assert, "assert") X(kw_class, "class") X(kw_try, "try") X(kw_except, "except")   \
+    X(kw_finally, "finally") X(kw_raise, "raise") X(kw_with, "with") X(kw_lambda, "lambda")  \
+    X(kw_global, "global") X(kw_nonlocal, "nonlocal") X(kw_del, "del")
 
 #define KILN_SCRIPT_OPERATORS(X)                                                              \
     X(plus, "+") X(minus, "-") X(star, "*") X(slash, "/") X(slash_slash, "//")                \
@@ -36,7 +39,8 @@ namespace kiln::script {
     X(minus_assign, "-=") X(star_assign, "*=") X(slash_assign, "/=")                          \
     X(slash_slash_assign, "//=") X(percent_assign, "%=") X(star_star_assign, "**=")           \
     X(at_assign, "@=") X(dot, ".") X(comma, ",") X(colon, ":") X(lparen, "(") X(rparen, ")") \
-    X(lbracket, "[") X(rbracket, "]") X(lbrace, "{") X(rbrace, "}") X(arrow, "->")
+    X(lbracket, "[") X(rbracket, "]") X(lbrace, "{") X(rbrace, "}") X(arrow, "->") \
+    X(semicolon, ";")
 // clang-format on
 
 enum class Tok {

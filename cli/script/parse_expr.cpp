@@ -25,7 +25,7 @@ std::optional<BinaryOperator> term_operator(Tok kind) {
 
 bool Parser::starts_expression(const Token& token) const {
     switch (token.kind) {
-        case Tok::name: case Tok::number: case Tok::string: case Tok::reserved:
+        case Tok::name: case Tok::number: case Tok::string: case Tok::fstring: case Tok::reserved: case Tok::kw_lambda:
         case Tok::kw_none: case Tok::kw_true: case Tok::kw_false: case Tok::kw_not:
         case Tok::lparen: case Tok::lbracket: case Tok::lbrace: case Tok::minus: case Tok::plus:
             return true;
@@ -46,6 +46,7 @@ ExprPtr Parser::expression_list() {
 ExprPtr Parser::expression() {
     DepthScope scope(depth_);
     deeper(peek());
+    if (at(Tok::kw_lambda)) return lambda();
     Pos start = peek().pos;
     ExprPtr if_true = disjunction();
     if (!accept(Tok::kw_if)) return if_true;
@@ -187,11 +188,30 @@ ExprPtr Parser::atom() {
         case Tok::lparen: return parenthesized();
         case Tok::lbracket: return list_display();
         case Tok::lbrace: return dict_display();
-        case Tok::string: {
-            String joined;  // "a" "b" is "ab", as in Python
-            while (at(Tok::string)) joined.value += advance().text;
+        case Tok::string:
+        case Tok::fstring: {
+            // "a" "b" is "ab", as in Python; with an f-string among them the whole is one.
+            bool formatted = false;
+            for (size_t i = 0; peek(i).kind == Tok::string || peek(i).kind == Tok::fstring; ++i)
+                formatted = formatted || peek(i).kind == Tok::fstring;
+            if (!formatted) {
+                String joined;
+                while (at(Tok::string)) joined.value += advance().text;
+                return make_expr(token.pos, std::move(joined));
+            }
+            FString joined;
+            while (at(Tok::string) || at(Tok::fstring)) {
+                const Token& piece = advance();
+                if (piece.kind == Tok::string) {
+                    joined.parts.push_back({piece.text, nullptr, 0, ""});
+                    continue;
+                }
+                ExprPtr part = fstring(piece);
+                for (const FStringPart& p : part->as<FString>()->parts) joined.parts.push_back(p);
+            }
             return make_expr(token.pos, std::move(joined));
         }
+        case Tok::kw_lambda: return lambda();
         case Tok::reserved:
             fail(token.pos, "'" + token.text + "' is not supported in kiln script");
         case Tok::star_star:
@@ -223,7 +243,11 @@ ExprPtr Parser::parenthesized() {
     const Token& open = advance();
     if (accept(Tok::rparen)) return make_expr(open.pos, Tuple{});
     ExprPtr first = expression();
-    reject_comprehension();
+    if (at(Tok::kw_for)) {
+        ExprPtr gen = comprehension(open.pos, ComprehensionKind::generator, first, nullptr);
+        expect(Tok::rparen, "')' after the generator expression");
+        return gen;
+    }
     if (accept(Tok::rparen)) return first;
     if (!at(Tok::comma)) fail_at(peek(), "expected ',' or ')'");
     Tuple tuple{{first}};
@@ -237,7 +261,11 @@ ExprPtr Parser::list_display() {
     List list;
     while (!at(Tok::rbracket)) {
         list.elements.push_back(expression());
-        reject_comprehension();
+        if (list.elements.size() == 1 && at(Tok::kw_for)) {
+            ExprPtr comp = comprehension(open.pos, ComprehensionKind::list, list.elements[0], nullptr);
+            expect(Tok::rbracket, "']' after the list comprehension");
+            return comp;
+        }
         if (!accept(Tok::comma)) break;
     }
     expect(Tok::rbracket, "',' or ']' in the list");
@@ -250,11 +278,15 @@ ExprPtr Parser::dict_display() {
     while (!at(Tok::rbrace)) {
         if (at(Tok::star_star)) fail(peek().pos, "'**' unpacking is not supported in kiln script");
         ExprPtr key = expression();
-        reject_comprehension();
-        if (dict.items.empty() && (at(Tok::comma) || at(Tok::rbrace)))
+        if (dict.items.empty() && (at(Tok::comma) || at(Tok::rbrace) || at(Tok::kw_for)))
             fail(key->pos, "sets are not supported in kiln script; use a list");
         expect(Tok::colon, "':' after the dict key");
         dict.items.push_back({key, expression()});
+        if (dict.items.size() == 1 && at(Tok::kw_for)) {
+            ExprPtr comp = comprehension(open.pos, ComprehensionKind::dict, key, dict.items[0].value);
+            expect(Tok::rbrace, "'}' after the dict comprehension");
+            return comp;
+        }
         if (!accept(Tok::comma)) break;
     }
     expect(Tok::rbrace, "',' or '}' in the dict");
@@ -265,8 +297,10 @@ ExprPtr Parser::dict_display() {
 Call Parser::call(ExprPtr func) {
     Call node{func, {}, {}};
     while (!at(Tok::rparen)) {
-        if (at(Tok::star_star)) fail(peek().pos, "'**' unpacking is not supported in kiln script");
-        if (accept(Tok::star)) {
+        if (at(Tok::star_star)) {
+            const Token& stars = advance();
+            node.keywords.push_back({"", expression(), stars.pos});
+        } else if (accept(Tok::star)) {
             node.args.push_back({expression(), true});
         } else if (at(Tok::name) && peek(1).kind == Tok::assign) {
             keyword_argument(node);
@@ -274,8 +308,15 @@ Call Parser::call(ExprPtr func) {
             if (!node.keywords.empty())
                 fail(peek().pos, "positional argument follows keyword argument");
             node.args.push_back({expression(), false});
+            // f(x for x in xs): a generator as the only argument needs no parentheses of its own.
+            if (at(Tok::kw_for)) {
+                if (node.args.size() != 1 || !node.keywords.empty() || node.args[0].unpack)
+                    fail(peek().pos, "a generator expression must be parenthesized unless it is the only argument");
+                ExprPtr element = node.args[0].value;
+                node.args[0].value = comprehension(element->pos, ComprehensionKind::generator, element, nullptr);
+                if (!at(Tok::rparen)) fail_at(peek(), "expected ')' after the generator expression");
+            }
         }
-        reject_comprehension();
         if (!accept(Tok::comma)) break;
     }
     expect(Tok::rparen, "',' or ')' after the call arguments");
@@ -286,7 +327,7 @@ void Parser::keyword_argument(Call& call) {
     const Token& name = advance();
     advance();  // the '='
     for (const Keyword& keyword : call.keywords)
-        if (keyword.name == name.text) fail(name.pos, "keyword argument repeated: " + name.text);
+        if (!keyword.name.empty() && keyword.name == name.text) fail(name.pos, "keyword argument repeated: " + name.text);
     call.keywords.push_back({name.text, expression(), name.pos});
 }
 
@@ -329,9 +370,130 @@ ExprPtr Parser::target_list() {
     return make_expr(start, std::move(tuple));
 }
 
-void Parser::reject_comprehension() {
-    if (at(Tok::kw_for))
-        fail(peek().pos, "comprehensions are not supported in kiln script; write a for loop");
+ExprPtr Parser::comprehension(Pos pos, ComprehensionKind kind, ExprPtr element, ExprPtr value) {
+    Comprehension node{kind, std::move(element), std::move(value), {}};
+    while (at(Tok::kw_for)) {
+        const Token& keyword = advance();
+        if (at(Tok::kw_in)) fail_at(peek(), "expected a loop variable after 'for'");
+        ComprehensionFor clause;
+        clause.target = target_list();
+        check_target(clause.target, false);
+        expect(Tok::kw_in, "'in' after the loop variable");
+        clause.iter = disjunction();
+        while (accept(Tok::kw_if)) clause.ifs.push_back(disjunction());
+        (void)keyword;
+        node.fors.push_back(std::move(clause));
+    }
+    return make_expr(pos, std::move(node));
+}
+
+// lambda x, y=1, *args: expression. Its Def returns the expression, so calling a lambda is
+// calling a function.
+ExprPtr Parser::lambda() {
+    const Token& keyword = advance();
+    auto def = Def{};
+    def.name = "<lambda>";
+    while (!at(Tok::colon)) {
+        if (at(Tok::star_star)) {
+            advance();
+            def.kwarg = expect(Tok::name, "a parameter name after '**'").text;
+        } else if (accept(Tok::star)) {
+            def.vararg = expect(Tok::name, "a parameter name after '*'").text;
+        } else {
+            const Token& name = expect(Tok::name, "a parameter name or ':' after 'lambda'");
+            for (const Param& p : def.params)
+                if (p.name == name.text) fail(name.pos, "duplicate parameter '" + name.text + "'");
+            Param param{name.text, nullptr, nullptr, name.pos};
+            if (accept(Tok::assign)) param.default_value = expression();
+            if (!param.default_value && !def.params.empty() && def.params.back().default_value)
+                fail(name.pos, "parameter '" + name.text + "' without a default follows one with a default");
+            if (!def.vararg.empty()) def.kwonly_params.push_back(param);
+            else def.params.push_back(param);
+        }
+        if (!accept(Tok::comma)) break;
+    }
+    expect(Tok::colon, "':' after the lambda's parameters");
+    ExprPtr body = expression();
+    def.body.push_back(make_stmt(body->pos, Return{body}));
+    return make_expr(keyword.pos, Lambda{make_stmt(keyword.pos, std::move(def))});
+}
+
+// f"a {x!r:>8} b": the text between braces is parsed as an expression of its own; {{ and }}
+// are literal braces. Positions inside the braces point at the f-string itself.
+ExprPtr Parser::fstring(const Token& token) {
+    const std::string& text = token.text;
+    FString node;
+    std::string literal;
+    size_t i = 0;
+    auto fail_here = [&](const std::string& message) { fail(token.pos, "f-string: " + message); };
+    while (i < text.size()) {
+        char c = text[i];
+        if (c == '}') {
+            if (i + 1 < text.size() && text[i + 1] == '}') {
+                literal += '}', i += 2;
+                continue;
+            }
+            fail_here("single '}' is not allowed");
+        }
+        if (c != '{') {
+            literal += c, ++i;
+            continue;
+        }
+        if (i + 1 < text.size() && text[i + 1] == '{') {
+            literal += '{', i += 2;
+            continue;
+        }
+        // Find the end of the expression: a ':' or '!' or '}' outside brackets and strings.
+        size_t start = ++i;
+        int depth = 0;
+        char quote = 0;
+        size_t expr_end = std::string::npos;
+        for (; i < text.size(); ++i) {
+            char d = text[i];
+            if (quote) {
+                if (d == quote) quote = 0;
+                continue;
+            }
+            if (d == '\'' || d == '"') quote = d;
+            else if (d == '(' || d == '[' || d == '{') depth++;
+            else if (d == ')' || d == ']' || (d == '}' && depth > 0)) depth--;
+            else if (depth == 0 && (d == '}' || d == ':' || (d == '!' && i + 1 < text.size() && text[i + 1] != '='))) {
+                expr_end = i;
+                break;
+            }
+        }
+        if (expr_end == std::string::npos) fail_here("expecting '}'");
+        std::string source = text.substr(start, expr_end - start);
+        if (source.find_first_not_of(" \t\n") == std::string::npos) fail_here("empty expression not allowed");
+        FStringPart part{std::move(literal), nullptr, 0, ""};
+        literal.clear();
+        try {
+            // Padded so that positions in the expression fall on the f-string's line.
+            std::string padded = std::string(size_t(token.pos.line - 1), '\n') + "(" + source + ")";
+            part.value = Parser(padded, filename_).lone_expression();
+        } catch (const SyntaxError& e) {
+            fail_here(e.message() + " in {" + source + "}");
+        }
+        if (text[i] == '!') {
+            if (i + 1 >= text.size() || (text[i + 1] != 'r' && text[i + 1] != 's' && text[i + 1] != 'a'))
+                fail_here("invalid conversion character: expected 's', 'r' or 'a'");
+            part.conversion = text[i + 1] == 'a' ? 'r' : text[i + 1];
+            i += 2;
+        }
+        if (i < text.size() && text[i] == ':') {
+            size_t spec_start = ++i;
+            while (i < text.size() && text[i] != '}') {
+                if (text[i] == '{') fail_here("nested replacement fields in a format spec are not supported in kiln script");
+                ++i;
+            }
+            part.spec = text.substr(spec_start, i - spec_start);
+        }
+        if (i >= text.size() || text[i] != '}') fail_here("expecting '}'");
+        ++i;
+        node.parts.push_back(std::move(part));
+    }
+    if (!literal.empty() || node.parts.empty()) node.parts.push_back({std::move(literal), nullptr, 0, ""});
+    return make_expr(token.pos, std::move(node));
 }
 
 }  // namespace kiln::script::detail

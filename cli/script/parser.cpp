@@ -64,7 +64,7 @@ Parser::Parser(std::string_view source, std::string filename)
 
 Body Parser::file() {
     Body body;
-    while (!at(Tok::end)) body.push_back(statement());
+    while (!at(Tok::end)) statement(body);
     return body;
 }
 
@@ -126,24 +126,38 @@ void Parser::deeper(const Token& at) {
 
 // ---- statements
 
-StmtPtr Parser::statement() {
+void Parser::statement(Body& body) {
     const Token& token = peek();
     switch (token.kind) {
         case Tok::indent: fail(token.pos, "unexpected indent");
-        case Tok::at: return decorated();
-        case Tok::kw_def: return def_statement({});
-        case Tok::kw_if: return if_statement();
-        case Tok::kw_for: return for_statement();
-        case Tok::kw_while: return while_statement();
+        case Tok::at: body.push_back(decorated()); return;
+        case Tok::kw_def: body.push_back(def_statement({})); return;
+        case Tok::kw_class: body.push_back(class_statement({})); return;
+        case Tok::kw_if: body.push_back(if_statement()); return;
+        case Tok::kw_for: body.push_back(for_statement()); return;
+        case Tok::kw_while: body.push_back(while_statement()); return;
+        case Tok::kw_try: body.push_back(try_statement()); return;
+        case Tok::kw_with: body.push_back(with_statement()); return;
         case Tok::kw_elif:
         case Tok::kw_else:
             fail(token.pos, "'" + std::string(spelling(token.kind)) +
                                 "' without a matching 'if' (check its indentation)");
+        case Tok::kw_except:
+        case Tok::kw_finally:
+            fail(token.pos, "'" + std::string(spelling(token.kind)) +
+                                "' without a matching 'try' (check its indentation)");
         default: break;
     }
-    StmtPtr stmt = simple_statement();
+    simple_statements(body);
+}
+
+void Parser::simple_statements(Body& body) {
+    body.push_back(simple_statement());
+    while (accept(Tok::semicolon)) {
+        if (at(Tok::newline)) break;  // a trailing ';' is allowed
+        body.push_back(simple_statement());
+    }
     expect(Tok::newline, "end of line after the statement");
-    return stmt;
 }
 
 StmtPtr Parser::simple_statement() {
@@ -156,15 +170,20 @@ StmtPtr Parser::simple_statement() {
         case Tok::kw_import: return import_statement();
         case Tok::kw_from: return from_import_statement();
         case Tok::kw_assert: return assert_statement();
+        case Tok::kw_raise: return raise_statement();
+        case Tok::kw_global:
+        case Tok::kw_nonlocal: return names_statement();
+        case Tok::kw_del: return del_statement();
+        case Tok::semicolon: fail(token.pos, "expected a statement before ';'");
         default: return expression_statement();
     }
 }
 
 Body Parser::block(const Token& header) {
     if (!at(Tok::newline)) {  // if x: return 1
-        StmtPtr stmt = simple_statement();
-        expect(Tok::newline, "end of line after the statement");
-        return {stmt};
+        Body body;
+        simple_statements(body);
+        return body;
     }
     advance();
     if (!at(Tok::indent))
@@ -173,7 +192,7 @@ Body Parser::block(const Token& header) {
     DepthScope scope(depth_);
     deeper(advance());
     Body body;
-    while (!accept(Tok::dedent)) body.push_back(statement());
+    while (!accept(Tok::dedent)) statement(body);
     return body;
 }
 
@@ -234,8 +253,119 @@ StmtPtr Parser::decorated() {
         decorators.push_back(expression());
         expect(Tok::newline, "end of line after the decorator");
     }
-    if (!at(Tok::kw_def)) fail_at(peek(), "expected a 'def' after the decorator");
+    if (at(Tok::kw_class)) return class_statement(std::move(decorators));
+    if (!at(Tok::kw_def)) fail_at(peek(), "expected a 'def' or 'class' after the decorator");
     return def_statement(std::move(decorators));
+}
+
+StmtPtr Parser::class_statement(std::vector<ExprPtr> decorators) {
+    const Token& keyword = advance();
+    ClassDef node;
+    node.decorators = std::move(decorators);
+    node.name = expect(Tok::name, "a class name after 'class'").text;
+    if (accept(Tok::lparen)) {
+        while (!at(Tok::rparen)) {
+            if (at(Tok::name) && peek(1).kind == Tok::assign)
+                fail(peek().pos, "class keywords (metaclass=...) are not supported in kiln script");
+            node.bases.push_back(expression());
+            if (!accept(Tok::comma)) break;
+        }
+        expect(Tok::rparen, "',' or ')' after the base classes");
+        if (node.bases.size() > 1)
+            fail(node.bases[1]->pos, "kiln script has single inheritance only: one base class");
+    }
+    expect(Tok::colon, "':' after the class name");
+    node.body = block(keyword);
+    return make_stmt(keyword.pos, std::move(node));
+}
+
+StmtPtr Parser::try_statement() {
+    const Token& keyword = advance();
+    expect(Tok::colon, "':' after 'try'");
+    Try node;
+    node.body = block(keyword);
+    while (at(Tok::kw_except)) {
+        const Token& except = advance();
+        ExceptHandler handler;
+        handler.pos = except.pos;
+        if (!at(Tok::colon)) {
+            handler.type = expression();
+            if (at(Tok::comma))
+                fail(peek().pos, "multiple exception types must be parenthesized: except (A, B):");
+            if (accept(Tok::kw_as)) handler.name = expect(Tok::name, "a name after 'as'").text;
+        }
+        expect(Tok::colon, "':' after the 'except' clause");
+        handler.body = block(except);
+        node.handlers.push_back(std::move(handler));
+    }
+    for (size_t i = 0; i + 1 < node.handlers.size(); ++i)
+        if (!node.handlers[i].type) fail(node.handlers[i].pos, "default 'except:' must be last");
+    if (at(Tok::kw_else)) {
+        const Token& else_token = advance();
+        if (node.handlers.empty()) fail(else_token.pos, "'else' after 'try' needs an 'except' clause");
+        expect(Tok::colon, "':' after 'else'");
+        node.orelse = block(else_token);
+    }
+    if (at(Tok::kw_finally)) {
+        const Token& finally = advance();
+        expect(Tok::colon, "':' after 'finally'");
+        node.finalbody = block(finally);
+    }
+    if (node.handlers.empty() && node.finalbody.empty())
+        fail_at(peek(), "expected 'except' or 'finally' after the 'try' block");
+    return make_stmt(keyword.pos, std::move(node));
+}
+
+StmtPtr Parser::raise_statement() {
+    const Token& keyword = advance();
+    Raise node;
+    if (starts_expression(peek())) {
+        node.exc = expression();
+        if (accept(Tok::kw_from)) node.cause = expression();
+    }
+    return make_stmt(keyword.pos, std::move(node));
+}
+
+StmtPtr Parser::with_statement() {
+    const Token& keyword = advance();
+    With node;
+    do {
+        WithItem item;
+        item.context = expression();
+        if (accept(Tok::kw_as)) {
+            item.target = target_list();
+            check_target(item.target, false);
+        }
+        node.items.push_back(std::move(item));
+    } while (accept(Tok::comma));
+    expect(Tok::colon, "':' after the 'with' item");
+    node.body = block(keyword);
+    return make_stmt(keyword.pos, std::move(node));
+}
+
+StmtPtr Parser::names_statement() {
+    const Token& keyword = advance();
+    std::vector<std::string> names;
+    do {
+        names.push_back(expect(Tok::name, "a name after '" + std::string(spelling(keyword.kind)) + "'").text);
+    } while (accept(Tok::comma));
+    if (keyword.kind == Tok::kw_global) return make_stmt(keyword.pos, Global{std::move(names)});
+    return make_stmt(keyword.pos, Nonlocal{std::move(names)});
+}
+
+StmtPtr Parser::del_statement() {
+    const Token& keyword = advance();
+    Delete node;
+    do {
+        ExprPtr target = target_list();
+        auto check = [&](const ExprPtr& t) {
+            if (!t->is<Name>() && !t->is<Subscript>() && !t->is<Attribute>())
+                fail(t->pos, "cannot delete " + describe(*t));
+        };
+        if (auto tuple = target->as<Tuple>()) for (const ExprPtr& t : tuple->elements) check(t), node.targets.push_back(t);
+        else check(target), node.targets.push_back(target);
+    } while (accept(Tok::comma) && !at(Tok::newline) && !at(Tok::semicolon));
+    return make_stmt(keyword.pos, std::move(node));
 }
 
 StmtPtr Parser::def_statement(std::vector<ExprPtr> decorators) {
@@ -260,7 +390,13 @@ void Parser::parameters(Def& def) {
         names.push_back(name);
     };
     while (!at(Tok::rparen)) {
-        if (at(Tok::star)) {
+        if (!def.kwarg.empty()) fail(peek().pos, "no parameter may follow the '**' parameter");
+        if (at(Tok::star_star)) {
+            advance();
+            const Token& name = expect(Tok::name, "a parameter name after '**'");
+            add_name(name.text, name.pos);
+            def.kwarg = name.text;
+        } else if (at(Tok::star)) {
             const Token& star = advance();
             if (!def.vararg.empty()) fail(star.pos, "only one '*' parameter is allowed");
             const Token& name = expect(Tok::name, "a parameter name after '*'");
@@ -285,7 +421,6 @@ void Parser::parameters(Def& def) {
 }
 
 Param Parser::parameter() {
-    if (at(Tok::star_star)) fail(peek().pos, "'**' parameters are not supported in kiln script");
     const Token& name = expect(Tok::name, "a parameter name");
     Param param{name.text, nullptr, nullptr, name.pos};
     if (accept(Tok::colon)) param.annotation = expression();
@@ -409,7 +544,8 @@ bool ends_with_blank_line(std::string_view source) {
 }
 
 bool is_compound(const Stmt& stmt) {
-    return stmt.is<If>() || stmt.is<For>() || stmt.is<While>() || stmt.is<Def>();
+    return stmt.is<If>() || stmt.is<For>() || stmt.is<While>() || stmt.is<Def>() || stmt.is<ClassDef>() ||
+           stmt.is<Try>() || stmt.is<With>();
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ class Parser {
     };
 
     // ---- statements (parser.cpp)
-    StmtPtr statement();
+    void statement(Body& body);  // appends one line's statements: `a = 1; b = 2` is two
+    void simple_statements(Body& body);  // simple statements separated by ';', then end of line
     StmtPtr simple_statement();
     Body block(const Token& header);  // after the ':' of a compound statement
     void colon_after_condition(const Token& keyword);
@@ -57,6 +58,12 @@ class Parser {
     StmtPtr while_statement();
     StmtPtr def_statement(std::vector<ExprPtr> decorators);
     StmtPtr decorated();
+    StmtPtr class_statement(std::vector<ExprPtr> decorators);
+    StmtPtr try_statement();
+    StmtPtr raise_statement();
+    StmtPtr with_statement();
+    StmtPtr names_statement();  // global a, b / nonlocal a, b
+    StmtPtr del_statement();
     void parameters(Def& def);
     Param parameter();
     StmtPtr return_statement();
@@ -92,7 +99,10 @@ class Parser {
     ExprPtr slice_or_index();
     ExprPtr target_list();  // the i, x of `for i, x in ...`
     bool starts_expression(const Token& token) const;
-    void reject_comprehension();
+    ExprPtr lambda();
+    ExprPtr fstring(const Token& token);
+    // After the element (and value, for a dict) of a comprehension: its `for` clauses.
+    ExprPtr comprehension(Pos pos, ComprehensionKind kind, ExprPtr element, ExprPtr value);
 };
 
 }  // namespace kiln::script::detail

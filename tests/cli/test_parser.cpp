@@ -127,8 +127,8 @@ BOOST_AUTO_TEST_CASE(operators_take_the_longest_match_and_keywords_are_whole_wor
                "NAME(a) //= NAME(b) ** NAME(c) -> NAME(d) <= NAME(e) != NAME(f) **= NAME(g) "
                "NEWLINE END");
     BOOST_TEST(tokens("x@=y@z") == "NAME(x) @= NAME(y) @ NAME(z) NEWLINE END");
-    BOOST_TEST(tokens("def defx None none is_ lambda") ==
-               "def NAME(defx) None NAME(none) NAME(is_) RESERVED(lambda) NEWLINE END");
+    BOOST_TEST(tokens("def defx None none is_ lambda yield") ==
+               "def NAME(defx) None NAME(none) NAME(is_) lambda RESERVED(yield) NEWLINE END");
 }
 
 BOOST_AUTO_TEST_CASE(backslash_joins_lines_and_crlf_ends_them) {

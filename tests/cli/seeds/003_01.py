@@ -1,0 +1,2 @@
+import torch
+import torch._dynamo as dynamo

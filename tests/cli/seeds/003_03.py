@@ -1,0 +1,6 @@
+@dynamo.optimize("inductor")
+def opt_foo2(x, y):
+    a = torch.sin(x)
+    b = torch.cos(x)
+    return a + b
+print(opt_foo2(torch.randn(10, 10), torch.randn(10, 10)))

@@ -1,0 +1,10 @@
+from typing import List
+def custom_backend(gm: torch.fx.GraphModule, example_inputs: List[torch.Tensor]):
+    print("custom backend called with FX graph:")
+    gm.graph.print_tabular()
+    return gm.forward
+
+# Reset since we are using a different backend (a custom one).
+dynamo.reset()
+opt_model = dynamo.optimize(custom_backend)(init_model())
+opt_model(generate_data(16)[0])
