@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev
 
-.PHONY: all deps build test demo bench bench-compare sanitize clean format fuzz
+.PHONY: all deps build test demo demo-all bench bench-compare sanitize clean format fuzz
 
 all: build
 
@@ -40,8 +40,17 @@ N ?= 1000
 fuzz: build
 	cd $(BUILD) && KILN_FUZZ_PROGRAMS=$(N) KILN_CACHE_DIR=$$PWD/kernel-cache ./test_jit --run_test=jit_differential --log_level=message
 
-demo: build
-	$(BUILD)/tutorial_00_eager
+# The lessons of tutorials/ (tutorials/README.md), built alone and run in order; demo-all
+# adds lesson 08, the timed eager-vs-compiled MLP (N_ITERS = 10).
+LESSONS := 00_eager 01_jit_basics 02_graph_capture 03_graph_breaks 04_vs_tracing 05_dynamic_shapes \
+           06_aot_autograd 07_fusion_and_codegen
+demo: deps $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS) --target $(addprefix tutorial_,$(LESSONS))
+	@for l in $(LESSONS); do echo "==== lesson $$l"; $(BUILD)/tutorial_$$l || exit 1; done
+
+demo-all: demo
+	cmake --build $(BUILD) -j $(JOBS) --target tutorial_08_speedups
+	@echo "==== lesson 08_speedups"; $(BUILD)/tutorial_08_speedups
 
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b; done

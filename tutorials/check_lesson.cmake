@@ -1,0 +1,23 @@
+# Runs one lesson and checks what it taught: it must exit 0 (every `check:` it prints
+# passed) and its output must contain, in order, each line of the expected file (literal
+# text; blank lines and lines starting with # are skipped). Invoked by tutorials/tests.cmake:
+#   cmake -DLESSON=<exe> -DARGS=<args> -DEXPECTED=<file> -P check_lesson.cmake
+execute_process(COMMAND ${LESSON} ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${LESSON} exited with ${rc}\nstderr:\n${err}")
+endif()
+file(STRINGS ${EXPECTED} wanted)
+set(rest "${out}")
+foreach(line IN LISTS wanted)
+  if(line STREQUAL "" OR line MATCHES "^#")
+    continue()
+  endif()
+  string(FIND "${rest}" "${line}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${LESSON}: expected output line not found (in order): '${line}'\nstderr:\n${err}")
+  endif()
+  string(LENGTH "${line}" len)
+  math(EXPR at "${at} + ${len}")
+  string(SUBSTRING "${rest}" ${at} -1 rest)
+endforeach()

@@ -1,0 +1,22 @@
+# The out-of-tree build test (tutorials/tests.cmake): `cmake --install` into WORK/prefix,
+# then tutorials/standalone (find_package(kiln), kiln::kiln) builds lesson 01 with the
+# same compiler, launcher and build type, and the lesson must pass its checks.
+file(REMOVE_RECURSE ${WORK})
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+endfunction()
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix)
+run("configuring tutorials/standalone" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tutorials/standalone -B ${WORK}/build
+    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}
+    -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DLESSON=01_jit_basics)
+run("building lesson 01 against the installed kiln" ${CMAKE_COMMAND} --build ${WORK}/build)
+run("running it" ${WORK}/build/lesson)
+message("${last_out}")
+if(NOT last_out MATCHES "lesson 01: all checks passed")
+  message(FATAL_ERROR "the out-of-tree lesson 01 did not pass its checks")
+endif()
+file(REMOVE_RECURSE ${WORK})

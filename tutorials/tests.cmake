@@ -1,0 +1,24 @@
+# Every lesson is a CTest test (tutorial.NN_name): check_lesson.cmake runs it, requires
+# exit status 0 (its own checks) and the lines of expected/NN_name.txt in its output.
+# Lessons that build kernels share the tests' kernel cache (KILN_TEST_ENV).
+foreach(src ${kiln_tutorials})
+  get_filename_component(name ${src} NAME_WE)
+  set(args "")
+  if(name STREQUAL "08_speedups")
+    set(args "--iters;2")  # make demo-all runs it with N_ITERS = 10
+  endif()
+  add_test(NAME tutorial.${name}
+           COMMAND ${CMAKE_COMMAND} -DLESSON=$<TARGET_FILE:tutorial_${name}> "-DARGS=${args}"
+                   -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/${name}.txt
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+  set_tests_properties(tutorial.${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
+endforeach()
+
+# A lesson built the way a student's own project builds it: install kiln to a temporary
+# prefix, configure tutorials/standalone with find_package(kiln), build lesson 01, run it.
+add_test(NAME tutorial.out_of_tree_build
+         COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DWORK=${CMAKE_BINARY_DIR}/tutorial-out-of-tree
+                 -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR} -DCXX=${CMAKE_CXX_COMPILER}
+                 "-DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}" -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/out_of_tree.cmake)
+set_tests_properties(tutorial.out_of_tree_build PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
