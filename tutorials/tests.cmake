@@ -22,3 +22,14 @@ add_test(NAME tutorial.out_of_tree_build
                  "-DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}" -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/out_of_tree.cmake)
 set_tests_properties(tutorial.out_of_tree_build PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
+
+# The script versions (script/NN_name.kn), run by `kiln run`, checked the same way.
+file(GLOB kiln_tutorial_scripts CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/*.kn)
+foreach(kn ${kiln_tutorial_scripts})
+  get_filename_component(name ${kn} NAME_WE)
+  add_test(NAME tutorial.script.${name}
+           COMMAND ${CMAKE_COMMAND} -DLESSON=$<TARGET_FILE:kiln_cli> "-DARGS=run;${kn}"
+                   -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/expected/${name}.txt
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+  set_tests_properties(tutorial.script.${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
+endforeach()
