@@ -11,6 +11,7 @@
 #include "cli/interp/builtins.h"
 #include "cli/interp/classes.h"
 #include "cli/interp/free_names.h"
+#include "cli/interp/limits.h"
 #include "tensor/ops.h"
 
 namespace kiln::interp {
@@ -164,6 +165,8 @@ namespace {
 }  // namespace
 
 void Flattener::add(const Value& v, int pos, const std::string* key) {
+    // A deep or cyclic list argument: RecursionError, not a C++ stack overflow.
+    RecursionGuard depth("while flattening the arguments of a compiled function");
     if (auto t = v.as<Tensor>()) {
         args.push_back({.kind = jit::ArgKind::tensor, .tensor = *t, .position = pos, .key = key});
     } else if (auto d = as_double(v)) {
