@@ -67,6 +67,7 @@ Tensor FunctionNode::attach(const std::shared_ptr<FunctionNode>& node, const std
     // input would get this node as its grad_fn.
     for (const Tensor& t : inputs)
         if (out.same(t)) out = out.detach();
+    SizesUnobserved quiet;  // kept for backward's shape check, not a number fn computes with
     for (const Tensor& t : inputs) {
         node->next.push_back(edge_to(t));
         node->input_shapes_.push_back(t.shape());

@@ -87,67 +87,6 @@ std::string sanitize(const std::string& s) {
     return out.empty() ? "v" : out;
 }
 
-// Matches a recorded size against the symbols a graph can read: "s0", or "s0*s1" (numel).
-struct SymMatcher {
-    const std::vector<int64_t>& values;
-    std::vector<bool> available;
-    std::vector<std::set<int64_t>> coeffs;  // per symbol: static-size products of inputs holding it
-    void add_input(const ValueMeta& m) {
-        int64_t stat = 1;
-        for (size_t d = 0; d < m.shape.size(); ++d)
-            if (m.sym[d] < 0) stat *= m.shape[d];
-        for (int k : m.sym)
-            if (k >= 0) available[k] = true, coeffs[k].insert(stat);
-    }
-    std::optional<SymExpr> match(int64_t v) const {
-        if (v < 2) return std::nullopt;  // 0 and 1 stay specialized
-        for (size_t k = 0; k < values.size(); ++k)
-            if (available[k] && values[k] == v) return SymExpr{{int(k)}};
-        for (size_t k = 0; k < values.size(); ++k)  // numel of an input: s0 * its static dims
-            for (int64_t c : coeffs[k])
-                if (available[k] && c > 1 && c * values[k] == v) return SymExpr{{int(k)}, c};
-        for (size_t a = 0; a < values.size(); ++a)
-            for (size_t b = a; b < values.size(); ++b)
-                if (available[a] && available[b] && values[a] * values[b] == v) return SymExpr{{int(a), int(b)}};
-        return std::nullopt;
-    }
-    void mark(ValueMeta& m) const {
-        m.sym.assign(m.shape.size(), -1);
-        for (size_t d = 0; d < m.shape.size(); ++d)
-            if (auto e = match(m.shape[d]); e && e->syms.size() == 1 && e->coeff == 1) m.sym[d] = e->syms[0];
-    }
-    // mean() multiplies by 1.0 / n; anything else that equals 1/size is a coincidence we accept.
-    std::optional<SymExpr> match_reciprocal(double s) const {
-        if (!(s > 0 && s <= 1.0 / 3)) return std::nullopt;
-        int64_t n = std::llround(1.0 / s);
-        auto e = match(n);
-        if (!e || 1.0 / double(n) != s) return std::nullopt;
-        e->reciprocal = true;
-        return e;
-    }
-};
-
-bool shape_attr_is_size(OpId op) {
-    switch (op) {
-        case OpId::reshape: case OpId::expand: case OpId::full: case OpId::rand:
-        case OpId::randn: case OpId::randint: case OpId::slice_backward: return true;
-        default: return false;
-    }
-}
-
-void add_patches(Node& n, const SymMatcher& m) {
-    const Attrs& a = n.attrs;
-    if (shape_attr_is_size(n.op))
-        for (size_t i = 0; i < a.shape.size(); ++i)
-            if (auto e = m.match(a.shape[i])) n.patches.push_back({AttrField::shape, int(i), *e});
-    if (n.op == OpId::slice)
-        if (auto e = m.match(a.end)) n.patches.push_back({AttrField::end, 0, *e});
-    if (n.op == OpId::arange && a.hi == std::floor(a.hi))
-        if (auto e = m.match(int64_t(a.hi))) n.patches.push_back({AttrField::hi, 0, *e});
-    if ((n.op == OpId::mul || n.op == OpId::div) && a.scalar_pos != ScalarPos::none)
-        if (auto e = m.match_reciprocal(a.scalar)) n.patches.push_back({AttrField::scalar, 0, *e});
-}
-
 }  // namespace
 
 std::string GraphBuilder::unique_name(std::string base) {
@@ -178,9 +117,10 @@ int GraphBuilder::call(OpId op, const Attrs& attrs, std::vector<int> args, const
     return call(op, attrs, std::move(args), meta_of(out), grad_enabled);
 }
 
-int GraphBuilder::call(OpId op, const Attrs& attrs, std::vector<int> args, ValueMeta meta, bool grad_enabled) {
+int GraphBuilder::call(OpId op, const Attrs& attrs, std::vector<int> args, ValueMeta meta, bool grad_enabled,
+                       std::vector<AttrPatch> patches) {
     Node n{.kind = NodeKind::call, .name = unique_name(op_info(op).name), .op = op, .attrs = attrs,
-           .args = std::move(args), .meta = std::move(meta), .grad_enabled = grad_enabled};
+           .patches = std::move(patches), .args = std::move(args), .meta = std::move(meta), .grad_enabled = grad_enabled};
     nodes_.push_back(std::move(n));
     ++num_ops_;
     return int(nodes_.size()) - 1;
@@ -200,29 +140,22 @@ std::shared_ptr<const Graph> GraphBuilder::build(const std::vector<int>& outputs
     for (int pass = 0; pass < 2; ++pass)
         for (int i = 0; i < int(nodes_.size()); ++i)
             if ((nodes_[i].kind == NodeKind::placeholder) == (pass == 0)) order.push_back(i);
-    size_t nsym = sym_values_.size();
-    SymMatcher m{sym_values_, std::vector<bool>(nsym, false), std::vector<std::set<int64_t>>(nsym)};
-    SymMatcher all{sym_values_, std::vector<bool>(nsym, true), std::vector<std::set<int64_t>>(nsym)};
     for (int i : order) {
         renumber[i] = int(g->nodes_.size());
         Node n = nodes_[i];
         for (int& a : n.args) a = renumber[a];
+        n.meta.sym.resize(n.meta.shape.size(), -1);
         if (n.kind == NodeKind::placeholder) {
-            if (n.meta.sym.empty()) all.mark(n.meta);  // an earlier graph's output: sizes by value
             for (size_t d = 0; d < n.meta.sym.size(); ++d)
                 if (n.meta.sym[d] >= 0) g->sym_sources_.push_back({g->num_inputs_, int(d), n.meta.sym[d]});
-            m.add_input(n.meta);
             ++g->num_inputs_;
-        } else {
-            m.mark(n.meta);
-            if (n.kind == NodeKind::call) add_patches(n, m);
         }
         g->nodes_.push_back(std::move(n));
     }
     Node out{.kind = NodeKind::output, .name = "output"};
     for (int o : outputs) out.args.push_back(renumber[o]);
     g->nodes_.push_back(std::move(out));
-    g->num_symbols_ = int(sym_values_.size());
+    g->num_symbols_ = num_symbols_;
     return g;
 }
 

@@ -23,11 +23,15 @@ struct SymExpr {
 };
 
 // An attribute that is not a constant but a SymExpr, re-evaluated on every run.
-enum class AttrField : uint8_t { shape, scalar, end, hi };
+using kiln::AttrField;
 struct AttrPatch {
     AttrField field;
     int index = 0;  // element of attrs.shape, for AttrField::shape
     SymExpr expr;
+    bool operator==(const AttrPatch& o) const {
+        return field == o.field && index == o.index && expr.syms == o.expr.syms && expr.coeff == o.expr.coeff &&
+               expr.reciprocal == o.expr.reciprocal;
+    }
 };
 
 // Shape and dtype of a value; dims that are symbols carry their symbol id.
@@ -87,14 +91,17 @@ class Graph {
 std::ostream& operator<<(std::ostream& os, const Graph& g);
 
 // Builds a Graph node by node while recording. Ids returned are builder ids; build()
-// puts placeholders first and renumbers. `symbol_values` are the current values of the
-// entry's symbols: recorded sizes equal to one become symbolic (see docs/jit.md).
+// puts placeholders first and renumbers. Symbolic sizes are given, never guessed: the
+// tracer passes each value's symbols (jit/sym_shapes.h) and each size-derived attribute's
+// expression (AttrPatch); `num_symbols` is how many the entry has.
 class GraphBuilder {
    public:
-    explicit GraphBuilder(std::vector<int64_t> symbol_values = {}) : sym_values_(std::move(symbol_values)) {}
+    explicit GraphBuilder(int num_symbols = 0) : num_symbols_(num_symbols) {}
     int placeholder(const std::string& name, ValueMeta meta, std::string source);
     int call(OpId op, const Attrs& attrs, std::vector<int> args, const Tensor& out, bool grad_enabled);
-    int call(OpId op, const Attrs& attrs, std::vector<int> args, ValueMeta meta, bool grad_enabled);
+    int call(OpId op, const Attrs& attrs, std::vector<int> args, ValueMeta meta, bool grad_enabled,
+             std::vector<AttrPatch> patches = {});
+    const ValueMeta& meta(int id) const { return nodes_[id].meta; }
     int detach(int arg, const Tensor& out);
     int detach(int arg, ValueMeta meta);
     int size() const { return int(nodes_.size()); }
@@ -107,7 +114,7 @@ class GraphBuilder {
     std::string unique_name(std::string base);
     std::vector<Node> nodes_;
     std::vector<std::string> names_;
-    std::vector<int64_t> sym_values_;
+    int num_symbols_ = 0;
     int num_ops_ = 0;
 };
 

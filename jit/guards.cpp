@@ -73,7 +73,17 @@ bool GuardSet::check(const Args& args, std::vector<int64_t>& syms) const {
             }
         }
     }
+    for (size_t k = 0; k < pinned.size(); ++k)
+        if (pinned[k] && syms[k] != pinned[k]) return false;
     return true;
+}
+
+void GuardSet::pin(int k, int64_t value, const std::string& why) {
+    if (is_pinned(k)) return;
+    pinned.resize(sym_values.size(), 0);
+    pin_reasons.resize(sym_values.size());
+    pinned[k] = value;
+    pin_reasons[k] = why;
 }
 
 std::string GuardSet::failure(const Args& args, const std::vector<std::string>& names) const {
@@ -109,6 +119,10 @@ std::string GuardSet::failure(const Args& args, const std::vector<std::string>& 
             if (!os.str().empty()) return os.str();
         }
     }
+    for (size_t k = 0; k < pinned.size(); ++k)
+        if (pinned[k] && syms[k] != pinned[k])
+            return "s" + std::to_string(k) + " == " + std::to_string(pinned[k]) + " failed (got " + std::to_string(syms[k]) +
+                   "; pinned: " + pin_reasons[k] + ")";
     return "";
 }
 
@@ -193,7 +207,10 @@ std::vector<std::string> GuardSet::lines(const std::vector<std::string>& names) 
         }
         out.push_back(os.str());
     }
-    for (size_t k = 0; k < sym_values.size(); ++k) out.push_back("2 <= s" + std::to_string(k));
+    for (size_t k = 0; k < sym_values.size(); ++k) {
+        if (is_pinned(int(k))) out.push_back("s" + std::to_string(k) + " == " + std::to_string(pinned[k]) + "  (pinned: " + pin_reasons[k] + ")");
+        else out.push_back("2 <= s" + std::to_string(k));
+    }
     out.insert(out.end(), relations.begin(), relations.end());
     out.push_back(std::string("grad_mode: ") + (grad_mode ? "enabled" : "disabled"));
     return out;

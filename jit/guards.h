@@ -58,7 +58,13 @@ struct GuardSet {
     std::vector<ArgGuard> args;
     bool grad_mode = true;
     std::vector<int64_t> sym_values;  // symbol values when recorded
+    // Symbols the recording read as plain numbers (or that met a size no symbol can say):
+    // pinned[k] != 0 means s_k must equal it. Empty until the first pin.
+    std::vector<int64_t> pinned;
+    std::vector<std::string> pin_reasons;
     int num_symbols() const { return int(sym_values.size()); }
+    void pin(int k, int64_t value, const std::string& why);
+    bool is_pinned(int k) const { return k < int(pinned.size()) && pinned[k] != 0; }
 
     // The fast check; binds symbol values into `syms` (resized to num_symbols()).
     bool check(const Args& args, std::vector<int64_t>& syms) const;

@@ -49,6 +49,7 @@ bool Entry::aliasing_ok(const Args& args) const {
 int Entry::add_slot(SlotKind kind, Tensor held_tensor) {
     slot_kinds.push_back(kind);
     held.push_back(std::move(held_tensor));
+    slot_syms.emplace_back();
     return int(slot_kinds.size()) - 1;
 }
 

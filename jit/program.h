@@ -83,6 +83,7 @@ struct Entry {
     std::unique_ptr<Segment> root;
     std::vector<SlotKind> slot_kinds;
     std::vector<Tensor> held;          // per slot: the lifted tensor (others undefined)
+    std::vector<std::vector<int>> slot_syms;  // per slot: an earlier graph's output's symbols (others empty)
     bool rerun = false;                // host code consumed a raw value: re-run fn every call
     std::vector<BreakInfo> breaks;     // in recording order
     int num_segments = 0;

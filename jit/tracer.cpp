@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "jit/log.h"
+#include "jit/sym_shapes.h"
 #include "tensor/kernels.h"
 
 namespace kiln::jit {
@@ -62,6 +63,8 @@ struct Step {
     std::vector<Tensor> aliases;  // other tensors that took this value (in-place targets)
     OpId op{};
     Attrs attrs;
+    std::vector<AttrPatch> patches;  // size-derived attributes (dispatch_sized)
+    std::vector<Tensor> size_sources;  // the tensors whose symbols the patches read
     std::vector<Tensor> inputs;
     Tensor out;
     bool grad = true;
@@ -86,6 +89,11 @@ class Tracer final : public DispatchHook {
     }
 
     Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) override {
+        return call_sized(op, inputs, attrs, {});
+    }
+
+    Tensor call_sized(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::span<const SizeOrigin> origins) override {
+        SizesUnobserved quiet;
         if (passthrough_) return dispatch_eager(op, inputs, attrs);
         if (op_info(op).kind == OpKind::random && !rng_saved_) {  // the compiled run re-draws from here
             rng_ = get_rng_state();
@@ -96,24 +104,41 @@ class Tracer final : public DispatchHook {
             return dispatch_eager(op, inputs, attrs);
         }
         Step s{.op = op, .attrs = attrs, .inputs = {inputs.begin(), inputs.end()}, .grad = autograd::grad_enabled()};
+        s.patches = patches_of(origins, attrs, s.size_sources);
         if (matching()) return match(std::move(s));
         std::vector<int> ids;
         for (const Tensor& t : inputs) ids.push_back(value_of(t));
         Tensor out = eager(op, inputs, attrs);
-        bind(out, RefKind::op, record_node(b_->call(op, attrs, ids, out, s.grad), out));
+        bind(out, RefKind::op, record_node(record_call(s, ids, out), out));
         return out;
     }
 
+    // fn's code read a size as a number: if it is a symbol, the entry now depends on its
+    // value, so the value is pinned by a guard (docs/jit.md, "Sizes read as numbers").
+    void size_read(const Tensor& t, int64_t dim, const std::source_location& loc) override {
+        if (passthrough_ || in_eager_) return;
+        std::vector<int> syms = sym_dims(t);
+        for (size_t d = 0; d < syms.size(); ++d) {
+            if (syms[d] < 0 || (dim >= 0 && int64_t(d) != dim)) continue;
+            std::ostringstream why;
+            why << (dim >= 0 ? "size(" + std::to_string(d) + ")" : std::string("the shape")) << " of a " << shape_str(t)
+                << " tensor read at " << loc.file_name() << ":" << loc.line();
+            pin(syms[d], why.str());
+        }
+    }
+
     void detached(const Tensor& src, const Tensor& out) override {
+        SizesUnobserved quiet;
         if (passthrough_ || in_eager_ || !resolve(src)) return;  // autograd's own detaches; outside tensors lift as they are
         if (matching()) {
             match(Step{.is_detach = true, .inputs = {src}, .out = out});
             return;
         }
-        bind(out, RefKind::op, record_node(b_->detach(value_of(src), out), out));
+        bind(out, RefKind::op, record_node(record_detach(value_of(src), out), out));
     }
 
     void escape(const Tensor& t, Escape kind, const std::source_location& loc) override {
+        SizesUnobserved quiet;
         if (passthrough_ || in_eager_) return;
         BreakInfo brk = describe_escape(kind, loc);
         if (cfg_.fullgraph)
@@ -134,7 +159,9 @@ class Tracer final : public DispatchHook {
     // target's value from here on; a mutated argument, captured tensor or earlier value
     // is written back after the graph. The eager write happens now, as eager would do it.
     void assign(const Tensor& target, const Tensor& value) override {
+        SizesUnobserved quiet;
         if (passthrough_ || in_eager_) return assign_eager(target, value);
+        same_symbols(target, value);
         if (std::string why = functionalize_blocker(target, value); !why.empty()) {
             go_eager(why);
             return assign_eager(target, value);
@@ -166,11 +193,13 @@ class Tracer final : public DispatchHook {
     }
 
     void host_effect(const std::string& what, const std::source_location& loc) override {
+        SizesUnobserved quiet;
         if (passthrough_ || in_eager_) return;
         mark_rerun(what + " at " + loc.file_name() + ":" + std::to_string(loc.line()));
     }
 
     void guard_value(const std::string& what, std::function<int64_t()> read) override {
+        SizesUnobserved quiet;
         if (passthrough_ || in_eager_) return;
         for (const ValueGuard& g : e_.value_guards)
             if (g.what == what) return;
@@ -180,6 +209,7 @@ class Tracer final : public DispatchHook {
     }
 
     void finish(const std::vector<Tensor>& results) {
+        SizesUnobserved quiet;
         if (passthrough_) return;
         Segment* seg = matching() ? end_match(true, Escape::item, results) : nullptr;
         if (!seg && !passthrough_) end_record(true, results, nullptr);
@@ -194,6 +224,98 @@ class Tracer final : public DispatchHook {
     };
 
     bool matching() const { return b_ == nullptr; }
+
+    // --- symbolic sizes (jit/sym_shapes.h)
+    void pin(int k, const std::string& why) {
+        if (k < 0 || e_.guards.is_pinned(k)) return;
+        e_.guards.pin(k, syms_[size_t(k)], why);
+        log_event("guards", cfg_.fn_name + " entry " + std::to_string(e_.id) + ": s" + std::to_string(k) + " pinned to " +
+                                std::to_string(syms_[size_t(k)]) + " (" + why + ")");
+    }
+    std::vector<int> masked(std::vector<int> sym, size_t rank) const {
+        sym.resize(rank, -1);
+        for (int& k : sym)
+            if (k >= 0 && e_.guards.is_pinned(k)) k = -1;
+        return sym;
+    }
+    // The symbols of t's dims as this recording knows them (-1: static or pinned).
+    std::vector<int> sym_dims(const Tensor& t) {
+        size_t rank = t.impl()->shape.size();
+        const Ref* r = resolve(t);
+        if (!r) return std::vector<int>(rank, -1);  // an outside tensor: lifted with its sizes
+        if (r->kind == RefKind::slot) {
+            if (e_.slot_kinds[r->id] == SlotKind::argument) return masked(slot_guard_[r->id]->sym, rank);
+            return masked(e_.slot_syms[r->id], rank);
+        }
+        if (!matching()) return masked(b_->meta(r->id).sym, rank);
+        if (cands_.empty() || !cands_[0]->graph) return std::vector<int>(rank, -1);
+        const Graph& g = *cands_[0]->graph;
+        return masked(g.nodes()[g.num_inputs() + r->id].meta.sym, rank);
+    }
+    // An in-place write needs target and value to have the same sizes on every call.
+    void same_symbols(const Tensor& target, const Tensor& value) {
+        std::vector<int> a = sym_dims(target), b = sym_dims(value);
+        for (size_t d = 0; d < a.size() && d < b.size(); ++d)
+            if (a[d] != b[d]) {
+                pin(a[d], "an in-place write into a tensor whose sizes equal its value's only for these sizes");
+                pin(b[d], "an in-place write into a tensor whose sizes equal its value's only for these sizes");
+            }
+    }
+    // A composite's size-derived attributes (SizeOrigin) as expressions over the symbols.
+    std::vector<AttrPatch> patches_of(std::span<const SizeOrigin> origins, const Attrs& attrs, std::vector<Tensor>& sources) {
+        std::vector<AttrPatch> out;
+        for (const SizeOrigin& o : origins) {
+            SymExpr e{.reciprocal = o.reciprocal};
+            for (const auto& [t, d] : o.dims) {
+                int k = sym_dims(t)[size_t(d)];
+                if (k < 0) {
+                    e.coeff *= t.impl()->shape[size_t(d)];
+                    continue;
+                }
+                e.syms.push_back(k);
+                sources.push_back(t);
+            }
+            if (e.syms.empty()) continue;
+            std::sort(e.syms.begin(), e.syms.end());
+            double want = o.field == AttrField::shape ? double(attrs.shape[size_t(o.index)])
+                          : o.field == AttrField::scalar ? attrs.scalar
+                          : o.field == AttrField::end ? double(attrs.end) : attrs.hi;
+            if (e.eval(syms_) != want) {  // the origin does not say this attribute: keep it constant, exact
+                for (int k : e.syms) pin(k, "an attribute whose stated size origin does not match it");
+                continue;
+            }
+            out.push_back({o.field, o.index, std::move(e)});
+        }
+        return out;
+    }
+    // Records an op with its output's symbols, pinning what the shape rule cannot say.
+    int record_call(const Step& s, const std::vector<int>& ids, const Tensor& out) {
+        for (const Tensor& t : s.size_sources) value_of(t);  // the graph reads those symbols off its inputs
+        ValueMeta meta = meta_of(out);
+        for (int round = 0; round < 4; ++round) {  // a pin can change the answer; it settles fast
+            std::vector<ValueMeta> in;
+            for (int id : ids) {
+                ValueMeta m = b_->meta(id);
+                m.sym = masked(m.sym, m.shape.size());
+                in.push_back(std::move(m));
+            }
+            SymShape r = infer_sym_shape(s.op, s.attrs, s.patches, in, out.impl()->shape, syms_);
+            bool pinned_new = false;
+            for (int k : r.pin) {
+                if (e_.guards.is_pinned(k)) continue;
+                pin(k, std::string("a size of ") + op_info(s.op).name + "'s output that no one symbol can say (or an agreement of sizes that holds only for these)");
+                pinned_new = true;
+            }
+            meta.sym = masked(r.sym, meta.shape.size());
+            if (!pinned_new) break;
+        }
+        return b_->call(s.op, s.attrs, ids, std::move(meta), s.grad, s.patches);
+    }
+    int record_detach(int arg, const Tensor& out) {
+        ValueMeta meta = meta_of(out);
+        meta.sym = masked(b_->meta(arg).sym, meta.shape.size());
+        return b_->detach(arg, std::move(meta));
+    }
 
     // --- in-place ops and the eager fallback
     // Why `target <- value` can't be functionalized ("" when it can).
@@ -332,7 +454,7 @@ class Tracer final : public DispatchHook {
 
     // --- recording
     void start_record() {
-        b_ = std::make_unique<GraphBuilder>(syms_);
+        b_ = std::make_unique<GraphBuilder>(int(syms_.size()));
         in_slots_.clear();
         in_examples_.clear();
         slot_ph_.clear();
@@ -369,7 +491,8 @@ class Tracer final : public DispatchHook {
             name = arg_name(*slot_arg_[s], cfg_.arg_names);
             source = "argument " + name;
         } else {
-            meta.sym.clear();  // the builder matches its sizes against the symbols
+            meta.sym = e_.slot_syms[s];  // an earlier graph's output keeps its symbols; lifted tensors are static
+            meta.sym.resize(meta.shape.size(), -1);
             name = e_.slot_kinds[s] == SlotKind::lifted ? "lifted" : "prev";
             source = e_.slot_kinds[s] == SlotKind::lifted ? "lifted outside tensor" : "output of an earlier graph";
         }
@@ -427,8 +550,12 @@ class Tracer final : public DispatchHook {
             int s = -1;
             for (const auto& [slot, value] : mutations_)
                 if (value == id) s = slot;
-            if (s >= 0) seg.writeback_outputs.push_back(int(j));
-            else s = e_.add_slot(SlotKind::output);
+            if (s >= 0) {
+                seg.writeback_outputs.push_back(int(j));
+            } else {
+                s = e_.add_slot(SlotKind::output);
+                e_.slot_syms[s] = seg.graph->nodes()[seg.graph->outputs()[j]].meta.sym;
+            }
             seg.output_slots.push_back(s);
             bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
         }
@@ -504,7 +631,9 @@ class Tracer final : public DispatchHook {
         const Node& n = c.graph->nodes()[c.graph->num_inputs() + k];
         if ((n.kind == NodeKind::detach) != s.is_detach || n.args.size() != s.inputs.size()) return false;
         Attrs scratch;
-        if (!s.is_detach && (n.op != s.op || n.grad_enabled != s.grad || !(c.graph->attrs(n, syms_, scratch) == s.attrs))) return false;
+        if (!s.is_detach && (n.op != s.op || n.grad_enabled != s.grad || n.patches != s.patches ||
+                             !(c.graph->attrs(n, syms_, scratch) == s.attrs)))
+            return false;
         for (size_t i = 0; i < s.inputs.size(); ++i)
             if (!arg_matches(c, n.args[i], s.inputs[i])) return false;
         return true;
@@ -518,10 +647,14 @@ class Tracer final : public DispatchHook {
             diverge("op #" + std::to_string(log_.size() + 1) + " (" + (s.is_detach ? "detach" : op_info(s.op).name) + ")");
             if (passthrough_) return s.is_detach ? s.out : dispatch_eager(s.op, s.inputs, s.attrs);
             if (s.is_detach) {
-                bind(s.out, RefKind::op, record_node(b_->detach(value_of(s.inputs[0]), s.out), s.out));
+                bind(s.out, RefKind::op, record_node(record_detach(value_of(s.inputs[0]), s.out), s.out));
                 return s.out;
             }
-            return call(s.op, s.inputs, s.attrs);
+            std::vector<int> ids;
+            for (const Tensor& t : s.inputs) ids.push_back(value_of(t));
+            s.out = eager(s.op, s.inputs, s.attrs);
+            bind(s.out, RefKind::op, record_node(record_call(s, ids, s.out), s.out));
+            return s.out;
         }
         cands_ = std::move(keep);
         if (!s.is_detach) s.out = eager(s.op, s.inputs, s.attrs);
@@ -623,7 +756,7 @@ class Tracer final : public DispatchHook {
             replay_assigns(int(step_id.size()));
             std::vector<int> ids;
             for (const Tensor& t : s.inputs) ids.push_back(value_of(t));
-            int id = s.is_detach ? b_->detach(ids[0], s.out) : b_->call(s.op, s.attrs, ids, s.out, s.grad);
+            int id = s.is_detach ? record_detach(ids[0], s.out) : record_call(s, ids, s.out);
             bind(s.out, RefKind::op, record_node(id, s.out));
             step_id.push_back(id);
         }
@@ -676,6 +809,11 @@ std::vector<Tensor> trace_entry(Entry& entry, const Args& args, const std::vecto
     std::vector<Tensor> results;
     {
         HookScope scope(&tracer);
+        struct Observe {  // fn's size reads reach the tracer while it has symbols to pin
+            bool prev = detail::t_observe_sizes;
+            ~Observe() { detail::t_observe_sizes = prev; }
+        } observe;
+        detail::t_observe_sizes = !syms.empty();
         results = host();
     }
     tracer.finish(results);

@@ -36,7 +36,10 @@ Tensor one_hot(const Tensor& targets, int64_t num_classes) {
     return class_mask(targets, num_classes, "one_hot").to(int64);
 }
 
+// The losses read sizes only to check them; under compile() the ops that follow check the
+// same agreements structurally (jit/sym_shapes.cpp), so the reads pin no symbol.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction) {
+    SizesUnobserved quiet;
     KILN_CHECK(log_probs.dim() == 2, "nll_loss: expected log-probabilities of shape [N, C], got ", log_probs.shape());
     KILN_CHECK(targets.dim() == 1 && targets.size(0) == log_probs.size(0), "nll_loss: expected targets of shape [",
                log_probs.size(0), "], got ", targets.shape());
@@ -46,6 +49,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduct
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+    SizesUnobserved quiet;
     KILN_CHECK(logits.dim() == 2, "cross_entropy: expected logits of shape [N, C], got ", logits.shape());
     Tensor log_probs = logits.log_softmax(1);
     if (is_floating(targets.dtype())) {
@@ -57,6 +61,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+    SizesUnobserved quiet;
     KILN_CHECK(input.shape() == target.shape(), "mse_loss: input ", input.shape(), " and target ", target.shape(),
                " differ in shape (kiln does not broadcast losses silently)");
     return reduce(square(input - target), reduction);

@@ -107,6 +107,30 @@ Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attr
     return out;
 }
 
+Tensor dispatch_sized(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::span<const SizeOrigin> origins) {
+    if (DispatchHook* hook = dispatch_hook()) return hook->call_sized(op, inputs, attrs, origins);
+    return dispatch_eager(op, inputs, attrs);
+}
+
+Tensor dispatch_sized(OpId op, std::initializer_list<Tensor> inputs, const Attrs& attrs, std::span<const SizeOrigin> origins) {
+    return dispatch_sized(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, origins);
+}
+
+std::vector<SizeOrigin> shape_origins(const Tensor& x) {
+    std::vector<SizeOrigin> out;
+    for (int64_t i = 0; i < x.dim(); ++i) out.push_back({.field = AttrField::shape, .index = int(i), .dims = {{x, i}}});
+    return out;
+}
+
+thread_local constinit bool detail::t_observe_sizes = false;
+
+void detail::observe_size(const Tensor& t, int64_t dim, const std::source_location& loc) {
+    if (DispatchHook* hook = dispatch_hook()) {
+        SizesUnobserved quiet;  // the hook's own size reads are not fn's
+        hook->size_read(t, dim, loc);
+    }
+}
+
 Tensor dispatch(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
     if (DispatchHook* hook = dispatch_hook()) return hook->call(op, inputs, attrs);
     return dispatch_eager(op, inputs, attrs);

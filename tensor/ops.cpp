@@ -68,8 +68,13 @@ Tensor full(const Shape& s, double v, TensorOptions o) {
 }
 Tensor zeros(const Shape& s, TensorOptions o) { return full(s, 0.0, o); }
 Tensor ones(const Shape& s, TensorOptions o) { return full(s, 1.0, o); }
-Tensor zeros_like(const Tensor& x) { return zeros(x.shape(), {.dtype = x.dtype()}); }
-Tensor ones_like(const Tensor& x) { return ones(x.shape(), {.dtype = x.dtype()}); }
+// The *_like factories take x's sizes as attributes, with their origin (dispatch_sized).
+Tensor full_like(const Tensor& x, double v) {
+    std::vector<SizeOrigin> o = shape_origins(x);
+    return dispatch_sized(OpId::full, {}, {.shape = x.impl()->shape, .scalar = v, .dtype = x.dtype()}, o);
+}
+Tensor zeros_like(const Tensor& x) { return full_like(x, 0.0); }
+Tensor ones_like(const Tensor& x) { return full_like(x, 1.0); }
 Tensor scalar_tensor(double v, DType dt) { return full({}, v, {.dtype = dt}); }
 Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(double start, double end, double step, TensorOptions o) {
@@ -84,7 +89,10 @@ Tensor randn(const Shape& s, TensorOptions o) {
 Tensor randint(int64_t low, int64_t high, const Shape& s, TensorOptions o) {
     return finish(dispatch(OpId::randint, {}, {.shape = s, .lo = double(low), .hi = double(high), .dtype = o.dtype}), o);
 }
-Tensor randn_like(const Tensor& x) { return randn(x.shape(), {.dtype = x.dtype()}); }
+Tensor randn_like(const Tensor& x) {
+    std::vector<SizeOrigin> o = shape_origins(x);
+    return dispatch_sized(OpId::randn, {}, {.shape = x.impl()->shape, .dtype = x.dtype()}, o);
+}
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions opt) {

@@ -70,9 +70,30 @@ OpId op_by_name(const std::string& name);  // throws on unknown
 // --- The dispatcher: every op call goes through here.
 // A hook (installed per thread by the JIT tracer) may take the call over; it calls
 // dispatch_eager to run the kernel with autograd recording.
+// Where a size-valued attribute came from: the product of some tensors' sizes, or its
+// reciprocal (mean's 1/n). A composite that turns sizes into an attribute passes this with
+// the op (dispatch_sized), so that a recording with symbolic sizes re-evaluates the
+// attribute on every call instead of baking in the number it saw.
+enum class AttrField : uint8_t { shape, scalar, end, hi };
+struct SizeOrigin {
+    AttrField field = AttrField::shape;
+    int index = 0;                                  // element of attrs.shape, for AttrField::shape
+    std::vector<std::pair<Tensor, int64_t>> dims;   // the value is the product of these sizes
+    bool reciprocal = false;                        // ... or 1 / that product
+};
+// One origin per dim of `x`: attrs.shape[i] is x.size(i) (zeros_like, fill_, copy_).
+std::vector<SizeOrigin> shape_origins(const Tensor& x);
+
 struct DispatchHook {
     virtual ~DispatchHook() = default;
     virtual Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) = 0;
+    // An op whose attributes carry sizes of other tensors (see SizeOrigin).
+    virtual Tensor call_sized(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::span<const SizeOrigin> origins) {
+        (void)origins;
+        return call(op, inputs, attrs);
+    }
+    // fn's code read size `dim` of `t` (-1: all of them) as a plain number.
+    virtual void size_read(const Tensor& t, int64_t dim, const std::source_location& loc) { (void)t, (void)dim, (void)loc; }
     // A value leaves the framework (item, bool, data access); `t` is the tensor read.
     virtual void escape(const Tensor& t, Escape kind, const std::source_location& loc) = 0;
     // Tensor::detach() made `out` from `src` outside the dispatcher; the JIT records it.
@@ -93,6 +114,9 @@ void set_dispatch_hook(DispatchHook* hook);  // returns nothing; per thread
 Tensor dispatch(OpId op, std::span<const Tensor> inputs, const Attrs& attrs = {});
 Tensor dispatch(OpId op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+// dispatch() for an op whose attributes are sizes of other tensors (SizeOrigin).
+Tensor dispatch_sized(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, std::span<const SizeOrigin> origins);
+Tensor dispatch_sized(OpId op, std::initializer_list<Tensor> inputs, const Attrs& attrs, std::span<const SizeOrigin> origins);
 void report_escape(const Tensor& t, Escape kind, const std::source_location& loc);
 // In-place write `target <- value` (Tensor::assign_): through the hook when one is set.
 void dispatch_assign(const Tensor& target, const Tensor& value);
@@ -167,6 +191,7 @@ KILN_COMPARE_OPERATOR(!=, ne, ne)
 Tensor full(const Shape& shape, double value, TensorOptions opt = {});
 Tensor zeros(const Shape& shape, TensorOptions opt = {});
 Tensor ones(const Shape& shape, TensorOptions opt = {});
+Tensor full_like(const Tensor& x, double value);  // x's shape and dtype
 Tensor zeros_like(const Tensor& x);
 Tensor ones_like(const Tensor& x);
 Tensor scalar_tensor(double value, DType dtype = float32);

@@ -71,12 +71,16 @@ Tensor empty(const Shape& shape, DType dtype) {
     return make_tensor(storage_allocate(size_t(numel) * dtype_bytes(dtype)), shape, dtype);
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[index_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d, Loc loc) const {
+    int64_t n = index_dim(d, dim(), "size");
+    return observed(n, loc).shape[n];
+}
 
+// Contiguity does not depend on the values of sizes >= 2 (symbolic sizes), so it reads them unobserved.
 bool Tensor::is_contiguous() const {
-    if (numel() == 0) return true;  // nothing to lay out (else [3, 0] would count as strided)
-    const auto& s = shape();
-    const auto& st = strides();
+    const auto& s = checked().shape;
+    const auto& st = checked().strides;
+    if (shape_numel(s) == 0) return true;  // nothing to lay out (else [3, 0] would count as strided)
     int64_t expect = 1;
     for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
         if (s[i] == 1) continue;
@@ -100,6 +104,7 @@ T* Tensor::data_ptr(std::source_location loc) const {
 
 template <class T>
 T Tensor::item(std::source_location loc) const {
+    SizesUnobserved quiet;  // a value leaves: the JIT re-runs host code from here (an escape)
     KILN_CHECK(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar (shape ", shape(), ")");
     report_escape(*this, Escape::item, loc);
     T v{};
@@ -110,12 +115,14 @@ T Tensor::item(std::source_location loc) const {
 template <class T>
 std::vector<T> Tensor::to_vector(std::source_location loc) const {
     report_escape(*this, Escape::data_access, loc);
+    SizesUnobserved quiet;
     Tensor c = contiguous_as(*this, dtype_of<T>());
     const T* p = static_cast<const T*>(c.raw_data());
     return std::vector<T>(p, p + numel());
 }
 
 Tensor::operator bool() const {
+    SizesUnobserved quiet;
     KILN_CHECK(numel() == 1, "bool: a Tensor with ", numel(), " elements is ambiguous as a condition (shape ", shape(), "); use .any() style reductions first");
     report_escape(*this, Escape::bool_conversion, std::source_location::current());
     bool v = false;
@@ -151,8 +158,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph, std::source_locatio
 Tensor Tensor::detach() const {
     auto impl = std::make_shared<TensorImpl>();
     impl->storage = checked().storage;
-    impl->shape = shape();
-    impl->strides = strides();
+    impl->shape = checked().shape;
+    impl->strides = checked().strides;
     impl->offset = offset();
     impl->dtype = dtype();
     Tensor out(impl);
@@ -163,7 +170,7 @@ Tensor Tensor::detach() const {
 // --- views and shapes
 Tensor Tensor::reshape(const Shape& s) const { return dispatch(OpId::reshape, {*this}, {.shape = s}); }
 Tensor Tensor::view(const Shape& s) const {
-    KILN_CHECK(is_contiguous(), "view: tensor of shape ", shape(), " with strides ", strides(), " is not contiguous; use reshape()");
+    KILN_CHECK(is_contiguous(), "view: tensor of shape ", checked().shape, " with strides ", checked().strides, " is not contiguous; use reshape()");
     return reshape(s);
 }
 Tensor Tensor::permute(const Shape& d) const { return dispatch(OpId::permute, {*this}, {.dims = d}); }
@@ -175,23 +182,43 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
     return permute(perm);
 }
 Tensor Tensor::expand(const Shape& s) const { return dispatch(OpId::expand, {*this}, {.shape = s}); }
+// A reshape to the sizes of this tensor's dims `keep` (in order), 1 where keep[i] is -1:
+// squeeze, unsqueeze and flatten say which dims the new shape came from (dispatch_sized),
+// so they stay symbolic under compile(dynamic).
+static Tensor reshape_to_dims(const Tensor& x, const std::vector<int64_t>& keep) {
+    Shape s;
+    std::vector<SizeOrigin> origins;
+    for (int64_t d : keep) {
+        if (d >= 0) origins.push_back({.field = AttrField::shape, .index = int(s.size()), .dims = {{x, d}}});
+        s.push_back(d >= 0 ? x.impl()->shape[d] : 1);
+    }
+    return dispatch_sized(OpId::reshape, {x}, {.shape = s}, origins);
+}
+// Squeezing tests sizes against 1; symbolic sizes are never 1, so the test reads them unobserved.
 Tensor Tensor::squeeze(int64_t d) const {
     int64_t n = normalize_dim(d, dim(), "squeeze");
-    if (dim() == 0 || shape()[n] != 1) return reshape(shape());
-    Shape s = shape();
-    s.erase(s.begin() + n);
-    return reshape(s);
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < dim(); ++i)
+        if (i != n || checked().shape[i] != 1) keep.push_back(i);
+    return reshape_to_dims(*this, keep);
 }
 Tensor Tensor::squeeze() const {
-    Shape s;
-    for (int64_t d : shape()) if (d != 1) s.push_back(d);
-    return reshape(s);
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < dim(); ++i)
+        if (checked().shape[i] != 1) keep.push_back(i);
+    return reshape_to_dims(*this, keep);
 }
 Tensor Tensor::unsqueeze(int64_t d) const {
     int64_t n = normalize_dim(d, dim() + 1, "unsqueeze");
-    Shape s = shape();
-    s.insert(s.begin() + n, 1);
-    return reshape(s);
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < dim(); ++i) keep.push_back(i);
+    keep.insert(keep.begin() + n, -1);
+    return reshape_to_dims(*this, keep);
+}
+Tensor Tensor::flatten() const {
+    SizeOrigin all{.field = AttrField::shape, .index = 0};
+    for (int64_t i = 0; i < dim(); ++i) all.dims.push_back({*this, i});
+    return dispatch_sized(OpId::reshape, {*this}, {.shape = {shape_numel(checked().shape)}}, std::span(&all, 1));
 }
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
     int64_t n = index_dim(d, dim(), "narrow");
@@ -217,21 +244,31 @@ Tensor Tensor::clone() const { return dispatch(OpId::cast, {*this}, {.dtype = dt
 Tensor Tensor::sum(const Shape& d, bool k) const { return dispatch(OpId::sum, {*this}, {.dims = d, .keepdim = k}); }
 Tensor Tensor::amax(const Shape& d, bool k) const { return dispatch(OpId::amax, {*this}, {.dims = d, .keepdim = k}); }
 Tensor Tensor::amin(const Shape& d, bool k) const { return dispatch(OpId::amin, {*this}, {.dims = d, .keepdim = k}); }
+// sum * (1/n): the scale 1/n is a size-derived attribute, passed with its origin so that a
+// symbolic recording computes it per call (dispatch_sized).
 Tensor Tensor::mean(const Shape& d, bool k) const {
     KILN_CHECK(is_floating(dtype()), "mean: expected a floating point tensor, got ", dtype());
-    int64_t count = 1;  // a 0-d tensor reduced over dim 0 or -1 averages its one element
-    if (d.empty()) count = numel();
-    else if (dim() > 0) for (int64_t x : d) count *= shape()[normalize_dim(x, dim(), "mean")];
+    SizeOrigin n{.field = AttrField::scalar, .reciprocal = true};  // a 0-d tensor averages its one element
+    if (d.empty()) {
+        for (int64_t i = 0; i < dim(); ++i) n.dims.push_back({*this, i});
+    } else if (dim() > 0) {
+        for (int64_t x : d) n.dims.push_back({*this, normalize_dim(x, dim(), "mean")});
+    }
+    int64_t count = 1;
+    for (const auto& [t, i] : n.dims) count *= checked().shape[i];
+    Tensor s = sum(d, k);
     // Over nothing (count 0) the mean is NaN, as in torch.
-    double scale = count > 0 ? 1.0 / double(count) : std::numeric_limits<double>::quiet_NaN();
-    return sum(d, k) * scale;
+    if (count == 0) return s * std::numeric_limits<double>::quiet_NaN();
+    Attrs scale{.scalar = 1.0 / double(count), .scalar_pos = ScalarPos::right};
+    return dispatch_sized(OpId::mul, {s}, scale, std::span(&n, 1));
 }
 Tensor Tensor::matmul(const Tensor& o) const { return dispatch(OpId::matmul, {*this, o}); }
 // Over an empty dim amax has nothing to shift by; the result is empty too (as torch), so any
 // pointwise op of x gives it.
+// (Symbolic sizes are never 0, so the test reads the size unobserved.)
 static bool reduces_nothing(const Tensor& x, int64_t d, const char* op) {
     int64_t n = normalize_dim(d, x.dim(), op);
-    return x.dim() > 0 && x.shape()[n] == 0;
+    return x.dim() > 0 && x.impl()->shape[n] == 0;
 }
 
 Tensor Tensor::softmax(int64_t d) const {
@@ -252,11 +289,18 @@ Tensor Tensor::log_softmax(int64_t d) const {
 
 // --- in-place ops: the new value is computed out of place through the dispatcher (so
 // autograd and the JIT see ordinary ops), then assign_() writes it into this tensor.
+// copy_ reshapes or expands src to this tensor's shape, passing the sizes' origins (the
+// shapes' agreement is checked again by the JIT, structurally, when it records the write).
 Tensor& Tensor::copy_(const Tensor& src) {
     KILN_CHECK(src.defined(), "copy_: the source is an undefined tensor");
+    SizesUnobserved quiet;
     KILN_CHECK(src.numel() == numel() || src.numel() == 1, "copy_: source shape ", src.shape(), " does not match ", shape());
     Tensor v = src.dtype() == dtype() ? src : src.to(dtype());
-    if (v.shape() != shape()) v = v.numel() == numel() ? v.reshape(shape()) : v.reshape({}).expand(shape());
+    if (v.shape() != shape()) {
+        std::vector<SizeOrigin> to_this = shape_origins(*this);
+        if (v.numel() != numel()) v = v.reshape({});
+        v = dispatch_sized(v.numel() == numel() ? OpId::reshape : OpId::expand, {v}, {.shape = shape()}, to_this);
+    }
     if (v.same(src) && dispatch_hook()) v = v.clone();  // the JIT gives the new value a node of its own
     return assign_(v);
 }
@@ -266,9 +310,10 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::mul_(double s) { return assign_(*this * s); }
 Tensor& Tensor::fill_(double v) {
     KILN_CHECK(dtype() != DType::int64 || std::isfinite(v), "fill_: can't fill an int64 tensor with ", v);
-    return assign_(full(shape(), v, {.dtype = dtype()}));
+    return assign_(full_like(*this, v));
 }
 Tensor& Tensor::assign_(const Tensor& value) {
+    SizesUnobserved quiet;  // the JIT checks target and value shapes structurally (Tracer::assign)
     KILN_CHECK(value.defined() && value.shape() == shape(), "in-place op: the new value has shape ",
                value.defined() ? value.shape() : Shape{}, ", the tensor ", shape());
     Tensor v = value.dtype() == dtype() ? value : value.to(dtype());

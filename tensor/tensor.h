@@ -49,18 +49,22 @@ class Tensor {
     TensorImpl* impl() const { return impl_.get(); }
     const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
-    // --- metadata
-    const Shape& shape() const { return checked().shape; }
-    const Shape& sizes() const { return shape(); }
-    int64_t size(int64_t dim) const;
-    const Shape& strides() const { return checked().strides; }
+    // --- metadata. Reading sizes (shape, size, numel, strides) while compile() records
+    // with symbolic sizes tells the recording which symbols fn's code turned into plain
+    // numbers: those get pinned by a guard (docs/jit.md, "Sizes read as numbers"). The
+    // rank (dim) and dtype are always guarded, so reading them tells nothing.
+    using Loc = std::source_location;
+    const Shape& shape(Loc loc = Loc::current()) const { return observed(-1, loc).shape; }
+    const Shape& sizes(Loc loc = Loc::current()) const { return observed(-1, loc).shape; }
+    int64_t size(int64_t dim, Loc loc = Loc::current()) const;
+    const Shape& strides(Loc loc = Loc::current()) const { return observed(-1, loc).strides; }
     int64_t offset() const { return checked().offset; }
-    int64_t dim() const { return int64_t(shape().size()); }
-    int64_t numel() const { return shape_numel(shape()); }
+    int64_t dim() const { return int64_t(checked().shape.size()); }
+    int64_t numel(Loc loc = Loc::current()) const { return shape_numel(observed(-1, loc).shape); }
     DType dtype() const { return checked().dtype; }
     Device device() const { return checked().storage ? checked().storage->device : cpu; }
     bool is_contiguous() const;
-    size_t nbytes() const { return size_t(numel()) * dtype_bytes(dtype()); }
+    size_t nbytes() const { return size_t(shape_numel(checked().shape)) * dtype_bytes(dtype()); }
 
     // --- values leaving the framework (each is a graph break under the JIT)
     template <class T>
@@ -100,7 +104,7 @@ class Tensor {
     Tensor select(int64_t dim, int64_t index) const;
     Tensor operator[](int64_t index) const { return select(0, index); }
     Tensor contiguous() const;
-    Tensor flatten() const { return reshape({numel()}); }
+    Tensor flatten() const;
     Tensor to(DType dtype) const;
     Tensor clone() const;
 
@@ -133,7 +137,29 @@ class Tensor {
         KILN_CHECK(impl_, "use of an undefined Tensor");
         return *impl_;
     }
+    TensorImpl& observed(int64_t dim, const Loc& loc) const;
     std::shared_ptr<TensorImpl> impl_;
+};
+
+// Size reads and the JIT: while a symbolic recording runs, t_observe_sizes is set and
+// every size read from fn's code reaches the recording (observe_size). kiln's own
+// composites that read sizes only to check them, or that pass size-derived attributes
+// with their origin (dispatch_sized), run under SizesUnobserved.
+namespace detail {
+extern thread_local constinit bool t_observe_sizes;
+void observe_size(const Tensor& t, int64_t dim, const std::source_location& loc);  // dim -1: all
+}  // namespace detail
+inline TensorImpl& Tensor::observed(int64_t dim, const Loc& loc) const {
+    TensorImpl& impl = checked();
+    if (detail::t_observe_sizes) detail::observe_size(*this, dim, loc);
+    return impl;
+}
+struct SizesUnobserved {
+    bool prev;
+    SizesUnobserved() : prev(detail::t_observe_sizes) { detail::t_observe_sizes = false; }
+    ~SizesUnobserved() { detail::t_observe_sizes = prev; }
+    SizesUnobserved(const SizesUnobserved&) = delete;
+    SizesUnobserved& operator=(const SizesUnobserved&) = delete;
 };
 
 // Wraps an existing allocation with a shape; contiguous strides.

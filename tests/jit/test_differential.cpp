@@ -18,8 +18,8 @@ using namespace kiln;
 
 namespace {
 
-// view_mul_ comes last: programs drawn without it stay as they were.
-enum class Ins { unary, binary, scalar, rowsum, add_, mul_, fill_, copy_, arg_add_, branch, item, output, view_mul_ };
+// view_mul_ and sizes come last: programs drawn without them stay as they were.
+enum class Ins { unary, binary, scalar, rowsum, add_, mul_, fill_, copy_, arg_add_, branch, item, output, view_mul_, sizes };
 
 struct Step {
     Ins ins;
@@ -32,6 +32,7 @@ struct Program {
     std::vector<Step> steps;
     bool grad = false;      // arguments require grad (then no in-place on arguments)
     bool vary_rows = false;  // calls use different row counts
+    int64_t rows[3] = {3, 6, 7};
 };
 
 // Registers start as the two arguments; every instruction may append one.
@@ -101,6 +102,18 @@ std::vector<Tensor> run(const Program& p, Tensor x, Tensor y) {
                 r.push_back(reg(st.b) + (v > 0 ? 1.0 : -1.0));
                 break;
             }
+            case Ins::sizes: {  // sizes as numbers (pinned) and composites that take sizes (symbolic)
+                const Tensor &u = reg(st.a), &v = reg(st.b);
+                switch (st.k % 6) {
+                    case 0: r.push_back(u * double(u.size(0))); break;
+                    case 1: r.push_back(u + v.sum() / double(v.numel())); break;
+                    case 2: r.push_back(v + u.slice(0, 0, u.size(0) / 2 + 1).mean({0}, true)); break;
+                    case 3: r.push_back(u - u.mean({0}, true) + zeros_like(v) * st.s); break;
+                    case 4: r.push_back(u.unsqueeze(0).squeeze(0) * st.s + full_like(v, st.s)); break;
+                    case 5: r.push_back(u.size(0) > 4 ? v * 2.0 : v - u.mean()); break;
+                }
+                break;
+            }
             case Ins::output: outs.push_back(reg(st.a)); break;
         }
     }
@@ -119,6 +132,8 @@ Program make_program(std::mt19937& rng, Ins last) {
                 .s = double(pick(9) - 4) * 0.5};
         p.steps.push_back(st);
     }
+    static const int64_t kRowChoices[] = {1, 2, 3, 4, 5, 6, 7};  // 5: as many rows as columns
+    for (int64_t& rows : p.rows) rows = kRowChoices[pick(7)];
     return p;
 }
 
@@ -162,8 +177,9 @@ Outcome call(F&& f, const Tensor& x0, const Tensor& y0, bool grad, const std::ve
 }
 
 std::string describe(const Program& p) {
-    static const char* names[] = {"unary", "binary", "scalar", "rowsum", "add_", "mul_", "fill_", "copy_", "arg_add_", "branch", "item", "output", "view_mul_"};
+    static const char* names[] = {"unary", "binary", "scalar", "rowsum", "add_", "mul_", "fill_", "copy_", "arg_add_", "branch", "item", "output", "view_mul_", "sizes"};
     std::string s = p.grad ? "grad " : "";
+    if (p.vary_rows) s += "rows " + std::to_string(p.rows[0]) + "," + std::to_string(p.rows[1]) + "," + std::to_string(p.rows[2]) + " ";
     for (const Step& st : p.steps)
         s += std::string(names[int(st.ins)]) + "(" + std::to_string(st.a) + "," + std::to_string(st.b) + "," +
              std::to_string(st.k) + "," + std::to_string(st.s) + ") ";
@@ -184,10 +200,7 @@ int differential(const char* backend, int count, uint32_t seed, Ins last = Ins::
         jit::reset();
         auto compiled = compile([&p](Tensor x, Tensor y) { return run(p, x, y); }, {.backend = backend});
         for (int callno = 0; callno < 3; ++callno) {
-            // Rows never equal the 5 columns: a size that coincides with another is taken for
-            // it by the symbolic-size value matching (issue 9, class 6, still open).
-            static const int64_t kRows[] = {3, 6, 7};
-            int64_t rows = p.vary_rows ? kRows[callno] : 4;
+            int64_t rows = p.vary_rows ? p.rows[callno] : 4;
             Tensor x = randn({rows, 5}), y = randn({rows, 5});
             std::vector<Tensor> tangents{randn({rows, 5}), randn({rows, 5})};
             Outcome want = call([&](Tensor a, Tensor b) { return run(p, a, b); }, x, y, p.grad, tangents);
@@ -232,6 +245,17 @@ BOOST_AUTO_TEST_CASE(random_programs_with_in_place_through_views) {
     for (const char* backend : {"eager", "aot_eager"}) mismatches += differential(backend, count, 4242, Ins::view_mul_);
     mismatches += differential("inductor", std::max(1, count / 5), 4243, Ins::view_mul_);
     std::cout << "jit differential (views): programs " << 2 * count + std::max(1, count / 5) << ", mismatches " << mismatches << "\n";
+    BOOST_TEST(mismatches == 0);
+}
+
+// Sizes read as numbers (pinned by guards) and composites that take sizes (symbolic),
+// with row counts that coincide with the column count, mixed with everything above.
+BOOST_AUTO_TEST_CASE(random_programs_with_sizes_as_numbers) {
+    int count = std::max(1, fuzz_count(150) / 3);
+    int mismatches = 0;
+    for (const char* backend : {"eager", "aot_eager"}) mismatches += differential(backend, count, 9090, Ins::sizes);
+    mismatches += differential("inductor", std::max(1, count / 5), 9091, Ins::sizes);
+    std::cout << "jit differential (sizes): programs " << 2 * count + std::max(1, count / 5) << ", mismatches " << mismatches << "\n";
     BOOST_TEST(mismatches == 0);
 }
 

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <unistd.h>
 
@@ -340,6 +341,117 @@ BOOST_AUTO_TEST_CASE(module_training_flag_and_state_are_guarded) {
         m.scale = 5;
         m.state_changed();  // a plain member read in forward: the module says it changed
         BOOST_CHECK(same(direct(x), x * 5));
+    }
+}
+
+// Class 6: sizes read as numbers under dynamic shapes. A size fn's code reads (size,
+// shape, numel) pins its symbol with a guard; composites that take sizes as attributes
+// (mean, *_like, fill_, flatten, squeeze) say where they came from and stay symbolic;
+// nothing is matched by value. Sizes go static -> symbolic (the 2nd size) -> new ones.
+BOOST_AUTO_TEST_CASE(sizes_read_as_numbers_pin_their_symbol) {
+    using Fn = std::function<Tensor(Tensor)>;
+    std::vector<std::pair<const char*, Fn>> fns = {
+        {"x * x.size(0)", [](Tensor x) { return x * double(x.size(0)); }},
+        {"x.sum() / x.size(0)", [](Tensor x) { return x.sum() / double(x.size(0)); }},
+        {"slice to size/2", [](Tensor x) { return x.slice(0, 0, x.size(0) / 2) * 2; }},
+        {"reshape({n/2, 2})", [](Tensor x) { int64_t n = x.size(0); return (x + 1).reshape({n / 2, 2 * x.size(1)}); }},
+        {"host branch on a size", [](Tensor x) { return x.size(0) > 6 ? x * 2 : x * 3; }},
+        {"numel as a number", [](Tensor x) { return x * double(x.numel()) + 1; }},
+        {"shape() as a vector", [](Tensor x) { Shape s = x.shape(); return full({s[0] + 1}, 2.0) * double(s[1]); }},
+        {"arange(size)", [](Tensor x) { return arange(double(x.size(0))) + x.sum(); }},
+    };
+    for (const char* backend : kBackends)
+        for (auto& [name, fn] : fns) {
+            jit::reset();
+            auto c = compile(fn, {.backend = backend});
+            for (int64_t n : {4, 6, 8, 10, 6, 4, 12}) {
+                Tensor x = randn({n, 3});
+                BOOST_TEST_CONTEXT(backend << " " << name << " n=" << n) { BOOST_CHECK(same(c(x), fn(x))); }
+            }
+            // One recording per size (cache limit 8): what a pinned symbol costs.
+            BOOST_TEST_CONTEXT(backend << " " << name) { BOOST_CHECK_EQUAL(jit::counters().compiles, 5); }
+        }
+    // explain names the pin and the line that read the size.
+    jit::reset();
+    auto c = compile(fns[0].second, {.backend = "eager"});
+    c(randn({4, 3}));
+    c(randn({6, 3}));
+    jit::ExplainOutput e = jit::explain_compiled(c);
+    std::string guards;
+    for (const auto& g : e.guards.back()) guards += g + "\n";
+    BOOST_TEST_MESSAGE(guards);
+    BOOST_CHECK(guards.find("s0 == 6  (pinned: size(0) of a [6, 3] tensor read at") != std::string::npos);
+    BOOST_CHECK(guards.find("test_soundness.cpp") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(composites_that_take_sizes_stay_symbolic) {
+    using Fn = std::function<Tensor(Tensor)>;
+    std::vector<std::pair<const char*, Fn>> fns = {
+        {"mean()", [](Tensor x) { return x.mean() + x; }},
+        {"mean({0}) recorded at size 2", [](Tensor x) { return x.mean({0}) * 2; }},
+        {"mean({0, 1}, keepdim)", [](Tensor x) { return x - x.mean({0, 1}, true); }},
+        {"zeros_like / ones_like", [](Tensor x) { return zeros_like(x) + ones_like(x) * x; }},
+        {"fill_", [](Tensor x) { Tensor y = x * 2; y.fill_(1.5); return y + x; }},
+        {"copy_ of one element", [](Tensor x) { Tensor y = zeros_like(x); y.copy_(x.sum()); return y + x; }},
+        {"unsqueeze/squeeze", [](Tensor x) { return x.unsqueeze(0).squeeze(0).unsqueeze(2).squeeze() * 3; }},
+        {"reshape({-1, 3})", [](Tensor x) { return x.reshape({-1, 3}).sum({1}); }},
+        {"softmax, log_softmax", [](Tensor x) { return x.softmax(0) + x.log_softmax(1); }},
+        {"mse_loss", [](Tensor x) { return nn::functional::mse_loss(x, x * 0.5); }},
+        {"transpose + matmul", [](Tensor x) { return x.transpose(0, 1).matmul(x); }},
+    };
+    for (const char* backend : kBackends)
+        for (auto& [name, fn] : fns) {
+            jit::reset();
+            auto c = compile(fn, {.backend = backend});
+            for (int64_t n : {2, 5, 7, 2, 9}) {
+                Tensor x = randn({n, 3});
+                BOOST_TEST_CONTEXT(backend << " " << name << " n=" << n) { BOOST_CHECK(same(c(x), fn(x))); }
+            }
+            BOOST_TEST_CONTEXT(backend << " " << name) { BOOST_CHECK_EQUAL(jit::counters().compiles, 2); }
+        }
+}
+
+// The coincidences value matching fell for: a static dim's 1/4 taken for a symbolic dim's
+// scale, a literal equal to a symbol taken for it.
+BOOST_AUTO_TEST_CASE(constants_equal_to_a_symbol_are_not_taken_for_it) {
+    using Fn = std::function<Tensor(Tensor)>;
+    std::vector<std::pair<const char*, Fn>> fns = {
+        {"mean over the static dim 4", [](Tensor x) { return x.mean({1}); }},
+        {"reshape to a literal 2", [](Tensor x) { return x.reshape({2, -1}); }},
+        {"x * 4", [](Tensor x) { return x * 4.0 + x.mean(); }},
+        {"full({4})", [](Tensor x) { return full({4}, 1.0) + x.sum({0}); }},
+        {"slice to a literal 4", [](Tensor x) { return x.slice(0, 0, 4) + 1; }},
+    };
+    for (const char* backend : kBackends)
+        for (auto& [name, fn] : fns) {
+            jit::reset();
+            auto c = compile(fn, {.backend = backend});
+            for (int64_t n : {2, 4, 6, 8}) {  // the symbolic entry is recorded at n = 4
+                Tensor x = randn({n, 4});
+                BOOST_TEST_CONTEXT(backend << " " << name << " n=" << n) { BOOST_CHECK(same(c(x), fn(x))); }
+            }
+        }
+}
+
+BOOST_AUTO_TEST_CASE(dynamic_always_keeps_shape_rules_exact) {
+    // Every dim symbolic from the start; broadcasting a symbol against a static size and
+    // a matmul whose inner sizes only agree today pin, and the results stay eager's.
+    auto bcast = [](Tensor x, Tensor y) { return x * y; };  // [n, 3] * [3]
+    auto mm = [](Tensor x, Tensor w) { return x.matmul(w).relu(); };
+    auto cat2 = [](Tensor x, Tensor y) { return cat({x, y}, 0).sum({1}); };
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto cb = compile(bcast, {.backend = backend, .dynamic = jit::Dynamic::always});
+        auto cm = compile(mm, {.backend = backend, .dynamic = jit::Dynamic::always});
+        auto cc = compile(cat2, {.backend = backend, .dynamic = jit::Dynamic::always});
+        for (int64_t n : {3, 5, 3, 8}) {
+            Tensor x = randn({n, 3}), y = randn({3}), w = randn({3, n}), z = randn({n + 1, 3});
+            BOOST_TEST_CONTEXT(backend << " n=" << n) {
+                BOOST_CHECK(same(cb(x, y), bcast(x, y)));
+                BOOST_CHECK(same(cm(x, w), mm(x, w)));
+                BOOST_CHECK(same(cc(x, z), cat2(x, z)));
+            }
+        }
     }
 }
 
