@@ -37,8 +37,9 @@ test: build
 # backward): prints "programs N, mismatches M". N programs per backend (eager, aot_eager;
 # N/10 under inductor).
 N ?= 1000
+SEED ?= 0
 fuzz: build
-	cd $(BUILD) && KILN_FUZZ_PROGRAMS=$(N) KILN_CACHE_DIR=$$PWD/kernel-cache ./test_jit --run_test=jit_differential --log_level=message
+	cd $(BUILD) && KILN_FUZZ_PROGRAMS=$(N) KILN_FUZZ_SEED=$(SEED) KILN_CACHE_DIR=$$PWD/kernel-cache ./test_jit --run_test=jit_differential --log_level=message
 
 # The lessons of tutorials/ (tutorials/README.md), built alone and run in order; demo-all
 # adds lesson 08, the timed eager-vs-compiled MLP (N_ITERS = 10).

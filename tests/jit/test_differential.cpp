@@ -191,9 +191,15 @@ int fuzz_count(int fallback) {
     return env ? std::max(1, std::atoi(env)) : fallback;
 }
 
+// KILN_FUZZ_SEED shifts every stream, so parallel runs draw different programs.
+uint32_t seed_offset() {
+    const char* env = std::getenv("KILN_FUZZ_SEED");
+    return env ? uint32_t(std::strtoul(env, nullptr, 10)) * 1000003u : 0u;
+}
+
 // Runs `count` programs under `backend`; returns mismatches.
 int differential(const char* backend, int count, uint32_t seed, Ins last = Ins::output) {
-    std::mt19937 rng(seed);
+    std::mt19937 rng(seed + seed_offset());
     int mismatches = 0;
     for (int i = 0; i < count; ++i) {
         Program p = make_program(rng, last);
