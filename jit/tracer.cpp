@@ -612,6 +612,8 @@ class Tracer final : public DispatchHook {
             for (size_t i = 0; i < n.args.size(); ++i)
                 if (n.args[i] < c.graph->num_inputs()) in[n.args[i]] = log_[k].inputs[i];
         }
+        for (size_t i = 0; i < in.size(); ++i)  // an input only read for its sizes (SizeOrigin)
+            if (auto t = slot_tensor_.find(c.input_slots[i]); !in[i].defined() && t != slot_tensor_.end()) in[i] = t->second;
         return in;
     }
 

@@ -411,6 +411,31 @@ BOOST_AUTO_TEST_CASE(composites_that_take_sizes_stay_symbolic) {
         }
 }
 
+// Found by the differential fuzzer: an argument read only for its sizes (zeros_like(x),
+// no op reads x's values) in a re-run entry (item) must still reach the graph on replay.
+BOOST_AUTO_TEST_CASE(input_read_only_for_its_sizes_in_a_rerun_entry) {
+    auto fn = [](Tensor x, Tensor y) {
+        Tensor a = y - y.mean({0}, true) + zeros_like(x);
+        float v = y.amax().item<float>();
+        return a * (v > 0 ? 2.0 : -1.0);
+    };
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto c = compile(fn, {.backend = backend});
+        for (int64_t n : {4, 5, 2, 7}) {
+            Tensor x = randn({n, 5}), y = randn({n, 5}, {.requires_grad = true});
+            Tensor y2 = copy_of(y);
+            Tensor got = c(x, y), want = fn(x, y2);
+            got.sum().backward();
+            want.sum().backward();
+            BOOST_TEST_CONTEXT(backend << " n=" << n) {
+                BOOST_CHECK(same(got, want));
+                BOOST_CHECK(same(y.grad(), y2.grad()));
+            }
+        }
+    }
+}
+
 // The coincidences value matching fell for: a static dim's 1/4 taken for a symbolic dim's
 // scale, a literal equal to a symbol taken for it.
 BOOST_AUTO_TEST_CASE(constants_equal_to_a_symbol_are_not_taken_for_it) {
