@@ -80,8 +80,9 @@ int main() {
     show_entries("opt_f(x, a)");
     check(jit::counters().compiles == 1, "the first call compiled one entry");
     check(allclose(out, f(x, a), 1e-5, 1e-6), "opt_f(x, a) equals eager f(x, a)");
-    // Our brain would have written `return 2 * x`. kiln keeps the ops it saw (mul, exp,
-    // log) and leaves algebra to the backend: the JIT's job is to capture them soundly.
+    // Our brain would have written `return 2 * x`. kiln records the ops f ran (mul, exp,
+    // log) and no backend of kiln does algebra on them: the JIT's job is to capture what
+    // ran, soundly; making it cheap is the backend's (lesson 07).
 
     // --- Call 2: same x, same module: the guard holds, the graph runs, f does not.
     out = opt_f(x, a);

@@ -4,10 +4,10 @@
 // Tutorial"): sections "Basic Usage" and "TorchDynamo and FX Graphs" (the custom backend),
 // plus "Getting Started"'s torch.compile.list_backends().
 //
-// compile() runs the function once under a recorder that appends every tensor op to a
-// Graph (kiln's FX graph), then hands the graph to a backend, which returns something
-// callable. Later calls run that callable. This lesson looks at the graph from the
-// backend's side.
+// compile() wraps the function; its first call runs the function under a recorder that
+// appends every tensor op to a Graph (kiln's FX graph), then hands the graph to a
+// backend, which returns something callable. Later calls run that callable. This lesson
+// looks at the graph from the backend's side.
 //
 // Build and run: make demo, or build/tutorial_02_graph_capture (tutorials/README.md).
 #include <algorithm>

@@ -119,6 +119,13 @@ int main() {
               allclose(gy, y10.grad()),
           "compiled output and gradients equal eager");
 
+    // Keys are guarded too: a dict with another key set is another entry.
+    int64_t compiles_before = jit::counters().compiles;
+    std::map<std::string, Tensor> extra_key = {{"x", x10}, {"y", y10}, {"z", x8}};
+    check(allclose(opt_function(extra_key), function(extra_key)) &&
+              jit::counters().compiles == compiles_before + 1,
+          "a dict with an extra key made a new entry, and equals eager");
+
     // --- The choice is an option: dynamic = never specializes every size (a new entry
     // per size), always makes every size symbolic from the first call.
     auto never = compile(modified_sigmoid, {.backend = "eager", .dynamic = jit::Dynamic::never});
