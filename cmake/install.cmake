@@ -10,6 +10,9 @@ include(CMakePackageConfigHelpers)
 add_library(kiln::kiln ALIAS kiln)
 target_include_directories(kiln PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/kiln>)
 target_compile_features(kiln PUBLIC cxx_std_20)
+if(KILN_SANITIZE)  # an instrumented libkiln.a needs the sanitizer runtimes wherever it is linked
+  target_link_options(kiln INTERFACE -fsanitize=address,undefined)
+endif()
 
 install(TARGETS kiln EXPORT kilnTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
