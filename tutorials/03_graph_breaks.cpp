@@ -12,6 +12,8 @@
 // its own child graph, recorded the first time that outcome is seen.
 //
 // Build and run: make demo, or build/tutorial_03_graph_breaks (tutorials/README.md).
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -137,8 +139,9 @@ int main() {
     // Saved as text (one line per node), loaded back, run on new inputs.
     jit::ExportedProgram exported = jit::export_graph(bar_where, inp1, inp2);
     std::cout << "\nexported graph of bar_where:\n" << exported.graph().str();
-    std::string path =
-        (std::filesystem::temp_directory_path() / "kiln_lesson03_bar_where.kg").string();
+    std::string file =
+        "kiln_lesson03_bar_where_" + std::to_string(getpid()) + ".kg";  // one per run
+    std::string path = (std::filesystem::temp_directory_path() / file).string();
     exported.save(path);
     jit::ExportedProgram loaded = jit::ExportedProgram::load(path);
     std::filesystem::remove(path);

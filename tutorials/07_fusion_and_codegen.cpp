@@ -12,6 +12,8 @@
 // compiler, and caches the shared object on disk (KILN_CACHE_DIR).
 //
 // Build and run: make demo, or build/tutorial_07_fusion_and_codegen (tutorials/README.md).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +45,9 @@ int main() {
     // TORCH_COMPILE_DEBUG=1's folder is KILN_DEBUG_DIR here: every graph the inductor
     // compiles is written there as graph_N.txt, schedule_N.txt and output_code_N.cpp.
     // A program may set it for itself before compiling, as this one does.
-    fs::path debug_dir = fs::temp_directory_path() / "kiln_lesson07_debug";
+    // (The process id keeps two runs at once apart.)
+    fs::path debug_dir =
+        fs::temp_directory_path() / ("kiln_lesson07_debug_" + std::to_string(getpid()));
     fs::remove_all(debug_dir);
     setenv("KILN_DEBUG_DIR", debug_dir.c_str(), 1);
 
