@@ -28,10 +28,6 @@ struct AttrPatch {
     AttrField field;
     int index = 0;  // element of attrs.shape, for AttrField::shape
     SymExpr expr;
-    bool operator==(const AttrPatch& o) const {
-        return field == o.field && index == o.index && expr.syms == o.expr.syms && expr.coeff == o.expr.coeff &&
-               expr.reciprocal == o.expr.reciprocal;
-    }
 };
 
 // Shape and dtype of a value; dims that are symbols carry their symbol id.

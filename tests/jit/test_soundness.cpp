@@ -436,6 +436,27 @@ BOOST_AUTO_TEST_CASE(input_read_only_for_its_sizes_in_a_rerun_entry) {
     }
 }
 
+// Found by the differential fuzzer: a symbol pinned after a size-origin attribute was
+// recorded; a later call replays to record the other branch and must still match.
+BOOST_AUTO_TEST_CASE(pin_after_a_symbolic_attribute_then_a_new_branch) {
+    auto fn = [](Tensor x, Tensor y) {
+        Tensor t = x * 2;
+        t.fill_(-1);
+        Tensor u = t + y;
+        if (u.sum() > 0) u = u * 3;
+        else u = u - 1;
+        return u * double(x.size(0));
+    };
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto c = compile(fn, {.backend = backend});
+        for (auto [n, sign] : std::vector<std::pair<int64_t, double>>{{1, 1}, {6, 1}, {6, -1}, {6, 1}, {7, -1}}) {
+            Tensor x = randn({n, 3}), y = ones({n, 3}) * (10 * sign);
+            BOOST_TEST_CONTEXT(backend << " n=" << n << " sign=" << sign) { BOOST_CHECK(same(c(x, y), fn(x, y))); }
+        }
+    }
+}
+
 // The coincidences value matching fell for: a static dim's 1/4 taken for a symbolic dim's
 // scale, a literal equal to a symbol taken for it.
 BOOST_AUTO_TEST_CASE(constants_equal_to_a_symbol_are_not_taken_for_it) {
