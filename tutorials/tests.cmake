@@ -14,6 +14,21 @@ foreach(src ${kiln_tutorials})
   set_tests_properties(tutorial.${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
 endforeach()
 
+# The checker itself must fail when a lesson misses an expected line or exits non-zero:
+# these two pass only when check_lesson.cmake reports exactly that failure.
+add_test(NAME tutorial.checker_rejects_missing_output
+         COMMAND ${CMAKE_COMMAND} -DLESSON=${CMAKE_COMMAND} "-DARGS=-E;echo;lesson 01: all checks passed"
+                 -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/01_jit_basics.txt
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+add_test(NAME tutorial.checker_rejects_failed_exit
+         COMMAND ${CMAKE_COMMAND} -DLESSON=${CMAKE_COMMAND} "-DARGS=-E;false"
+                 -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/01_jit_basics.txt
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+# (CMake wraps long messages, so the words may be split by a newline.)
+set_tests_properties(tutorial.checker_rejects_missing_output PROPERTIES
+                     PASS_REGULAR_EXPRESSION "expected[ \n]+output[ \n]+line[ \n]+not[ \n]+found")
+set_tests_properties(tutorial.checker_rejects_failed_exit PROPERTIES PASS_REGULAR_EXPRESSION "exited[ \n]+with[ \n]+1")
+
 # A lesson built the way a student's own project builds it: install kiln to a temporary
 # prefix, configure tutorials/standalone with find_package(kiln), build lesson 01, run it.
 add_test(NAME tutorial.out_of_tree_build
