@@ -51,8 +51,9 @@ int main() {
     // the guards read like the code.
     auto opt_f = compile(f, {.backend = "eager", .arg_names = {"x", "mod"}, .name = "f"});
 
-    // After each call, the compiled entries: one guard set and one graph each, plus the
-    // JIT's counters (jit::counters() sums every compiled function since jit::reset()).
+    // After each call, the compiled entries: one guard set and one graph each (f has no
+    // graph break, so entry i owns graph i), plus the JIT's counters (jit::counters()
+    // sums every compiled function since jit::reset()).
     auto show_entries = [&](const std::string& call, bool with_entries = true) {
         jit::ExplainOutput e = jit::explain_compiled(opt_f);
         jit::Counters c = jit::counters();
