@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "codegen/cpu_backend.h"
@@ -56,12 +58,49 @@ void record(const jit::Graph* owner, const CompiledGraphInfo& info) {
     if (infos().last.id <= info.id) infos().last = info;
 }
 
-void warn_no_compiler_once() {
-    static std::once_flag once;
-    std::call_once(once, [] {
+// Why generated kernels are off although a graph has some: "" (they are not), "no C++
+// compiler" ($CXX does not run), or a compiler that timed out earlier in this process
+// (toolchain.cpp stops running it; it still answers --version).
+std::string compiler_problem() {
+    if (compiler_available()) return "";
+    try {
+        compiler_version();
+    } catch (const Error&) {
+        return "no C++ compiler";
+    }
+    return "the C++ compiler timed out earlier in this process";
+}
+
+// True the first time for each cause and compiler, so each warning is printed once.
+bool first_warning(const std::string& cause) {
+    static std::mutex mu;
+    static std::set<std::string>* warned = new std::set<std::string>;  // leaked, like stats()
+    const char* cxx = std::getenv("CXX");
+    std::lock_guard lock(mu);
+    return warned->insert(cause + '\0' + (cxx != nullptr ? cxx : "")).second;
+}
+
+// A graph interpreted for `problem` (from compiler_problem()). A timeout was already
+// reported by the build it killed (build_failed), so it is never called "no compiler".
+void warn_compiler_problem(const std::string& problem) {
+    if (!first_warning(problem)) return;
+    if (problem == "no C++ compiler")
         std::cerr << "kiln: warning: no C++ compiler found ($CXX, else c++): running graphs in the interpreter. "
                      "Install g++ or clang++, or point CXX at one, to get generated kernels.\n";
-    });
+    else
+        std::cerr << "kiln: warning: " << problem << " ($KILN_COMPILE_TIMEOUT_S): running graphs in the "
+                  << "interpreter for the rest of the process.\n";
+}
+
+// A build of graph `id` threw. A compiler that timed out or is missing is a problem of the
+// environment, warned once per cause (the next graphs skip the build: warn_compiler_problem
+// stays quiet for a cause warned here); anything else is a kiln bug, warned every time.
+void build_failed(int id, const Error& e, int64_t timeouts_before) {
+    std::string problem = compiler_problem();
+    if (problem.empty() && toolchain_stats().compiler_timeouts > timeouts_before)
+        problem = "the C++ compiler timed out earlier in this process";  // $CXX changed since
+    if (!problem.empty() && !first_warning(problem)) return;
+    std::cerr << "kiln: warning: inductor could not build graph " << id << ", interpreting it instead:\n" << e.what() << "\n";
 }
 
 // Background builds: counted so that tests (and process exit) can wait for them.
@@ -128,9 +167,9 @@ std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& inf
             info.why_interpreted = "no kernel to generate (only views, matmuls and ops that run eagerly)";
             return std::nullopt;
         }
-        if (!compiler_available()) {
-            warn_no_compiler_once();
-            info.why_interpreted = "no C++ compiler";
+        if (std::string problem = compiler_problem(); !problem.empty()) {
+            warn_compiler_problem(problem);
+            info.why_interpreted = problem;
             return std::nullopt;
         }
         info.source = emit(s);
@@ -168,13 +207,13 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     auto state = std::make_shared<BuildState>();
     state->graph = graph;
     auto build = [state, owner, info, lgraph = std::move(*lgraph)]() mutable {
+        int64_t timeouts_before = toolchain_stats().compiler_timeouts;
         try {
             state->compiled.emplace(compile_cpu(lgraph));
             ++stats().builds;
             state->ready.store(true, std::memory_order_release);
-        } catch (const Error& e) {  // a compiler error is a kiln bug: say so, keep running
-            std::cerr << "kiln: warning: inductor could not build graph " << info.id << ", interpreting it instead:\n"
-                      << e.what() << "\n";
+        } catch (const Error& e) {  // say so, keep running
+            build_failed(info.id, e, timeouts_before);
             ++stats().graphs_interpreted;
             info.interpreted = true;
             info.why_interpreted = "the build failed";

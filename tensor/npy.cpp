@@ -4,6 +4,10 @@
 // padded with spaces and a final '\n' so that the data starts on a 64-byte boundary.
 #include "tensor/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -204,9 +208,30 @@ void save_npy(const Tensor& t, const std::string& path) {
     KILN_CHECK(std::fclose(f.release()) == 0, "save_npy: closing '", path, "' failed: ", std::strerror(errno));
 }
 
-Tensor load_npy(const std::string& path) {
-    File f(std::fopen(path.c_str(), "rb"), &std::fclose);
+namespace {
+
+// Opens `path` for reading if it is a regular file. O_NONBLOCK: opening a FIFO would wait
+// for a writer forever; a FIFO, a device (/dev/zero never ends) or a directory is refused.
+File open_regular_file(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    KILN_CHECK(fd >= 0, "load_npy: cannot open '", path, "': ", std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail("load_npy: '", path, "' is not a regular file (",
+             S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket", ")");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    File f(::fdopen(fd, "rb"), &std::fclose);
+    if (!f) ::close(fd);
     KILN_CHECK(f, "load_npy: cannot open '", path, "': ", std::strerror(errno));
+    return f;
+}
+
+}  // namespace
+
+Tensor load_npy(const std::string& path) {
+    File f = open_regular_file(path);
 
     unsigned char pre[kMagicBytes + 2];
     size_t got = std::fread(pre, 1, sizeof pre, f.get());

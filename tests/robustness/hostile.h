@@ -39,6 +39,7 @@ inline void expect_same(const kiln::Tensor& got, const kiln::Tensor& want, const
         std::vector<double> g = got.detach().to_vector<double>(), w = want.detach().to_vector<double>();
         for (size_t i = 0; i < g.size(); ++i) {
             if (std::isnan(w[i])) BOOST_TEST(std::isnan(g[i]), "element " << i << ": " << g[i] << " vs NaN");
+            else if (std::isinf(w[i])) BOOST_TEST(g[i] == w[i], "element " << i << ": " << g[i] << " vs " << w[i]);
             else BOOST_TEST(std::abs(g[i] - w[i]) <= 1e-5 * (1 + std::abs(w[i])), "element " << i << ": " << g[i] << " vs " << w[i]);
         }
     }

@@ -3,6 +3,7 @@
 // (or loads, for a flip that keeps the file valid); none may allocate what the file cannot
 // hold: a 14-byte file once made kiln allocate and zero 4 GiB before saying "truncated".
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -167,6 +168,47 @@ BOOST_AUTO_TEST_CASE(random_byte_flips_load_or_raise) {
     BOOST_TEST(refused > 0);
     fs::remove(good);
     fs::remove(temp_file("flipped"));
+}
+
+// Paths that are not files: opening a FIFO to read waits for a writer forever, /dev/zero
+// never ends, a directory reads as nothing. Each raises at once, naming what it is.
+BOOST_AUTO_TEST_CASE(fifos_devices_and_directories_raise_at_once) {
+    fs::path fifo = temp_file("fifo");
+    fs::remove(fifo);
+    BOOST_REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    expect_error([&] { load_npy(fifo.string()); }, {"load_npy", "not a regular file", "FIFO"});
+    fs::remove(fifo);
+    expect_error([&] { load_npy("/dev/zero"); }, {"load_npy", "not a regular file", "device"});
+    expect_error([&] { load_npy(fs::temp_directory_path().string()); }, {"load_npy", "not a regular file", "directory"});
+    expect_error([&] { load_npy("/nonexistent/kiln.npy"); }, {"load_npy", "cannot open", "No such file"});
+    fs::path link = temp_file("link-to-zero");
+    fs::remove(link);
+    fs::create_symlink("/dev/zero", link);
+    expect_error([&] { load_npy(link.string()); }, {"load_npy", "not a regular file"});
+    fs::remove(link);
+}
+
+// Headers whose numbers are lies of a new kind: a byte count that overflows only at 8 bytes
+// per element, a negative or signed dim, big-endian data, and ranks far past any real array.
+BOOST_AUTO_TEST_CASE(header_numbers_of_a_new_kind) {
+    // 2^60 elements of 8 bytes: the count fits int64, the byte count does not.
+    fs::path bytes_overflow = write_bytes("bytes-overflow", npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (1152921504606846976,), }"));
+    expect_error([&] { load_npy(bytes_overflow.string()); }, {"load_npy"});
+    fs::path negative = write_bytes("negative", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }"));
+    expect_error([&] { load_npy(negative.string()); }, {"load_npy", "malformed header"});
+    fs::path plus = write_bytes("plus", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (+2,), }", std::string(8, '\0')));
+    expect_error([&] { load_npy(plus.string()); }, {"load_npy", "malformed header"});
+    fs::path big_endian = write_bytes("big-endian", npy_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0')));
+    expect_error([&] { load_npy(big_endian.string()); }, {"load_npy", "'>f4'", "little-endian"});
+    // Rank 2000 of ones: loads (one element), and the tensor works.
+    std::string shape = "(";
+    for (int i = 0; i < 2000; ++i) shape += "1, ";
+    fs::path high_rank = write_bytes("high-rank", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': " + shape + "), }", std::string("\0\0\x80\x3f", 4)));
+    Tensor t = load_npy(high_rank.string());
+    BOOST_TEST(t.dim() == 2000);
+    BOOST_TEST(t.sum().item<double>() == 1.0);
+    BOOST_TEST((t * 2.0).reshape({1}).item<double>() == 2.0);
+    for (const fs::path& p : {bytes_overflow, negative, plus, big_endian, high_rank}) fs::remove(p);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
