@@ -177,8 +177,28 @@ Value b_round(Bound& b) {
     if (auto i = as_int(b.value(0)); i && !b.has(1)) return *i;
     double x = b.number(0);
     if (!b.has(1)) return float_to_int(std::nearbyint(x));
-    double scale = std::pow(10.0, double(b.integer(1)));
-    return std::nearbyint(x * scale) / scale;
+    // Python: round(2.5, 400) is 2.5 and round(2.5, -400) is 0.0 (10**n is inf or 0 there:
+    // inf/inf was NaN). An int with ndigits < 0 stays an int, rounded half to even.
+    int64_t n = std::clamp<int64_t>(b.integer(1), -400, 400);
+    if (auto i = as_int(b.value(0))) {
+        if (n >= 0) return *i;
+        if (n < -19) return int64_t(0);
+        __int128 unit = 1;
+        for (int64_t k = 0; k < -n; ++k) unit *= 10;
+        __int128 q = *i / unit, r = *i % unit;
+        if (r < 0) q -= 1, r += unit;  // floor
+        if (2 * r > unit || (2 * r == unit && q % 2 != 0)) q += 1;
+        __int128 rounded = q * unit;
+        if (rounded > INT64_MAX || rounded < INT64_MIN) b.in.raise("OverflowError", "round(): the result does not fit in 64 bits (kiln script ints are 64-bit)");
+        return int64_t(rounded);
+    }
+    if (!std::isfinite(x)) return x;
+    double scale = std::pow(10.0, double(std::abs(n)));
+    double y = n >= 0 ? x * scale : x / scale;
+    if (!std::isfinite(y)) return x;                    // digits past a double's precision
+    if (y == 0 || std::isinf(scale)) return std::copysign(0.0, x);
+    double r = std::nearbyint(y);
+    return n >= 0 ? r / scale : r * scale;
 }
 
 // ---- the JIT

@@ -148,11 +148,8 @@ Value m_reshape(Bound& b) {
         if (!n) b.in.raise("TypeError", b.fn.name + "(): sizes must be ints, not " + type_name(v));
         s.push_back(*n);
     }
-    // -1: the size that makes the element counts match.
-    int64_t known = 1, infer = -1;
-    for (size_t i = 0; i < s.size(); ++i) (s[i] == -1 ? infer = int64_t(i) : known *= s[i]);
+    // -1 is the tensor ops' to resolve: reshape/view infer it (one at most), expand keeps that size.
     Tensor x = input(b);
-    if (infer >= 0 && known != 0) s[size_t(infer)] = x.numel() / known;
     if (b.fn.name == "Tensor.permute") return x.permute(s);
     if (b.fn.name == "Tensor.expand") return x.expand(s);
     if (b.fn.name == "Tensor.view") return x.view(s);
