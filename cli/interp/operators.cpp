@@ -50,8 +50,13 @@ Value tensor_binary(Interp& in, BinaryOperator op, const Value& a, const Value& 
             in.raise("TypeError", "operator " + std::string(script::spelling(op)) + " is not supported on tensors in kiln");
     }
     if (ta && tb) return ops.tt(*ta, *tb);
-    if (ta) return ops.ts(*ta, *nb);
-    return ops.st(*na, *tb);
+    // torch: an int or bool tensor with a Python float computes in float32. The C++ ops take
+    // every scalar as a double (2 and 2.0 look alike); here the script's type is known.
+    auto promoted = [](const Tensor& t, const Value& scalar) {
+        return scalar.is<double>() && (t.dtype() == DType::int64 || t.dtype() == DType::boolean) ? t.to(DType::float32) : t;
+    };
+    if (ta) return ops.ts(promoted(*ta, b), *nb);
+    return ops.st(*na, promoted(*tb, a));
 }
 
 // Ints meet ints exactly (numbers.cpp); as soon as a float is involved both are floats.
