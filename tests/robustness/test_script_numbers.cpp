@@ -80,4 +80,40 @@ BOOST_AUTO_TEST_CASE(ranges_and_slices_with_extreme_steps) {
     BOOST_TEST(run("print(len(range(10**18)))\n").rfind("MemoryError: range() would need 40000000000000000000 bytes", 0) == 0);
 }
 
+// The second sweep: round() past a double's exponent range (10**400 is inf: was NaN) and
+// for ints with negative ndigits (Python keeps an int, half to even).
+BOOST_AUTO_TEST_CASE(round_with_extreme_ndigits) {
+    BOOST_TEST(run("print(round(2.5, 400), round(2.5, -400), round(-0.5, 0), round(1234.5678, -2), round(float('inf'), 2))\n") ==
+               "2.5 0.0 -0.0 1200.0 inf\n");
+    BOOST_TEST(run("print(round(12345, -2), round(12350, -2), round(12250, -2), round(-12350, -2), round(5, 3))\n") ==
+               "12300 12400 12200 -12400 5\n");
+    BOOST_TEST(run(kMin + "print(round(12345, m), round(m, -18), round(9223372036854775807, -18))\n") ==
+               "0 -9000000000000000000 9000000000000000000\n");
+    BOOST_TEST(run("print(round(9000000000000000000, -19))\n") ==
+               "OverflowError: round(): the result does not fit in 64 bits (kiln script ints are 64-bit)\n");
+}
+
+// torch's promotion, which the C++ API cannot see (2 and 2.0 are both doubles there) but
+// the script can: an int or bool tensor with a Python float is float32.
+BOOST_AUTO_TEST_CASE(int_tensors_with_python_floats_promote) {
+    BOOST_TEST(run("print((arange(5) * 2.0).dtype, (arange(5) * 2).dtype, (2.5 - arange(3)).tolist(), (tensor([True, False]) + 1.5).tolist())\n") ==
+               "torch.float32 torch.int64 [2.5, 1.5, 0.5] [2.5, 1.5]\n");
+    BOOST_TEST(run("def f(x):\n    return x * 0.5\nopt = compile(f, backend='aot_eager')\nprint(opt(arange(4)).tolist(), opt(arange(4)).dtype)\n") ==
+               "[0.0, 0.5, 1.0, 1.5] torch.float32\n");
+}
+
+// 0-d tensors, shapes and -1 through the script: as torch, each a result or a clear error.
+BOOST_AUTO_TEST_CASE(shapes_through_the_script) {
+    BOOST_TEST(run("print(tensor(1.5).sum(0), softmax(tensor(1.5), 0), ones(3, 1).expand(-1, 4).shape, ones(6).view(2, -1).shape)\n") ==
+               "tensor(1.5000) tensor(1.) torch.Size([3, 4]) torch.Size([2, 3])\n");
+    BOOST_TEST(run("tensor(1.5).size(0)\n") ==
+               "RuntimeError: size: cannot be applied to a 0-dim tensor (dimension specified as 0 but tensor has no dimensions)\n");
+    BOOST_TEST(run("tensor(1.5)[0]\n") == "IndexError: too many indices for a tensor of dimension 0\n");
+    BOOST_TEST(run("ones(4).reshape(-1, -1)\n") == "RuntimeError: reshape: only one dimension can be -1, got [-1, -1]\n");
+    BOOST_TEST(run("ones(4).reshape(-1, 2**40, 2**40)\n") ==
+               "RuntimeError: reshape: shape [-1, 1099511627776, 1099511627776] has more elements than int64 can count\n");
+    BOOST_TEST(run("ones(3)[::0]\n") == "ValueError: slice step cannot be zero\n");
+    BOOST_TEST(run("zeros(0).view(-1, 0)\n") == "RuntimeError: reshape: shape [-1, 0] is invalid for input of size 0 (shape [0])\n");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
