@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -166,9 +167,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 #endif
 
+// The script an input stands for: the bytes after the mode byte, or what they generate.
+static std::string script_of(const uint8_t* data, size_t size) {
+    return data[0] % 2 == 0 ? std::string(reinterpret_cast<const char*>(data + 1), size - 1) : Gen(data + 1, size - 1).script();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
-    std::string source = data[0] % 2 == 0 ? std::string(reinterpret_cast<const char*>(data + 1), size - 1) : Gen(data + 1, size - 1).script();
+    std::string source = script_of(data, size);
     static uint64_t runs = 0;
     {
         std::lock_guard lock(g_mu);
@@ -197,8 +203,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifdef KILN_FUZZ_STANDALONE
-// ---- the standalone driver: fuzz_interp [-max_total_time=S] [-timeout=S] CORPUS_DIR...
+// ---- the standalone driver: fuzz_interp [-max_total_time=S] [-timeout=S] [-artifact_prefix=DIR/] CORPUS_DIR...
+// Reads the corpus directories, never writes them: a crashing or hanging input is saved as
+// <prefix>crash-N.bin (the input) and <prefix>crash-N.ks (the script it ran), by default in
+// fuzz_interp_artifacts/ beside the binary (the build tree).
 namespace {
+
+std::string default_artifact_prefix() {
+    std::error_code ec;
+    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    std::filesystem::path dir = (ec ? std::filesystem::current_path() : exe.parent_path()) / "fuzz_interp_artifacts";
+    std::filesystem::create_directories(dir, ec);
+    return dir.string() + "/";
+}
 
 std::vector<std::string> load_corpus(const std::vector<std::string>& dirs) {
     std::vector<std::string> corpus;
@@ -243,14 +260,22 @@ extern "C" const char* __asan_default_options() { return "max_allocation_size_mb
 
 int main(int argc, char** argv) {
     int max_total_time = 60, timeout = 10;
+    std::string prefix;
     std::vector<std::string> dirs;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a.rfind("-max_total_time=", 0) == 0) max_total_time = std::atoi(a.c_str() + 16);
         else if (a.rfind("-timeout=", 0) == 0) timeout = std::atoi(a.c_str() + 9);
+        else if (a.rfind("-artifact_prefix=", 0) == 0) prefix = a.substr(17);
         else if (a[0] != '-') dirs.push_back(a);
     }
+    if (prefix.empty()) prefix = default_artifact_prefix();
     setenv("KILN_SCRIPT_MEMORY_LIMIT", "64M", 1);
+    // Corpus scripts that ask for backend="inductor" run the C++ compiler, which Ctrl-C does
+    // not stop: bound it well inside -timeout (then the graph is interpreted), and keep the
+    // kernels in the build tree so each child reuses what an earlier one compiled.
+    setenv("KILN_COMPILE_TIMEOUT_S", std::to_string(std::max(1, timeout / 3)).c_str(), 0);
+    setenv("KILN_CACHE_DIR", (prefix + "kernel-cache").c_str(), 0);
     std::vector<std::string> corpus = load_corpus(dirs);
     std::mt19937_64 rng(std::random_device{}());
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(max_total_time);
@@ -281,9 +306,10 @@ int main(int argc, char** argv) {
         ++executions;
         if (hung || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             (hung ? hangs : crashes)++;
-            std::string name = (hung ? "hang-" : "crash-") + std::to_string(executions) + ".bin";
-            std::ofstream(name, std::ios::binary) << input;
-            std::cout << (hung ? "HANG" : "CRASH") << " (status " << status << "): saved " << name << "\n";
+            std::string name = prefix + (hung ? "hang-" : "crash-") + std::to_string(executions);
+            std::ofstream(name + ".bin", std::ios::binary) << input;
+            std::ofstream(name + ".ks", std::ios::binary) << script_of(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+            std::cout << (hung ? "HANG" : "CRASH") << " (status " << status << "): saved " << name << ".bin and .ks\n";
         }
     }
     std::cout << "fuzz_interp: " << executions << " executions, " << crashes << " crashes, " << hangs << " hangs in "
