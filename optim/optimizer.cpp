@@ -65,19 +65,21 @@ void Adam::step() {
         Tensor g = p.grad();
         if (!g.defined()) continue;
         State& s = state_[i];
-        if (s.steps == 0) {
+        if (!s.step.defined()) {
+            s.step = zeros({}, {.dtype = float64});
             s.exp_avg = zeros_like(p.detach());
             s.exp_avg_sq = zeros_like(p.detach());
         }
-        ++s.steps;
+        s.step.add_(ones({}, {.dtype = float64}));
         if (weight_decay != 0) g = g + p.detach() * weight_decay;
         s.exp_avg.add_(g - s.exp_avg, 1 - beta1);           // lerp toward g, as torch's lerp_
         s.exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
-        double bias_correction1 = 1 - std::pow(beta1, double(s.steps));
-        double bias_correction2 = 1 - std::pow(beta2, double(s.steps));
-        double step_size = lr / bias_correction1;
-        Tensor denom = s.exp_avg_sq.sqrt() / std::sqrt(bias_correction2) + eps;
-        p.add_(s.exp_avg / denom, -step_size);
+        // In float64, then to the parameter's dtype, as torch computes them in double.
+        Tensor bias_correction1 = (1.0 - pow(beta1, s.step)).to(p.dtype());
+        Tensor bias_correction2 = (1.0 - pow(beta2, s.step)).to(p.dtype());
+        Tensor step_size = bias_correction1.reciprocal() * lr;
+        Tensor denom = s.exp_avg_sq.sqrt() / bias_correction2.sqrt() + eps;
+        p.add_(s.exp_avg / denom * step_size, -1.0);
     }
 }
 

@@ -43,8 +43,11 @@ class Adam : public Optimizer {
     double lr, beta1, beta2, eps, weight_decay;
 
    private:
+    // The step count is a tensor (PyTorch's capturable Adam): the bias corrections are then
+    // tensor ops, so a compiled training step records the same graph on every call instead
+    // of a new constant 1 - beta^t each step.
     struct State {
-        int64_t steps = 0;
+        Tensor step;                 // float64 0-d: steps taken (undefined before the first)
         Tensor exp_avg, exp_avg_sq;  // first and second moment estimates
     };
     std::vector<State> state_;
