@@ -121,7 +121,9 @@ Value Interp::eval_fstring(const FString& f) {
         Value v = eval(*part.value);
         if (part.conversion == 'r') v = repr(v);
         else if (part.conversion == 's') v = str(v);
-        out += format_value(*this, v, part.spec);
+        std::string piece = format_value(*this, v, part.spec);
+        check_memory((unsigned __int128)out.size() + piece.size() + part.literal.size(), "f-string");  // s = f'{s}{s}' doubles
+        out += piece;
     }
     return out;
 }

@@ -11,6 +11,7 @@
 #include "cli/interp/classes.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/format.h"
+#include "cli/interp/limits.h"
 #include "cli/interp/numbers.h"
 #include "cli/interp/operators.h"
 #include "jit/trace.h"
@@ -78,7 +79,10 @@ Value m_str_join(Bound& b) {
     bool first = true;
     for (const Value& v : iterate(b.in, b.value(0))) {
         if (!v.is<std::string>()) b.in.raise("TypeError", "sequence item: expected str instance, " + type_name(v) + " found");
-        out += (first ? "" : self_str(b)) + *v.as<std::string>();
+        const std::string& item = *v.as<std::string>();
+        check_memory((unsigned __int128)out.size() + self_str(b).size() + item.size(), "str.join");  // ''.join([s] * n)
+        if (!first) out += self_str(b);
+        out += item;
         first = false;
     }
     return out;

@@ -4,10 +4,17 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli/interp/limits.h"
 #include "cli/interp/numbers.h"
 
 namespace kiln::interp {
 namespace {
+
+// Appends, or raises MemoryError past KILN_SCRIPT_MEMORY_LIMIT: '%s%s' % (s, s) doubles s.
+void append_bounded(std::string& out, const std::string& piece) {
+    check_memory((unsigned __int128)out.size() + piece.size(), "str formatting");
+    out += piece;
+}
 
 struct Spec {
     char fill = ' ';
@@ -209,14 +216,14 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
         else if (flags.find(' ') != std::string::npos) spec += ' ';
         spec += width;
         switch (conv) {
-            case 's': out += format_value(in, Value(str(v)), spec + precision); break;
-            case 'r': out += format_value(in, Value(repr(v)), spec + precision); break;
+            case 's': append_bounded(out, format_value(in, Value(str(v)), spec + precision)); break;
+            case 'r': append_bounded(out, format_value(in, Value(repr(v)), spec + precision)); break;
             case 'd': case 'i': case 'u': {
                 Value n = v;
                 if (auto t = v.as<Tensor>(); t && t->defined() && t->numel() == 1) in.note_escape(), n = t->item<double>();
                 if (auto d = n.as<double>()) n = float_to_int(std::trunc(*d));
                 if (!as_int(n)) in.raise("TypeError", "%" + std::string(1, conv) + " format: a real number is required, not " + type_name(v));
-                out += format_value(in, n, spec + "d");
+                append_bounded(out, format_value(in, n, spec + "d"));
                 break;
             }
             case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': case 'x': case 'X': case 'o': {
@@ -224,7 +231,7 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
                 if (auto t = v.as<Tensor>(); t && t->defined() && t->numel() == 1) in.note_escape(), n = t->item<double>();
                 if (!n.is_number()) in.raise("TypeError", "must be real number, not " + type_name(v));
                 if ((conv == 'x' || conv == 'X' || conv == 'o') && !as_int(n)) in.raise("TypeError", "%" + std::string(1, conv) + " format: an integer is required");
-                out += format_value(in, n, spec + (precision.empty() && conv != 'x' && conv != 'X' && conv != 'o' ? ".6" : precision) + conv);
+                append_bounded(out, format_value(in, n, spec + (precision.empty() && conv != 'x' && conv != 'X' && conv != 'o' ? ".6" : precision) + conv));
                 break;
             }
             default: in.raise("ValueError", std::string("unsupported format character '") + conv + "'");
@@ -289,7 +296,7 @@ std::string str_format(Interp& in, const std::string& fmt, const CallArgs& args)
         if (conversion == 'r') v = repr(v);
         else if (conversion == 's') v = str(v);
         else if (conversion) in.raise("ValueError", std::string("Unknown conversion specifier ") + conversion);
-        out += format_value(in, v, spec);
+        append_bounded(out, format_value(in, v, spec));
     }
     return out;
 }

@@ -22,6 +22,14 @@ namespace {
     in.raise("TypeError", "unsupported operand type(s) for " + std::string(op) + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
+// Bytes that copying `items` takes: a str item is copied with its characters ([s] * 10**5
+// of a 1 MB s is 100 GB), other items are handles.
+unsigned __int128 copy_bytes(const std::vector<Value>& items) {
+    unsigned __int128 bytes = 0;
+    for (const Value& v : items) bytes += sizeof(Value) + (v.is<std::string>() ? v.as<std::string>()->size() : 0);
+    return bytes;
+}
+
 // One kiln op for each operator that tensors support, with a scalar on either side.
 Value tensor_binary(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
     const Tensor* ta = a.as<Tensor>();
@@ -132,7 +140,7 @@ Value binary_op(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
             return x + y;
         }
         if (sa && sb && a.node.index() == b.node.index()) {
-            check_memory(((unsigned __int128)sa->size() + sb->size()) * sizeof(Value), "list concatenation");
+            check_memory(copy_bytes(*sa) + copy_bytes(*sb), "list concatenation");
             std::vector<Value> items;
             items.reserve(sa->size() + sb->size());
             items.insert(items.end(), sa->begin(), sa->end());
@@ -157,7 +165,7 @@ Value binary_op(Interp& in, BinaryOperator op, const Value& a, const Value& b) {
         if (const std::vector<Value>* items_in = as_sequence(seq); n && items_in) {
             std::vector<Value> items;
             if (!items_in->empty() && times > 0) {
-                check_memory((unsigned __int128)items_in->size() * uint64_t(times) * sizeof(Value), "list repetition");
+                check_memory(copy_bytes(*items_in) * uint64_t(times), "list repetition");
                 items.reserve(items_in->size() * size_t(times));
                 for (int64_t i = 0; i < times; ++i) items.insert(items.end(), items_in->begin(), items_in->end());
             }
