@@ -217,7 +217,8 @@ int main(int argc, char** argv) {
     // also replays its ops eagerly (docs/jit.md, "Breaks that consume values"), so it pays
     // eager plus compiled for the ops around the break. Adam keeps its step count as a
     // tensor (as PyTorch's capturable Adam does): its bias correction 1 - beta^t is then
-    // tensor math, and the timed steps compile no new graph ("graphs compiled" above is 0).
+    // tensor math: only the first two steps record graphs (the first one creates Adam's
+    // state), and later steps reuse them ("graphs compiled" above counts the 2nd step's).
     // The checks above show the compiled step is right; this table shows what it costs.
     std::cout << "CUDA: not available in this build/machine — see issue 13\n";
 
