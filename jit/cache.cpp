@@ -83,6 +83,7 @@ CompiledCore::CompiledCore(CompileOptions options) : options_(std::move(options)
 void CompiledCore::clear() {
     std::unique_lock lock(mu_);
     entries_.clear();
+    next_entry_id_ = 1;  // a fresh start: the next recording is entry 1 again
     warned_ = false;
 }
 

@@ -184,4 +184,15 @@ BOOST_AUTO_TEST_CASE(symbolic_reshape_and_mean_follow_the_sizes) {
     BOOST_CHECK_EQUAL(jit::counters().compiles, 4);
 }
 
+BOOST_AUTO_TEST_CASE(reset_numbers_entries_from_one_again) {
+    auto f = compile([](Tensor x) { return x * x.sum().item<float>(); }, {.backend = "eager"});
+    f(randn({3}));
+    f(randn({3}, {.dtype = float64}));  // a second entry
+    jit::reset();
+    f(randn({3}));
+    jit::ExplainOutput e = jit::explain_compiled(f);
+    BOOST_TEST_REQUIRE(e.rerun_reasons.size() == 1u);
+    BOOST_TEST(e.rerun_reasons[0].rfind("entry 1:", 0) == 0u, e.rerun_reasons[0]);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
