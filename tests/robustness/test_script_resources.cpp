@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "script_run.h"
 
@@ -121,6 +123,29 @@ BOOST_AUTO_TEST_CASE(compiled_functions_refuse_deep_and_cyclic_arguments) {
                              "nest = [ones(2)]\nfor i in range(50):\n    nest = [nest, ones(1)]\nprint(opt(nest, ones(3)).tolist())\n") ==
                    "[1.0, 1.0, 1.0]\n");
     }
+}
+
+// The second sweep: strings built by formatting and joining grew past the limit (each step
+// doubling), and list repetition counted a str item as a handle although it is copied.
+BOOST_AUTO_TEST_CASE(formatting_and_joining_are_bounded) {
+    ScopedEnv limit("KILN_SCRIPT_MEMORY_LIMIT", "64M");
+    const std::string grow = "s = 'x' * 1000\nfor i in range(40):\n";
+    const std::string over = "would need 131072000 bytes, more than kiln script's limit of 67108864 bytes";
+    for (const auto& [step, what] : std::vector<std::pair<std::string, std::string>>{
+             {"    s = f'{s}{s}'\n", "MemoryError: f-string "},
+             {"    s = '%s%s' % (s, s)\n", "MemoryError: str formatting "},
+             {"    s = '{}{}'.format(s, s)\n", "MemoryError: str formatting "},
+             {"    s = ''.join([s, s])\n", "MemoryError: str.join "}}) {
+        std::string got = run(grow + step);
+        BOOST_TEST(got.rfind(what + over, 0) == 0, got);
+    }
+    std::string copies = run("s = 'x' * 10**6\nl = [s] * 10**5\n");
+    BOOST_TEST(copies.rfind("MemoryError: list repetition would need 100004", 0) == 0, copies);
+    std::string concat = run("s = 'x' * 10**6\nl = [s] * 40\nl = l + l\n");
+    BOOST_TEST(concat.rfind("MemoryError: list concatenation would need 8000", 0) == 0, concat);
+    // Below the limit all of it works.
+    BOOST_TEST(run("s = 'x' * 10**6\nl = [s] * 30\nt = '-'.join(l * 2)\nprint(len(t), len(l + l), f'{1}-{2:>3}', '%s|%r' % ('a', 'b'), '{}+{}'.format(1, 2))\n") ==
+               "60000059 60 1-  2 a|'b' 1+2\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
