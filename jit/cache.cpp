@@ -1,6 +1,8 @@
 // Cache lookup: guards first (shared lock, no host code), then record or replay (exclusive).
 #include "jit/cache.h"
 
+#include <algorithm>
+
 #include <iostream>
 #include <mutex>
 
@@ -108,6 +110,13 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
         if (!e->eager_reason.empty()) return run_eagerly(lock, host);
         count([&](Counters& c) { ++(e->rerun ? c.reruns : c.replays); if (e->rerun) ++c.cache_hits; });
         return trace(*e, args, syms, host);
+    }
+    // An undefined tensor argument has nothing to guard: fn runs as eager runs it (its
+    // result, or eager's own error naming the op), and nothing is recorded.
+    if (std::any_of(args.begin(), args.end(), [](const ArgValue& a) { return a.kind == ArgKind::tensor && !a.tensor.defined(); })) {
+        count([](Counters& c) { ++c.eager_fallbacks; });
+        lock.unlock();
+        return host();
     }
     if (int(entries_.size()) >= options_.cache_size_limit) {
         if (!warned_) {

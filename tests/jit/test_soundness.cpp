@@ -506,6 +506,29 @@ BOOST_AUTO_TEST_CASE(dynamic_always_keeps_shape_rules_exact) {
     }
 }
 
+// An undefined tensor argument: the compiled call gives eager's result or eager's error.
+BOOST_AUTO_TEST_CASE(undefined_tensor_arguments_run_as_eager) {
+    auto uses = [](std::map<std::string, Tensor> in) { return in["x"] * in["z"]; };
+    auto ignores = [](Tensor a, Tensor b) { return b.defined() ? a + b : a * 2; };
+    std::map<std::string, Tensor> m{{"x", randn({3})}, {"z", Tensor()}};
+    std::string want;
+    try {
+        uses(m);
+    } catch (const Error& e) {
+        want = e.what();
+    }
+    BOOST_TEST(want.find("mul: input 1 is an undefined tensor") != std::string::npos);
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto c = compile(uses, {.backend = backend});
+        BOOST_CHECK_EXCEPTION(c(m), Error, [&](const Error& e) { return std::string(e.what()) == want; });
+        auto d = compile(ignores, {.backend = backend});
+        Tensor a = randn({3});
+        BOOST_CHECK(same(d(a, Tensor()), a * 2));
+        BOOST_CHECK(same(d(a, a), a + a));  // defined again: compiled as usual
+    }
+}
+
 // Class 8: export keeps int64 constants exact.
 BOOST_AUTO_TEST_CASE(export_keeps_int64_constants_exact) {
     Tensor big = tensor(std::vector<int64_t>{(int64_t(1) << 53) + 1, -((int64_t(1) << 60) + 3)}, {2});
