@@ -32,6 +32,15 @@ struct ScopedEnv {
     ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
+// A recursion depth every build must run. Python's limit is 1000 script frames; kiln stops
+// earlier when the C++ stack is nearly full (limits.h), which a Debug build with ASan's
+// large frames reaches first: there the guarantee is a RecursionError, not a crash.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kLegalDepth = 150;
+#else
+constexpr int kLegalDepth = 900;
+#endif
+
 inline const std::string kMin = "m = -9223372036854775807 - 1\n";  // INT64_MIN, as no literal can spell it
 
 }  // namespace script_run
