@@ -59,10 +59,14 @@ void record(const jit::Graph* owner, const CompiledGraphInfo& info) {
 }
 
 // Why generated kernels are off although a graph has some: "" (they are not), "no C++
-// compiler" ($CXX does not run), or a compiler that timed out earlier in this process
-// (toolchain.cpp stops running it; it still answers --version).
+// compiler" ($CXX does not run), a compiler that timed out earlier in this process
+// (toolchain.cpp stops running it; it still answers --version), or a bad setting.
 std::string compiler_problem() {
-    if (compiler_available()) return "";
+    try {
+        if (compiler_available()) return "";
+    } catch (const Error& e) {  // a setting it cannot use, such as KILN_COMPILE_TIMEOUT_S=abc
+        return std::string("the C++ toolchain is misconfigured: ") + e.what();
+    }
     try {
         compiler_version();
     } catch (const Error&) {
@@ -88,8 +92,8 @@ void warn_compiler_problem(const std::string& problem) {
         std::cerr << "kiln: warning: no C++ compiler found ($CXX, else c++): running graphs in the interpreter. "
                      "Install g++ or clang++, or point CXX at one, to get generated kernels.\n";
     else
-        std::cerr << "kiln: warning: " << problem << " ($KILN_COMPILE_TIMEOUT_S): running graphs in the "
-                  << "interpreter for the rest of the process.\n";
+        std::cerr << "kiln: warning: " << problem << (problem.find("timed out") != std::string::npos ? " ($KILN_COMPILE_TIMEOUT_S)" : "")
+                  << ": running graphs in the interpreter.\n";
 }
 
 // A build of graph `id` threw. A compiler that timed out or is missing is a problem of the

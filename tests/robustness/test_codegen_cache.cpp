@@ -138,6 +138,27 @@ BOOST_FIXTURE_TEST_CASE(compiler_problems_are_warned_once_per_cause, FreshCacheD
     BOOST_TEST(err.count("did not finish within 1 s") == 1, err.text.str());
 }
 
+// A setting the toolchain cannot use was once swallowed: every graph interpreted, silently.
+BOOST_FIXTURE_TEST_CASE(a_bad_compile_timeout_is_warned_once, FreshCacheDir) {
+    Tensor x = randn({4, 8}), y = randn({4, 8});
+    for (const char* bad : {"abc", "-1", "nan"}) {
+        setenv("KILN_COMPILE_TIMEOUT_S", bad, 1);
+        CaptureStderr err;
+        auto f = compile(fused, {.backend = "inductor"});
+        auto g = compile(fused_other, {.backend = "inductor"});
+        expect_same(f(x, y), fused(x, y), bad);
+        expect_same(g(x, y), fused_other(x, y), bad);
+        BOOST_TEST(err.count("kiln: warning") == 1, err.text.str());
+        BOOST_TEST(err.count(std::string("KILN_COMPILE_TIMEOUT_S='") + bad + "' is not a number of seconds") == 1, err.text.str());
+        BOOST_TEST(codegen::last_compiled().why_interpreted.find("misconfigured") != std::string::npos);
+    }
+    unsetenv("KILN_COMPILE_TIMEOUT_S");  // fixed: generated kernels again
+    codegen::InductorStats before = codegen::inductor_stats();
+    auto h = compile(fused, {.backend = "inductor"});
+    expect_same(h(x, y), fused(x, y), "after unsetting it");
+    BOOST_TEST(codegen::inductor_stats().calls_compiled - before.calls_compiled == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(directory_squatting_on_a_kernel_is_recovered, FreshCacheDir) {
     Tensor x = randn({4, 8}), y = randn({4, 8});
     auto f = compile(fused, {.backend = "inductor"});
