@@ -2,8 +2,9 @@
 # CMake package, so a project outside this tree writes (tutorials/README.md)
 #   find_package(kiln REQUIRED)
 #   target_link_libraries(app PRIVATE kiln::kiln)
-# Generated kernels still #include kiln's math headers from the source tree the library was
-# built from (KILN_SOURCE_DIR): keep that tree where it is.
+# Generated kernels #include kiln's math headers: from the source tree the library was built
+# from while it exists, else from <configure-time prefix>/include/kiln; an install moved
+# elsewhere sets KILN_INCLUDE_DIR=<prefix>/include/kiln (docs/env.md).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

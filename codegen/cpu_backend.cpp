@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <unordered_map>
@@ -129,6 +131,17 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
     return outputs;
 }
 
+// Where generated kernels find kiln's math headers (tensor/pointwise_math.h ...):
+// KILN_INCLUDE_DIR when set (an installed kiln: <prefix>/include/kiln), else the source
+// tree the library was built from, else the install prefix chosen at configure time.
+static std::string kernel_include_dir() {
+    if (const char* env = std::getenv("KILN_INCLUDE_DIR"); env && *env) return env;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(fs::path(KILN_SOURCE_DIR) / "tensor" / "pointwise_math.h", ec)) return KILN_SOURCE_DIR;
+    return KILN_INSTALL_INCLUDE_DIR;
+}
+
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options) {
     std::vector<Schedule> schedules;
     std::vector<const Schedule*> pointers;
@@ -139,7 +152,7 @@ std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs
     for (const Schedule& s : schedules) pointers.push_back(&s);
     std::string source = emit(pointers);
     BuildOptions build;
-    build.include_dirs = {KILN_SOURCE_DIR};
+    build.include_dirs = {kernel_include_dir()};
     build.extra_flags = options.extra_flags;
     std::shared_ptr<CompiledLibrary> library = build_library(source, build);
     std::vector<CompiledCpuGraph> compiled;
