@@ -143,7 +143,7 @@ std::condition_variable g_cv;
 uint64_t g_run = 0;  // which run is going; 0 when none
 std::chrono::steady_clock::time_point g_started;
 
-void watchdog() {
+[[maybe_unused]] void watchdog() {  // libFuzzer's driver only
     std::unique_lock lock(g_mu);
     while (true) {
         uint64_t run = g_run;
