@@ -26,11 +26,13 @@ ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op) {
     ReducePlan p;
     int64_t rank = x.dim();
     p.reduced.assign(rank, a.dims.empty());
+    bool scalar_dim_seen = false;  // a 0-d tensor reduces over dim 0/-1 to itself (as torch), once
     for (int64_t d : a.dims) {
         int64_t n = normalize_dim(d, rank, op);
-        if (rank == 0) continue;  // a 0-d tensor reduces over dim 0/-1 to itself (as torch)
-        KILN_CHECK(!p.reduced[n] || a.dims.empty(), op, ": dim ", n, " appears twice in ", a.dims);
-        p.reduced[n] = true;
+        bool twice = rank == 0 ? scalar_dim_seen : bool(p.reduced[n]);
+        KILN_CHECK(!twice, op, ": dim ", n, " appears twice in ", a.dims);
+        if (rank == 0) scalar_dim_seen = true;
+        else p.reduced[n] = true;
     }
     for (int64_t i = 0; i < rank; ++i) {
         int64_t n = x.shape()[i];

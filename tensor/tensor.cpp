@@ -252,7 +252,11 @@ Tensor Tensor::mean(const Shape& d, bool k) const {
     if (d.empty()) {
         for (int64_t i = 0; i < dim(); ++i) n.dims.push_back({*this, i});
     } else if (dim() > 0) {
-        for (int64_t x : d) n.dims.push_back({*this, normalize_dim(x, dim(), "mean")});
+        for (int64_t x : d) {
+            int64_t i = normalize_dim(x, dim(), "mean");
+            for (const auto& seen : n.dims) KILN_CHECK(seen.second != i, "mean: dim ", i, " appears twice in ", d);
+            n.dims.push_back({*this, i});
+        }
     }
     int64_t count = 1;
     for (const auto& [t, i] : n.dims) count *= checked().shape[i];
