@@ -155,6 +155,7 @@ Value ClassObj::call(Interp& in, const ObjectPtr& self, CallArgs& args) {
     }
     auto inst = std::make_shared<InstanceObj>();
     inst->cls = cls;
+    in.track(inst);
     if (root() == Kind::module) {
         inst->module = std::make_shared<ScriptModule>(in, name);
         inst->module->instance = inst;

@@ -54,10 +54,30 @@ Interp::Interp(std::ostream& o) : out(o) { reset(); }
 // a reference cycle. Emptying the globals breaks it, so an Interp frees what its scripts made.
 Interp::~Interp() { break_cycles(); }
 
+void Interp::track(const ObjectPtr& object) {
+    if (objects_.size() > 4096)  // forget the objects that died on their own
+        std::erase_if(objects_, [](const std::weak_ptr<Object>& w) { return w.expired(); });
+    objects_.push_back(object);
+}
+
 void Interp::break_cycles() {
     for (const auto& weak : scopes_)
         if (auto scope = weak.lock()) scope->vars.clear();
     scopes_.clear();
+    for (const auto& weak : functions_)
+        if (auto fn = weak.lock()) {
+            fn->last_args.clear();
+            fn->last_kwargs.clear();
+            fn->defaults.clear();
+            fn->closure.reset();
+        }
+    functions_.clear();
+    for (const auto& weak : objects_) {
+        ObjectPtr o = weak.lock();
+        if (auto c = std::dynamic_pointer_cast<ClassObj>(o)) c->attrs.clear();
+        if (auto i = std::dynamic_pointer_cast<InstanceObj>(o)) i->attrs.clear();
+    }
+    objects_.clear();
     if (globals_) globals_->vars.clear();
 }
 
@@ -299,6 +319,9 @@ Value Interp::make_function(const StmtPtr& stmt, const Def& def) {
     }
     fn->closure = frames_.back().scope;
     fn->unit = frames_.back().unit;
+    if (functions_.size() > 4096)
+        std::erase_if(functions_, [](const std::weak_ptr<FunctionObj>& w) { return w.expired(); });
+    functions_.push_back(fn);
     return fn;
 }
 
@@ -327,6 +350,7 @@ void Interp::exec_class(const ClassDef& def) {
         if (flow != Flow::normal) raise("SyntaxError", "'return', 'break' or 'continue' in a class body");
     }
     Value v = make_class(def.name, base, body_scope);
+    track(v.object<ClassObj>());
     body_scope->vars.clear();
     for (auto it = decorators.rbegin(); it != decorators.rend(); ++it) v = call(*it, CallArgs{{v}, {}});
     assign_name(def.name, v);

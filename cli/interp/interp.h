@@ -64,6 +64,9 @@ class Interp {
     void set_global(const std::string& name, Value v);
     std::vector<std::string> global_names() const;
     void reset();  // forgets every variable (the REPL's :reset)
+    // Remembers a class or instance weakly, so teardown can empty it: reference counting
+    // never frees a cycle (an instance stored in its own class, self.me = self).
+    void track(const ObjectPtr& object);
 
     std::ostream& out;
     std::string default_backend = "inductor";  // what compile() uses without backend=
@@ -113,6 +116,10 @@ class Interp {
     // Every call scope made, weakly: closures can keep a scope alive in a cycle (a nested def
     // stored in the scope it captures), so ~Interp empties the survivors to free them.
     std::vector<std::weak_ptr<Scope>> scopes_;
+    // Functions and classes/instances made, weakly, for the same reason: a function keeps its
+    // latest call's arguments (for `kiln explain`), so A().f() ties f -> instance -> A -> f.
+    std::vector<std::weak_ptr<FunctionObj>> functions_;
+    std::vector<std::weak_ptr<Object>> objects_;
     void break_cycles();
     std::vector<Frame> frames_;
     Value return_value_;
