@@ -1,6 +1,7 @@
 // nn::Module: parameter registration, traversal, train/eval, printing.
 #include "nn/module.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
@@ -26,6 +27,24 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
     for (const auto& [n, m] : children_) KILN_CHECK(n != name, type_name(), ": module '", name, "' registered twice");
     children_.emplace_back(name, std::move(module));
     state_changed();
+}
+
+bool Module::unregister(const std::string& name) {
+    auto named = [&](const auto& entry) { return entry.first == name; };
+    size_t before = params_.size() + children_.size();
+    std::erase_if(params_, named);
+    std::erase_if(children_, named);
+    if (params_.size() + children_.size() == before) return false;
+    state_changed();
+    return true;
+}
+bool Module::has_parameter(const std::string& name) const {
+    return std::any_of(params_.begin(), params_.end(),
+                       [&](const auto& p) { return p.first == name; });
+}
+bool Module::has_child(const std::string& name) const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [&](const auto& c) { return c.first == name; });
 }
 
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {

@@ -35,6 +35,12 @@ class Module {
         return module;
     }
 
+    // Drops the parameter or child module registered as `name` (reassignment from kiln
+    // script: m.fc = nn.Linear(...) replaces fc); false when there is none.
+    bool unregister(const std::string& name);
+    bool has_parameter(const std::string& name) const;
+    bool has_child(const std::string& name) const;
+
     // Own parameters, then each child's, in registration order; a shared tensor once.
     std::vector<Tensor> parameters() const;
     std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // "0.weight", "0.bias", ...

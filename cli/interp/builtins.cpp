@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <ostream>
+#include <set>
 
 #include "cli/interp/classes.h"
 #include "cli/interp/compiled.h"
@@ -60,18 +62,20 @@ const Table& table() {
 const std::map<std::string, std::vector<std::string>> kNamespacePrefixes = {
     {"torch", {""}}, {"nn", {"nn."}}, {"F", {"F.", ""}}, {"optim", {"optim."}}, {"time", {"time."}}, {"_dynamo", {"_dynamo."}},
     {"jit", {"jit."}}, {"fx", {"fx."}}, {"cuda", {"cuda."}}, {"autograd", {"autograd."}}, {"warnings", {"warnings."}},
-    {"traceback", {"traceback."}}, {"exc", {}}, {"typing", {}},
+    {"traceback", {"traceback."}}, {"exc", {}}, {"typing", {}}, {"proxy", {}},
 };
 const std::map<std::string, std::string> kSubmodules = {
     {"torch.nn", "nn"}, {"torch.nn.functional", "F"}, {"torch.optim", "optim"}, {"torch._dynamo", "_dynamo"},
     {"nn.functional", "F"}, {"torch.compiler", "_dynamo"}, {"torch.jit", "jit"}, {"torch.fx", "fx"}, {"torch.cuda", "cuda"},
     {"torch.autograd", "autograd"}, {"_dynamo.exc", "exc"}, {"torch._dynamo.exc", "exc"},
+    {"fx.proxy", "proxy"}, {"torch.fx.proxy", "proxy"},
 };
 // Classes reached through a namespace: torch.nn.Module, torch.autograd.Function, torch.Tensor ...
 const std::map<std::string, std::string> kNamespaceClasses = {
     {"nn.Module", "torch.nn.Module"}, {"autograd.Function", "torch.autograd.Function"}, {"torch.Tensor", "torch.Tensor"},
     {"exc.Unsupported", "torch._dynamo.exc.Unsupported"}, {"exc.TorchDynamoException", "torch._dynamo.exc.TorchDynamoException"},
     {"exc.BackendCompilerFailed", "torch._dynamo.exc.BackendCompilerFailed"},
+    {"proxy.TraceError", "torch.fx.proxy.TraceError"},
 };
 const std::map<std::string, DType> kDTypes = {
     {"float32", float32}, {"float", float32}, {"float64", float64}, {"double", float64},
@@ -121,7 +125,32 @@ Value b_len(Bound& b) {
 }
 Value b_str(Bound& b) { return b.has(0) ? str(b.value(0)) : std::string(); }
 Value b_repr(Bound& b) { return repr(b.value(0)); }
-Value b_type(Bound& b) { return type_name(b.value(0)); }
+// type(x): an instance of a script class gives its class, a tensor torch.Tensor, a number,
+// string or container the builtin that makes one (so `type(x) == int` and `type(x)(v)` work,
+// printed <class 'int'>), anything else a type object that knows its name.
+struct TypeObj : Object {
+    std::string name;
+    std::string type_name() const override { return "type"; }
+    std::string repr() const override { return "<class '" + name + "'>"; }
+    std::optional<Value> attr(Interp&, const ObjectPtr&, const std::string& key) override {
+        if (key == "__name__" || key == "__qualname__") return Value(name);
+        return std::nullopt;
+    }
+    bool equals(const Object& other) const override {
+        auto t = dynamic_cast<const TypeObj*>(&other);
+        return t && t->name == name;
+    }
+};
+Value b_type(Bound& b) {
+    const Value& v = b.value(0);
+    if (auto i = v.object<InstanceObj>()) return Value(i->cls);
+    if (v.is<Tensor>()) return Value(builtin_class("torch.Tensor"));
+    std::string name = type_name(v);
+    if (const Builtin* maker = find_builtin(name); maker && is_type_builtin(*maker)) return maker;
+    auto t = std::make_shared<TypeObj>();
+    t->name = name;
+    return Value(t);
+}
 Value b_float(Bound& b) {
     const Value& v = b.value(0);
     if (auto t = v.as<Tensor>()) return b.in.note_escape(), t->item<double>();
@@ -193,12 +222,17 @@ Value b_round(Bound& b) {
         return int64_t(rounded);
     }
     if (!std::isfinite(x)) return x;
-    double scale = std::pow(10.0, double(std::abs(n)));
-    double y = n >= 0 ? x * scale : x / scale;
-    if (!std::isfinite(y)) return x;                    // digits past a double's precision
+    if (n >= 0) {
+        // Python rounds the exact binary value (2.675 is 2.67499999..., so round(2.675, 2) is
+        // 2.67) and breaks exact ties to even: what printf's correctly rounded %.*f does.
+        char buf[800];
+        std::snprintf(buf, sizeof buf, "%.*f", int(n), x);
+        return std::strtod(buf, nullptr);
+    }
+    double scale = std::pow(10.0, double(-n));
+    double y = x / scale;
     if (y == 0 || std::isinf(scale)) return std::copysign(0.0, x);
-    double r = std::nearbyint(y);
-    return n >= 0 ? r / scale : r * scale;
+    return std::nearbyint(y) * scale;
 }
 
 // ---- the JIT
@@ -281,7 +315,7 @@ const Builtin kCore[] = {
     {"len", "obj", b_len, "number of items (a tensor: its first dim)"},
     {"str", "obj=''", b_str, "str(x)"},
     {"repr", "obj", b_repr, "repr(x)"},
-    {"type", "obj", b_type, "the type's name, as a string"},
+    {"type", "obj", b_type, "the type of obj: type(1) is int, type(e).__name__"},
     {"float", "x", b_float, "float(x); of a tensor: item() (a graph break)"},
     {"int", "x", b_int, "int(x); of a tensor: item() (a graph break)"},
     {"bool", "x=False", b_bool, "truth value; of a tensor: a graph break"},
@@ -316,6 +350,11 @@ const Builtin kCore[] = {
 
 std::span<const Builtin> core_builtins() { return kCore; }
 
+bool is_type_builtin(const Builtin& b) {
+    static const std::set<std::string> types = {"int",  "float", "str",  "bool",
+                                                "list", "tuple", "dict", "set"};
+    return types.count(b.name) > 0;
+}
 const Builtin* find_builtin(const std::string& key) {
     auto it = table().entries.find(key);
     return it == table().entries.end() ? nullptr : it->second;

@@ -57,6 +57,8 @@ std::span<const Builtin> class_builtins();   // super, isinstance, staticmethod,
 std::span<const Builtin> extra_builtins();   // sorted, sum, abs, str methods, no_grad, jit.trace ... (extras.cpp)
 
 const Builtin* find_builtin(const std::string& key);
+// int, float, str, bool, list, tuple, dict, set: builtins that are also types (type(1) is int).
+bool is_type_builtin(const Builtin& b);
 // The method `name` of `self`'s type, or null.
 const Builtin* find_method(const Value& self, const std::string& name);
 // torch.sin, nn.Linear, torch.nn.functional: what `ns.name` means, or nullopt.

@@ -20,6 +20,18 @@ Value b_linear(Bound& b) {
     if (in <= 0 || out <= 0) b.in.raise("ValueError", "nn.Linear(in_features, out_features): sizes must be positive");
     return ModulePtr(std::make_shared<nn::Linear>(in, out, b.flag_or(2, true)));
 }
+// nn.Parameter(t): a leaf sharing t's data that requires grad, which is what makes a module
+// attribute register as a parameter (kiln has no separate Parameter type).
+Value b_parameter(Bound& b) {
+    Tensor t = b.has(0) ? b.tensor(0).detach() : zeros({0});
+    if (b.flag_or(1, true) && !is_floating(t.dtype()))
+        b.in.raise(
+            "RuntimeError",
+            "nn.Parameter(): only tensors of floating point dtype can require gradients, not " +
+                std::string(dtype_name(t.dtype())));
+    t.requires_grad_(b.flag_or(1, true));
+    return t;
+}
 Value b_relu_module(Bound&) { return ModulePtr(std::make_shared<nn::ReLU>()); }
 Value b_sequential(Bound& b) {
     auto seq = std::make_shared<nn::Sequential>();
@@ -99,6 +111,8 @@ Value m_opt_zero_grad(Bound& b) {
 }
 
 const Builtin kNN[] = {
+    {"nn.Parameter", "data=None, requires_grad=True", b_parameter,
+     "a leaf tensor that requires grad: a module parameter"},
     {"nn.Linear", "in_features, out_features, bias=True", b_linear, "y = x W^T + b"},
     {"nn.ReLU", "", b_relu_module, "max(x, 0) as a module"},
     {"nn.Sequential", "*modules", b_sequential, "modules applied in order"},

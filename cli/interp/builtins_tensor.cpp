@@ -2,6 +2,7 @@
 // functions and as Tensor methods (generated from the op table, so a new op appears here
 // by itself), shape methods and attributes.
 #include <cmath>
+#include <functional>
 
 #include "autograd/node.h"
 #include "cli/interp/builtins.h"
@@ -17,7 +18,84 @@ Tensor input(Bound& b) { return b.self.is<Tensor>() ? b.self_tensor() : b.tensor
 // Parameter i of a function is parameter i-1 of the method (the method has no `input`).
 size_t arg(Bound& b, size_t i) { return b.self.is<Tensor>() ? i - 1 : i; }
 
-TensorOptions options(Bound& b, size_t requires_grad, size_t dtype) {
+// ---- devices. kiln script's tensors live on the CPU: torch.device names a device as in
+// PyTorch (torch.device("cuda:0") is a value like any other), and a tensor asked to move to
+// a CUDA device raises, where PyTorch without a GPU raises too.
+struct DeviceObj : Object {
+    std::string type;    // "cpu" or "cuda"
+    int64_t index = -1;  // -1: none given
+    std::string type_name() const override { return "device"; }
+    std::string str() const override {
+        return index < 0 ? type : type + ":" + std::to_string(index);
+    }
+    std::string repr() const override {
+        return "device(type='" + type + "'" +
+               (index < 0 ? std::string() : ", index=" + std::to_string(index)) + ")";
+    }
+    std::optional<Value> attr(Interp&, const ObjectPtr&, const std::string& name) override {
+        if (name == "type") return Value(type);
+        if (name == "index") return index < 0 ? Value(None{}) : Value(index);
+        return std::nullopt;
+    }
+    bool equals(const Object& other) const override {
+        auto d = dynamic_cast<const DeviceObj*>(&other);
+        return d && d->type == type && d->index == index;
+    }
+};
+
+// "cpu", "cuda", "cuda:1" or a torch.device, as the device argument of `op`.
+std::shared_ptr<DeviceObj> to_device(Interp& in, const Value& v, const std::string& op) {
+    if (auto d = v.object<DeviceObj>()) return d;
+    auto s = v.as<std::string>();
+    if (!s)
+        in.raise("TypeError",
+                 op + "(): device must be a string such as 'cpu' or a torch.device, not " +
+                     type_name(v));
+    auto d = std::make_shared<DeviceObj>();
+    size_t colon = s->find(':');
+    d->type = s->substr(0, colon);
+    if (d->type != "cpu" && d->type != "cuda")
+        in.raise("RuntimeError", op + "(): unknown device type '" + d->type +
+                                     "' in device string '" + *s + "' (kiln knows cpu and cuda)");
+    if (colon != std::string::npos) {
+        std::string digits = s->substr(colon + 1);
+        if (digits.empty() || digits.size() > 9 ||
+            !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            in.raise("RuntimeError", op + "(): invalid device string '" + *s +
+                                         "': the index after ':' must be a non-negative integer");
+        d->index = std::stoll(digits);
+    }
+    return d;
+}
+// Where a tensor may go: the CPU only.
+void require_cpu(Interp& in, const DeviceObj& d, const std::string& op) {
+    if (d.type == "cpu") return;
+    in.raise("RuntimeError",
+             op + "(): cannot place a tensor on " + d.str() +
+                 ": kiln script's tensors live on the CPU and there is no CUDA device here "
+                 "(torch.cuda.is_available() is False); leave out the device, or use 'cpu'");
+}
+Value b_device(
+    Bound& b) {  // torch.device("cuda:0") or torch.device("cuda", 0) or device(type="cpu")
+    auto d = to_device(b.in, b.value(0), "torch.device");
+    if (b.has(1)) {
+        if (d->index >= 0)
+            b.in.raise("RuntimeError",
+                       "torch.device(): type (string) must not include an index because index was "
+                       "passed explicitly: " +
+                           d->str());
+        int64_t i = b.integer(1);
+        if (i < 0)
+            b.in.raise("RuntimeError", "torch.device(): device index must not be negative, got " +
+                                           std::to_string(i));
+        d = std::make_shared<DeviceObj>(*d), d->index = i;
+    }
+    return d;
+}
+
+TensorOptions options(Bound& b, size_t requires_grad, size_t dtype, size_t device = size_t(-1)) {
+    if (device != size_t(-1) && b.has(device))
+        require_cpu(b.in, *to_device(b.in, b.value(device), b.fn.name), b.fn.name);
     TensorOptions opt;
     opt.requires_grad = b.flag_or(requires_grad, false);
     if (b.has(dtype)) {
@@ -46,10 +124,10 @@ Shape checked_shape(Bound& b) {
 
 // ---- factories: params "*size, requires_grad=False, dtype=None"
 template <Tensor (*F)(const Shape&, TensorOptions)>
-Value factory(Bound& b) { return F(checked_shape(b), options(b, 0, 1)); }
+Value factory(Bound& b) { return F(checked_shape(b), options(b, 0, 1, 2)); }
 Value b_full(Bound& b) {
     b.rest = {b.value(0)};
-    return full(checked_shape(b), b.number(1), options(b, 2, 3));
+    return full(checked_shape(b), b.number(1), options(b, 2, 3, 4));
 }
 Value b_arange(Bound& b) {
     std::vector<double> a;
@@ -60,7 +138,7 @@ Value b_arange(Bound& b) {
     }
     if (a.empty() || a.size() > 3) b.in.raise("TypeError", "arange() takes 1 to 3 numbers");
     bool ints = std::all_of(b.rest.begin(), b.rest.end(), [](const Value& v) { return as_int(v).has_value(); });
-    TensorOptions opt = options(b, 1, 0);
+    TensorOptions opt = options(b, 1, 0, 2);
     if (!b.has(0) && ints) opt.dtype = int64;  // as in PyTorch: integer arguments, integer tensor
     if (a.size() == 1) return arange(a[0], opt);
     return arange(a[0], a[1], a.size() > 2 ? a[2] : 1.0, opt);
@@ -79,12 +157,20 @@ Value b_randint(Bound& b) {
 }
 Value b_tensor(Bound& b) {
     std::optional<DType> dtype;
-    if (b.has(1)) dtype = options(b, 2, 1).dtype;
+    TensorOptions opt = options(b, 2, 1, 3);
+    if (b.has(1)) dtype = opt.dtype;
     return tensor_from_data(b.in, b.value(0), dtype, b.flag_or(2, false));
 }
-Value b_zeros_like(Bound& b) { return zeros_like(b.tensor(0)); }
-Value b_ones_like(Bound& b) { return ones_like(b.tensor(0)); }
-Value b_randn_like(Bound& b) { return randn_like(b.tensor(0)); }
+// *_like: "input, dtype=None, device=None, requires_grad=False". Another dtype is a cast of
+// the like-tensor, so the result keeps its symbolic sizes under compile().
+template <Tensor (*F)(const Tensor&)>
+Value like(Bound& b) {
+    TensorOptions opt = options(b, 3, 1, 2);
+    Tensor t = F(b.tensor(0));
+    if (b.has(1) && opt.dtype != t.dtype()) t = t.to(opt.dtype);
+    if (opt.requires_grad) t.requires_grad_(true);
+    return t;
+}
 Value b_manual_seed(Bound& b) {
     manual_seed(uint64_t(b.integer(0)));
     return None{};
@@ -163,15 +249,46 @@ Value m_contiguous(Bound& b) { return b.self_tensor().contiguous(); }
 Value m_clone(Bound& b) { return input(b).clone(); }
 Value m_detach(Bound& b) { return input(b).detach(); }
 Value m_flatten(Bound& b) { return input(b).flatten(); }
+// x.to(dtype), x.to(device), x.to(device, dtype), x.to(other), x.to(dtype=..., device=...),
+// params "*args, dtype=None, device=None, non_blocking=False, copy=False". As in PyTorch the
+// tensor itself comes back when nothing changes (unless copy=True).
 Value m_to(Bound& b) {
-    if (auto d = b.has(0) ? b.value(0).as<DType>() : nullptr) return b.self_tensor().to(*d);
-    if (b.has(1)) return b.self_tensor().to(*b.value(1).as<DType>());
-    return b.self;  // .to("cpu") / .to(device="cpu"): kiln script tensors live on the CPU
+    const Tensor& self = b.self_tensor();
+    std::optional<DType> dtype;
+    auto set_dtype = [&](DType d) {
+        if (dtype) b.in.raise("TypeError", "Tensor.to(): dtype given twice");
+        dtype = d;
+    };
+    for (const Value& v : b.rest) {
+        if (auto d = v.as<DType>())
+            set_dtype(*d);
+        else if (auto t = v.as<Tensor>())
+            set_dtype(t->dtype());
+        else if (v.is<std::string>() || v.object<DeviceObj>())
+            require_cpu(b.in, *to_device(b.in, v, "Tensor.to"), "Tensor.to");
+        else
+            b.in.raise("TypeError",
+                       "Tensor.to(): expected a dtype, a device or a Tensor, not " + type_name(v));
+    }
+    if (b.has(0)) {
+        auto d = b.value(0).as<DType>();
+        if (!d) b.type_error(0, "a dtype such as torch.float32");
+        set_dtype(*d);
+    }
+    if (b.has(1)) require_cpu(b.in, *to_device(b.in, b.value(1), "Tensor.to"), "Tensor.to");
+    Tensor out = dtype && *dtype != self.dtype() ? self.to(*dtype) : self;
+    if (b.flag_or(3, false) && out.same(self)) out = self.clone();
+    return out;
 }
 template <DType D>
 Value m_cast(Bound& b) { return b.self_tensor().to(D); }
 Value m_cpu(Bound& b) { return b.self; }
-Value m_cuda(Bound& b) { b.in.raise("RuntimeError", "kiln script runs on the CPU: drop .cuda() (tensors stay where they are)"); }
+Value m_cuda(Bound& b) {
+    auto cuda = std::make_shared<DeviceObj>();
+    cuda->type = "cuda";
+    require_cpu(b.in, *cuda, "Tensor.cuda");
+    return b.self;
+}
 Value m_item(Bound& b) {
     b.in.note_escape();
     const Tensor& t = b.self_tensor();
@@ -180,15 +297,26 @@ Value m_item(Bound& b) {
     if (t.dtype() == boolean) return t.item<bool>();
     return t.item<int64_t>();
 }
+// Nested lists as in PyTorch: one level per dim, a 0-d tensor gives its number.
 Value m_tolist(Bound& b) {
     const Tensor& t = b.self_tensor();
-    std::vector<Value> items;
+    std::vector<Value> flat;
     if (is_floating(t.dtype())) {
-        for (double d : t.to(float64).contiguous().to_vector<double>()) items.emplace_back(d);
+        for (double d : t.to(float64).contiguous().to_vector<double>()) flat.emplace_back(d);
+    } else if (t.dtype() == boolean) {
+        for (int64_t i : t.to(int64).contiguous().to_vector<int64_t>()) flat.emplace_back(i != 0);
     } else {  // ints stay exact: through int64, not a double
-        for (int64_t i : t.to(int64).contiguous().to_vector<int64_t>()) items.emplace_back(i);
+        for (int64_t i : t.to(int64).contiguous().to_vector<int64_t>()) flat.emplace_back(i);
     }
-    return make_list(std::move(items));  // flat: nested lists are left out for brevity
+    if (t.dim() == 0) return flat.at(0);
+    size_t next = 0;  // the next item of `flat`, in row-major order
+    std::function<Value(int64_t)> nest = [&](int64_t d) {
+        std::vector<Value> items;
+        for (int64_t i = 0; i < t.size(d); ++i)
+            items.push_back(d + 1 == t.dim() ? flat[next++] : nest(d + 1));
+        return make_list(std::move(items));
+    };
+    return nest(0);
 }
 Value m_numel(Bound& b) { return b.self_tensor().numel(); }
 Value m_dim(Bound& b) { return b.self_tensor().dim(); }
@@ -220,17 +348,18 @@ Value m_zero_(Bound& b) {
 #define KILN_COMPARE(name, ...) KILN_BINARY(name)
 const Builtin kTensor[] = {
 #include "tensor/ops.def"
-    {"randn", "*size, requires_grad=False, dtype=None", factory<randn>, "normal(0, 1) samples"},
-    {"rand", "*size, requires_grad=False, dtype=None", factory<rand>, "uniform [0, 1) samples"},
-    {"zeros", "*size, requires_grad=False, dtype=None", factory<zeros>, "a tensor of zeros"},
-    {"ones", "*size, requires_grad=False, dtype=None", factory<ones>, "a tensor of ones"},
-    {"full", "size, fill_value, requires_grad=False, dtype=None", b_full, "a tensor filled with one value"},
-    {"arange", "*args, dtype=None, requires_grad=False", b_arange, "arange(end) or arange(start, end, step)"},
+    {"randn", "*size, requires_grad=False, dtype=None, device=None", factory<randn>, "normal(0, 1) samples"},
+    {"rand", "*size, requires_grad=False, dtype=None, device=None", factory<rand>, "uniform [0, 1) samples"},
+    {"zeros", "*size, requires_grad=False, dtype=None, device=None", factory<zeros>, "a tensor of zeros"},
+    {"ones", "*size, requires_grad=False, dtype=None, device=None", factory<ones>, "a tensor of ones"},
+    {"full", "size, fill_value, requires_grad=False, dtype=None, device=None", b_full, "a tensor filled with one value"},
+    {"arange", "*args, dtype=None, requires_grad=False, device=None", b_arange, "arange(end) or arange(start, end, step)"},
     {"randint", "*args", b_randint, "randint(high, size) or randint(low, high, size): int64"},
-    {"tensor", "data, dtype=None, requires_grad=False", b_tensor, "a tensor from (nested) lists of numbers"},
-    {"zeros_like", "input", b_zeros_like, "zeros of input's shape"},
-    {"ones_like", "input", b_ones_like, "ones of input's shape"},
-    {"randn_like", "input", b_randn_like, "normal samples of input's shape"},
+    {"tensor", "data, dtype=None, requires_grad=False, device=None", b_tensor, "a tensor from (nested) lists of numbers"},
+    {"zeros_like", "input, dtype=None, device=None, requires_grad=False", like<zeros_like>, "zeros of input's shape"},
+    {"ones_like", "input, dtype=None, device=None, requires_grad=False", like<ones_like>, "ones of input's shape"},
+    {"randn_like", "input, dtype=None, device=None, requires_grad=False", like<randn_like>, "normal samples of input's shape"},
+    {"device", "type, index=None", b_device, "a device: torch.device('cpu'), torch.device('cuda', 0)"},
     {"manual_seed", "seed", b_manual_seed, "seed the random generator"},
     {"allclose", "input, other, rtol=1e-05, atol=1e-08", b_allclose, "elementwise |a - b| <= atol + rtol * |b|"},
     {"sum", "input, dim=None, keepdim=False", reduction<kiln::sum>, "sum over dims (all when none)"},
@@ -270,14 +399,14 @@ const Builtin kTensor[] = {
     {"Tensor.clone", "", m_clone, ""},
     {"Tensor.detach", "", m_detach, ""},
     {"Tensor.flatten", "", m_flatten, ""},
-    {"Tensor.to", "dtype=None, device=None", m_to, ""},
+    {"Tensor.to", "*args, dtype=None, device=None, non_blocking=False, copy=False", m_to, ""},
     {"Tensor.float", "", m_cast<float32>, ""},
     {"Tensor.double", "", m_cast<float64>, ""},
     {"Tensor.long", "", m_cast<int64>, ""},
     {"Tensor.int", "", m_cast<int64>, ""},
     {"Tensor.bool", "", m_cast<boolean>, ""},
     {"Tensor.cpu", "", m_cpu, ""},
-    {"Tensor.cuda", "", m_cuda, ""},
+    {"Tensor.cuda", "device=None, non_blocking=False", m_cuda, ""},
     {"Tensor.item", "", m_item, ""},
     {"Tensor.tolist", "", m_tolist, ""},
     {"Tensor.numel", "", m_numel, ""},
@@ -359,7 +488,12 @@ std::optional<Value> tensor_attr(const Tensor& t, const std::string& name) {
     if (name == "T") return t.dim() < 2 ? t : t.t();
     if (name == "is_leaf") return t.is_leaf();
     if (name == "data") return t.detach();
-    if (name == "device") return std::string("cpu");
+    if (name == "device") {
+        auto cpu = std::make_shared<DeviceObj>();
+        cpu->type = "cpu";
+        return Value(cpu);
+    }
+    if (name == "is_cuda") return false;
     if (name == "grad_fn") return t.grad_fn() ? Value(std::string("<grad_fn>")) : Value(None{});
     return std::nullopt;
 }

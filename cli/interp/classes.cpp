@@ -237,13 +237,28 @@ std::optional<Value> InstanceObj::attr(Interp& in, const ObjectPtr& self, const 
 
 bool InstanceObj::set_attr(Interp& in, const std::string& key, const Value& value) {
     if (module) {
-        // Modules and parameters register themselves, as nn.Module.__setattr__ does.
-        if (auto m = value.as<ModulePtr>()) module->register_module(key, *m);
-        else if (auto i = value.object<InstanceObj>(); i && i->module) module->register_module(key, ModulePtr(i->module));
-        else if (auto t = value.as<Tensor>(); t && t->defined() && t->requires_grad() && t->is_leaf()) module->register_parameter(key, *t);
+        // Modules and parameters register themselves, as nn.Module.__setattr__ does; a new
+        // value for a registered name replaces it. As in PyTorch, a child module's name takes
+        // only a module (or None), a parameter's only a parameter (or None).
+        ModulePtr child;
+        if (auto m = value.as<ModulePtr>()) child = *m;
+        else if (auto i = value.object<InstanceObj>(); i && i->module) child = ModulePtr(i->module);
+        auto t = value.as<Tensor>();
+        bool parameter = t && t->defined() && t->requires_grad() && t->is_leaf();
+        if (module->has_child(key) && !child && !value.is_none())
+            in.raise("TypeError", "cannot assign '" + interp::type_name(value) +
+                                      "' as child module '" + key +
+                                      "' (torch.nn.Module or None expected)");
+        if (module->has_parameter(key) && !parameter && !value.is_none())
+            in.raise(
+                "TypeError",
+                "cannot assign '" + interp::type_name(value) + "' as parameter '" + key +
+                    "' (torch.nn.Parameter or None expected; a tensor that requires grad is one)");
+        module->unregister(key);
+        if (child) module->register_module(key, child);
+        else if (parameter) module->register_parameter(key, *t);
         module->state_changed();  // compiled callers re-check what forward may read
     }
-    (void)in;
     if (Value* v = find_attr(attrs, key)) *v = value;
     else attrs.emplace_back(key, value);
     return true;

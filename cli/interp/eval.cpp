@@ -222,6 +222,8 @@ Value Interp::get_attr(const Value& object, const std::string& name) {
         return missing();
     } else if (auto f = object.as<std::shared_ptr<FunctionObj>>()) {
         if (name == "__name__") return (*f)->name;
+    } else if (auto b = object.as<const Builtin*>()) {
+        if (name == "__name__" || name == "__qualname__") return (*b)->name;
     } else if (auto o = object.as<ObjectPtr>()) {
         if (auto v = (*o)->attr(*this, *o, name)) return *v;
     } else if (auto s = object.as<std::string>(); s && name == "format") {

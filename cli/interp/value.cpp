@@ -220,7 +220,9 @@ std::string str(const Value& v) {
     if (auto t = v.as<Tensor>()) return t->defined() ? to_string(*t) : "None";
     if (auto d = v.as<DType>()) return std::string("torch.") + dtype_name(*d);
     if (auto f = v.as<std::shared_ptr<FunctionObj>>()) return "<function " + (*f)->name + ">";
-    if (auto b = v.as<const Builtin*>()) return "<built-in function " + (*b)->name + ">";
+    if (auto b = v.as<const Builtin*>())
+        return (is_type_builtin(**b) ? "<class '" : "<built-in function ") + (*b)->name +
+               (is_type_builtin(**b) ? "'>" : ">");
     if (auto m = v.as<std::shared_ptr<BoundMethod>>())
         return "<built-in method " + (*m)->method->name + " of " + type_name((*m)->self) + ">";
     if (v.is<std::shared_ptr<Partial>>()) return "<compile decorator>";
@@ -271,6 +273,7 @@ bool values_equal(const Value& a, const Value& b) {
     if (a.is_none()) return true;
     if (auto t = a.as<Tensor>()) return t->same(*b.as<Tensor>());
     if (auto d = a.as<DType>()) return *d == *b.as<DType>();
+    if (auto o = a.as<ObjectPtr>()) return (*o)->equals(**b.as<ObjectPtr>());
     if (identity(a) == identity(b)) return true;  // Python's `x is y or x == y`: a cycle equals itself
     if (!is_container(a)) return false;           // functions, modules and the like: the same object
     RecursionGuard depth("in comparison");

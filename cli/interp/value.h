@@ -43,6 +43,8 @@ struct Object {
     virtual Value call(Interp& in, const ObjectPtr& self, CallArgs& args);
     virtual std::optional<Value> attr(Interp& in, const ObjectPtr& self, const std::string& name);
     virtual bool set_attr(Interp& in, const std::string& name, const Value& value);
+    // ==: identity unless a kind of object compares by value (torch.device).
+    virtual bool equals(const Object& other) const { return this == &other; }
 };
 
 // Which call of a compiled function's host code made an object (0: none): compile() reports

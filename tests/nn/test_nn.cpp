@@ -77,6 +77,25 @@ BOOST_AUTO_TEST_CASE(zero_grad_drops_parameter_grads) {
     for (const Tensor& p : model->parameters()) BOOST_TEST(!p.grad().defined());
 }
 
+BOOST_AUTO_TEST_CASE(unregister_drops_a_name_so_it_can_be_registered_again) {
+    struct Holder : nn::Module {
+        Tensor forward(const Tensor& x) override { return x; }
+    } m;
+    m.register_parameter("w", ones({2}));
+    m.register_module("fc", std::make_shared<nn::Linear>(2, 2));
+    BOOST_CHECK_THROW(m.register_parameter("w", ones({3})), Error);  // twice is still an error
+    BOOST_TEST(m.has_parameter("w"));
+    BOOST_TEST(m.has_child("fc"));
+    BOOST_TEST(m.unregister("fc"));
+    BOOST_TEST(!m.has_child("fc"));
+    BOOST_TEST(!m.unregister("fc"));  // nothing left under that name
+    m.register_module("fc", std::make_shared<nn::Linear>(2, 3));
+    BOOST_TEST(m.unregister("w"));
+    m.register_parameter("w", zeros({3}));
+    BOOST_TEST((names(m) == std::vector<std::string>{"w", "fc.weight", "fc.bias"}));
+    BOOST_TEST(m.named_parameters()[1].second.size(0) == 3);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(losses)
