@@ -1,4 +1,5 @@
 // The op table and the dispatcher that every op call passes through.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -89,7 +90,9 @@ static void check_inputs(OpId op, std::span<const Tensor> inputs) {
                info.name, ": expected ", info.arity, " tensor inputs, got ", inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
         KILN_CHECK(inputs[i].defined(), info.name, ": input ", i, " is an undefined tensor");
-        KILN_CHECK(inputs[i].device() == inputs[0].device(), info.name, ": expected all tensors on one device, got ",
+        // A 0-d CPU tensor mixes with tensors of any device, as in PyTorch (kernels_cuda.cpp).
+        bool scalar = inputs[i].dim() == 0 || inputs[0].dim() == 0;
+        KILN_CHECK(inputs[i].device() == inputs[0].device() || scalar, info.name, ": expected all tensors on one device, got ",
                    inputs[0].device(), " and ", inputs[i].device());
     }
 }
@@ -101,7 +104,8 @@ Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attr
         ++t_kernel_depth;
         struct Leave { ~Leave() { --t_kernel_depth; } } leave;
         autograd::NoGradGuard no_grad;  // kernels' inner op calls are not recorded
-        out = op_info(op).forward(inputs, attrs);
+        bool on_cuda = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().type == DeviceType::cuda; });
+        out = on_cuda ? cuda_forward(op, inputs, attrs) : op_info(op).forward(inputs, attrs);
     }
     if (t_kernel_depth == 0) autograd::record_op(op, inputs, attrs, out);
     return out;
@@ -154,7 +158,7 @@ void dispatch_assign(const Tensor& target, const Tensor& value) {
 void write_values(const Tensor& dst, const Tensor& src) {
     Tensor from = src.detach();
     if (from.impl()->storage == dst.impl()->storage) {  // overlapping: through a fresh copy
-        Tensor copy = empty(from.shape(), from.dtype());
+        Tensor copy = empty(from.shape(), from.dtype(), from.device());
         strided_copy(copy, from);
         from = copy;
     }

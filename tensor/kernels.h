@@ -22,6 +22,29 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     fail("visit_dtype: bad dtype");
 }
 
+// Output dtype of a pointwise op over inputs of dtype `in` (`ints`: the op keeps int64).
+DType pointwise_result_dtype(DType in, bool ints);
+// Shape and loop dtype of a binary pointwise op (tensor-tensor or tensor-scalar).
+struct BinaryPlan {
+    Shape shape;
+    DType dtype;
+};
+BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, const char* op);
+
+// A reduction's shapes: which dims are reduced, and the kept/reduced element counts.
+struct ReducePlan {
+    Shape kept_shape;  // output shape with keepdim
+    Shape out_shape;   // output shape as requested
+    std::vector<bool> reduced;
+    int64_t outer = 1, inner = 1;  // kept elements, reduced elements
+};
+ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op);
+
+// The CUDA eager path (kernels_cuda.cpp): an op whose inputs live on a CUDA device, and
+// strided_copy when either side does.
+Tensor cuda_forward(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+void cuda_strided_copy(const Tensor& dst, const Tensor& src);
+
 // Copies any strided (or broadcast, stride-0) view into a new contiguous tensor.
 Tensor materialize(const Tensor& x);
 // Strided copy from `src` into `dst` (same shape; any strides, dtypes may differ).

@@ -43,11 +43,7 @@ T apply(T x) { return T(M::f(MathType<T>(x))); }
 template <class M, class T>
 T apply(T x, T y) { return T(M::f(MathType<T>(x), MathType<T>(y))); }
 
-// Output dtype of a pointwise op over inputs of `in` dtype.
-DType result_dtype(DType in, bool ints) {
-    if (is_floating(in)) return in;
-    return ints && in == DType::int64 ? DType::int64 : DType::float32;
-}
+DType result_dtype(DType in, bool ints) { return pointwise_result_dtype(in, ints); }
 
 // A pointwise operand: a contiguous array of the loop's type, or one broadcast value.
 template <class T>
@@ -121,25 +117,6 @@ Tensor unary_forward(std::span<const Tensor> in) {
     return out;
 }
 
-// Shape and loop dtype of a binary op (tensor-tensor or tensor-scalar).
-struct BinaryPlan {
-    Shape shape;
-    DType dtype;
-};
-BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, const char* op) {
-    if (a.scalar_pos != ScalarPos::none) {
-        DType t = in[0].dtype();
-        // An int-valued scalar keeps int64 (the C++ API cannot tell 2 from 2.0, see
-        // docs/robustness.md); NaN, inf and values past int64 never count as integral.
-        bool integral = std::trunc(a.scalar) == a.scalar && a.scalar >= -9223372036854775808.0 && a.scalar < 9223372036854775808.0;
-        DType dt = t == DType::float64 ? t : (t == DType::int64 || t == DType::boolean) && integral && ints ? DType::int64 : DType::float32;
-        return {in[0].shape(), result_dtype(dt, ints)};
-    }
-    KILN_CHECK(in[0].device() == in[1].device(), op, ": tensors on different devices (", in[0].device(), " and ", in[1].device(), ")");
-    return {broadcast_shapes(in[0].shape(), in[1].shape(), op),
-            result_dtype(promote(in[0].dtype(), in[1].dtype()), ints)};
-}
-
 template <class T>
 std::pair<Operand<T>, Operand<T>> binary_operands(std::span<const Tensor> in, const Attrs& a, const BinaryPlan& p) {
     switch (a.scalar_pos) {
@@ -183,6 +160,25 @@ Tensor compare_forward(std::span<const Tensor> in, const Attrs& a, const char* o
 }
 
 }  // namespace
+
+DType pointwise_result_dtype(DType in, bool ints) {
+    if (is_floating(in)) return in;
+    return ints && in == DType::int64 ? DType::int64 : DType::float32;
+}
+
+BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, const char* op) {
+    if (a.scalar_pos != ScalarPos::none) {
+        DType t = in[0].dtype();
+        // An int-valued scalar keeps int64 (the C++ API cannot tell 2 from 2.0, see
+        // docs/robustness.md); NaN, inf and values past int64 never count as integral.
+        bool integral = std::trunc(a.scalar) == a.scalar && a.scalar >= -9223372036854775808.0 && a.scalar < 9223372036854775808.0;
+        DType dt = t == DType::float64 ? t : (t == DType::int64 || t == DType::boolean) && integral && ints ? DType::int64 : DType::float32;
+        return {in[0].shape(), result_dtype(dt, ints)};
+    }
+    KILN_CHECK(in[0].device() == in[1].device(), op, ": tensors on different devices (", in[0].device(), " and ", in[1].device(), ")");
+    return {broadcast_shapes(in[0].shape(), in[1].shape(), op),
+            result_dtype(promote(in[0].dtype(), in[1].dtype()), ints)};
+}
 
 // --- forward kernels for the table's pointwise entries
 #define KILN_UNARY(name, math, dx, saves, ints) \

@@ -11,16 +11,6 @@
 #include "tensor/pointwise_math.h"
 
 namespace kiln {
-namespace {
-
-enum class Reduce { sum, max, min };
-
-struct ReducePlan {
-    Shape kept_shape;        // output shape with keepdim
-    Shape out_shape;         // output shape as requested
-    std::vector<bool> reduced;
-    int64_t outer = 1, inner = 1;  // kept elements, reduced elements
-};
 
 ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op) {
     ReducePlan p;
@@ -43,6 +33,10 @@ ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op) {
     }
     return p;
 }
+
+namespace {
+
+enum class Reduce { sum, max, min };
 
 template <class T>
 T reduce_init(Reduce r) {

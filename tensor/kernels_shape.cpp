@@ -110,6 +110,7 @@ void copy_rows(T* out, const Tensor& src) {
 void strided_copy(const Tensor& dst, const Tensor& src) {
     KILN_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "strided_copy: ", dst.shape(), " ", dst.dtype(), " vs ", src.shape(), " ", src.dtype());
     if (src.numel() == 0) return;
+    if (dst.device().type == DeviceType::cuda || src.device().type == DeviceType::cuda) return cuda_strided_copy(dst, src);
     if (dst.is_contiguous() && src.is_contiguous()) {
         std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
         return;
@@ -124,7 +125,7 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor materialize(const Tensor& x) {
-    Tensor out = empty(x.shape(), x.dtype());
+    Tensor out = empty(x.shape(), x.dtype(), x.device());
     strided_copy(out, x);
     return out;
 }
@@ -132,6 +133,11 @@ Tensor materialize(const Tensor& x) {
 Tensor contiguous_as(const Tensor& x, DType dtype) {
     Tensor c = x.is_contiguous() ? x : materialize(x);
     if (dtype == c.dtype()) return c;
+    if (c.device().type == DeviceType::cuda) {  // a converting copy on the device
+        Tensor out = empty(c.shape(), dtype, c.device());
+        cuda_strided_copy(out, c);
+        return out;
+    }
     Tensor out = empty(c.shape(), dtype);
     visit_dtype(c.dtype(), [&](auto from) {
         visit_dtype(dtype, [&](auto to) {
@@ -229,7 +235,7 @@ std::vector<Tensor> backward_slice(const BackwardArgs& b) {
 
 // Writes grad into the sliced positions of a zero tensor of the original shape.
 Tensor forward_slice_backward(std::span<const Tensor> in, const Attrs& a) {
-    Tensor out = zeros(a.shape, {.dtype = in[0].dtype()});
+    Tensor out = zeros(a.shape, {.dtype = in[0].dtype(), .device = in[0].device()});
     Attrs s = a;
     Tensor window = forward_slice(std::span<const Tensor>(&out, 1), s);
     strided_copy(window, in[0]);
@@ -254,7 +260,7 @@ Tensor forward_cat(std::span<const Tensor> in, const Attrs& a) {
         KILN_CHECK(!__builtin_add_overflow(shape[d], t.shape()[d], &shape[d]), "cat: the sizes along dim ", d, " add up to more than int64 can count");
         dt = promote(dt, t.dtype());
     }
-    Tensor out = empty(shape, dt);
+    Tensor out = empty(shape, dt, first.device());
     int64_t at = 0;
     for (const Tensor& t : in) {
         Attrs s;

@@ -54,8 +54,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 }
 
 // --- factories
+// Factories fill on the host and copy to a CUDA device (the same numbers for one seed on
+// either device); requires_grad applies to the tensor on its final device.
 static Tensor finish(Tensor t, const TensorOptions& opt) {
-    KILN_CHECK(opt.device.type == DeviceType::cpu, "factory: device ", opt.device, " is not available in this build");
+    if (opt.device != t.device()) t = t.to(opt.device);
     if (opt.requires_grad) {
         Tensor leaf = t.is_leaf() ? t : t.detach();
         leaf.requires_grad_(true);
@@ -71,7 +73,8 @@ Tensor ones(const Shape& s, TensorOptions o) { return full(s, 1.0, o); }
 // The *_like factories take x's sizes as attributes, with their origin (dispatch_sized).
 Tensor full_like(const Tensor& x, double v) {
     std::vector<SizeOrigin> o = shape_origins(x);
-    return dispatch_sized(OpId::full, {}, {.shape = x.impl()->shape, .scalar = v, .dtype = x.dtype()}, o);
+    Tensor t = dispatch_sized(OpId::full, {}, {.shape = x.impl()->shape, .scalar = v, .dtype = x.dtype()}, o);
+    return t.device() == x.device() ? t : t.to(x.device());
 }
 Tensor zeros_like(const Tensor& x) { return full_like(x, 0.0); }
 Tensor ones_like(const Tensor& x) { return full_like(x, 1.0); }
@@ -91,7 +94,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& s, TensorOptions o) {
 }
 Tensor randn_like(const Tensor& x) {
     std::vector<SizeOrigin> o = shape_origins(x);
-    return dispatch_sized(OpId::randn, {}, {.shape = x.impl()->shape, .dtype = x.dtype()}, o);
+    Tensor t = dispatch_sized(OpId::randn, {}, {.shape = x.impl()->shape, .dtype = x.dtype()}, o);
+    return t.device() == x.device() ? t : t.to(x.device());
 }
 
 template <class T>

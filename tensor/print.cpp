@@ -185,8 +185,13 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
         if (t.dim() != 1) suffixes.push_back("size=" + shape_tuple(t.shape()));
         if (t.dtype() != DType::float32) suffixes.push_back(std::string("dtype=") + dtype_name(t.dtype()));
     } else {
-        body = Printer(t).str(indent);
+        body = Printer(t.device().type == DeviceType::cuda ? t.detach().to(cpu) : t).str(indent);
         if (t.dtype() == DType::float64) suffixes.push_back(std::string("dtype=") + dtype_name(t.dtype()));
+    }
+    if (t.device().type == DeviceType::cuda) {  // as PyTorch: device='cuda:0'
+        std::ostringstream d;
+        d << t.device();
+        suffixes.insert(suffixes.begin(), "device='" + d.str() + "'");
     }
     if (t.grad_fn()) suffixes.push_back("grad_fn=<" + t.grad_fn()->name() + ">");
     else if (t.requires_grad()) suffixes.push_back("requires_grad=True");

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 
 namespace kiln {
@@ -79,11 +80,17 @@ Pool& pool() {
 
 Storage::~Storage() {
     if (owned && data && device.type == DeviceType::cpu) pool().give(data, block_bytes);
+    if (owned && data && device.type == DeviceType::cuda) cuda::detail::release(data, block_bytes);
 }
 
 std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device) {
-    KILN_CHECK(device.type == DeviceType::cpu, "storage_allocate: device ", device,
-               " has no allocator in this build");
+    if (device.type == DeviceType::cuda) {  // the caching device allocator (tensor/cuda_runtime.cpp)
+        auto s = std::make_shared<Storage>();
+        s->bytes = bytes;
+        s->device = device;
+        s->data = cuda::detail::allocate(bytes == 0 ? 1 : bytes, s->block_bytes);
+        return s;
+    }
     static const size_t machine_bytes = memory_bytes();  // once: a syscall per allocation is not free
     KILN_CHECK(bytes <= machine_bytes, "storage_allocate: cannot allocate ", bytes, " bytes: this machine has ",
                machine_bytes, " bytes of memory (RAM and swap)");

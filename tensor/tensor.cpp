@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "autograd/node.h"
+#include "tensor/cuda.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 
@@ -66,9 +67,9 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
     return Tensor(impl);
 }
 
-Tensor empty(const Shape& shape, DType dtype) {
+Tensor empty(const Shape& shape, DType dtype, Device device) {
     int64_t numel = checked_numel(shape, "empty");
-    return make_tensor(storage_allocate(size_t(numel) * dtype_bytes(dtype)), shape, dtype);
+    return make_tensor(storage_allocate(size_t(numel) * dtype_bytes(dtype), device), shape, dtype);
 }
 
 int64_t Tensor::size(int64_t d, Loc loc) const {
@@ -99,6 +100,8 @@ template <class T>
 T* Tensor::data_ptr(std::source_location loc) const {
     KILN_CHECK(dtype() == dtype_of<T>(), "data_ptr: tensor has dtype ", dtype(), ", asked for ", dtype_of<T>());
     report_escape(*this, Escape::data_access, loc);
+    KILN_CHECK(device().type == DeviceType::cpu, "data_ptr: the tensor is on ", device(),
+               ", where the host cannot read it; copy it with .cpu() first");
     return static_cast<T*>(raw_data());
 }
 
@@ -107,6 +110,7 @@ T Tensor::item(std::source_location loc) const {
     SizesUnobserved quiet;  // a value leaves: the JIT re-runs host code from here (an escape)
     KILN_CHECK(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar (shape ", shape(), ")");
     report_escape(*this, Escape::item, loc);
+    if (device().type == DeviceType::cuda) return detach().to(kiln::cpu).item<T>(loc);
     T v{};
     visit_dtype(dtype(), [&](auto tag) { v = cast_value<T>(*static_cast<const decltype(tag)*>(raw_data())); });
     return v;
@@ -116,7 +120,7 @@ template <class T>
 std::vector<T> Tensor::to_vector(std::source_location loc) const {
     report_escape(*this, Escape::data_access, loc);
     SizesUnobserved quiet;
-    Tensor c = contiguous_as(*this, dtype_of<T>());
+    Tensor c = contiguous_as(device().type == DeviceType::cuda ? detach().to(kiln::cpu) : *this, dtype_of<T>());
     const T* p = static_cast<const T*>(c.raw_data());
     return std::vector<T>(p, p + numel());
 }
@@ -125,6 +129,7 @@ Tensor::operator bool() const {
     SizesUnobserved quiet;
     KILN_CHECK(numel() == 1, "bool: a Tensor with ", numel(), " elements is ambiguous as a condition (shape ", shape(), "); use .any() style reductions first");
     report_escape(*this, Escape::bool_conversion, std::source_location::current());
+    if (device().type == DeviceType::cuda) return bool(detach().to(kiln::cpu));
     bool v = false;
     visit_dtype(dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(raw_data()) != decltype(tag)(0); });
     return v;
@@ -238,6 +243,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch(OpId::contiguous, {*this}); }
 Tensor Tensor::to(DType t) const { return t == dtype() ? *this : dispatch(OpId::cast, {*this}, {.dtype = t}); }
+Tensor Tensor::to(Device d) const { return cuda::to_device(*this, d); }
 Tensor Tensor::clone() const { return dispatch(OpId::cast, {*this}, {.dtype = dtype()}); }
 
 // --- reductions

@@ -62,7 +62,7 @@ class Tensor {
     int64_t dim() const { return int64_t(checked().shape.size()); }
     int64_t numel(Loc loc = Loc::current()) const { return shape_numel(observed(-1, loc).shape); }
     DType dtype() const { return checked().dtype; }
-    Device device() const { return checked().storage ? checked().storage->device : cpu; }
+    Device device() const { return checked().storage ? checked().storage->device : kiln::cpu; }
     bool is_contiguous() const;
     size_t nbytes() const { return size_t(shape_numel(checked().shape)) * dtype_bytes(dtype()); }
 
@@ -106,6 +106,10 @@ class Tensor {
     Tensor contiguous() const;
     Tensor flatten() const;
     Tensor to(DType dtype) const;
+    // A copy on `device` (this tensor when already there); not differentiable yet (tensor/cuda.h).
+    Tensor to(Device device) const;
+    Tensor cuda() const { return to(Device{DeviceType::cuda, 0}); }
+    Tensor cpu() const { return to(kiln::cpu); }
     Tensor clone() const;
 
     // --- reductions
@@ -164,7 +168,7 @@ struct SizesUnobserved {
 
 // Wraps an existing allocation with a shape; contiguous strides.
 Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
-Tensor empty(const Shape& shape, DType dtype = float32);
+Tensor empty(const Shape& shape, DType dtype = float32, Device device = cpu);
 Shape contiguous_strides(const Shape& shape);
 // The element count of a shape a tensor or view is about to take; throws kiln::Error naming
 // `op` if a size is negative or the count (or its bytes, at 8 per element) overflows int64.

@@ -1,0 +1,377 @@
+// The CUDA driver API, NVRTC and cuBLAS through dlopen, the caching device allocator, and
+// NVRTC compilation of kernel source (tensor/cuda_runtime.h says why no header is used).
+#include "tensor/cuda_runtime.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "tensor/cuda.h"
+#include "tensor/error.h"
+
+namespace kiln::cuda {
+namespace detail {
+namespace {
+
+// --- the C signatures kiln uses (cuda.h, nvrtc.h, cublas_api.h)
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = void*;
+using CUmodule = void*;
+using CUfunction = void*;
+using CUstream = void*;
+using nvrtcResult = int;
+using nvrtcProgram = void*;
+using cublasStatus_t = int;
+using cublasHandle_t = void*;
+constexpr int kAttrComputeMajor = 75, kAttrComputeMinor = 76, kAttrSmCount = 16;
+
+struct Driver {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDeviceGetCount)(int*);
+    CUresult (*cuDeviceGet)(CUdevice*, int);
+    CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+    CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuStreamCreate)(CUstream*, unsigned);
+    CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+    CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+    CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               CUstream, void**, void**);
+    CUresult (*cuGetErrorString)(CUresult, const char**);
+};
+struct Nvrtc {
+    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                                      const char* const*);
+    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+    const char* (*nvrtcGetErrorString)(nvrtcResult);
+};
+struct Cublas {
+    cublasStatus_t (*cublasCreate_v2)(cublasHandle_t*);
+    cublasStatus_t (*cublasSetStream_v2)(cublasHandle_t, CUstream);
+    cublasStatus_t (*cublasSgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float*, const float*,
+                                                int, long long, const float*, int, long long, const float*, float*,
+                                                int, long long, int);
+    cublasStatus_t (*cublasDgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const double*,
+                                                const double*, int, long long, const double*, int, long long,
+                                                const double*, double*, int, long long, int);
+};
+
+// Opens the first of `names` that loads; null and the loader's messages otherwise.
+void* open_first(std::initializer_list<const char*> names, std::string& why) {
+    for (const char* n : names) {
+        if (void* h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) return h;
+        why += std::string(why.empty() ? "" : "; ") + dlerror();
+    }
+    return nullptr;
+}
+template <class F>
+bool bind(void* lib, F& fn, const char* symbol, std::string& why) {
+    fn = reinterpret_cast<F>(dlsym(lib, symbol));
+    if (!fn) why = std::string("symbol ") + symbol + " missing";
+    return fn != nullptr;
+}
+
+// Everything opened once, on first use. `error` says why CUDA is unusable ("" when usable).
+struct Runtime {
+    Driver cu{};
+    Nvrtc rtc{};
+    Cublas blas{};
+    cublasHandle_t blas_handle = nullptr;
+    CUstream stream = nullptr;
+    CUdevice device = 0;
+    int devices = 0, arch = 0, sms = 1;
+    std::string name, error, blas_error;
+    bool blas_tried = false;
+    std::mutex mu;  // the allocator's free lists and the kernel map
+    std::map<size_t, std::vector<CUdeviceptr>> free_blocks;
+    size_t allocated = 0, cached = 0;
+    std::map<std::string, CUmodule> modules;
+
+    Runtime() { error = open(); }
+    std::string open() {
+        std::string why;
+        void* lib = open_first({"libcuda.so.1"}, why);
+        if (!lib) return "libcuda.so.1 (the NVIDIA driver) not found: " + why;
+#define KILN_BIND(field, symbol) \
+    if (!bind(lib, cu.field, symbol, why)) return "libcuda.so.1: " + why;
+        KILN_BIND(cuInit, "cuInit")
+        KILN_BIND(cuDeviceGetCount, "cuDeviceGetCount")
+        KILN_BIND(cuDeviceGet, "cuDeviceGet")
+        KILN_BIND(cuDeviceGetName, "cuDeviceGetName")
+        KILN_BIND(cuDeviceGetAttribute, "cuDeviceGetAttribute")
+        KILN_BIND(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
+        KILN_BIND(cuCtxSetCurrent, "cuCtxSetCurrent")
+        KILN_BIND(cuStreamCreate, "cuStreamCreate")
+        KILN_BIND(cuStreamSynchronize, "cuStreamSynchronize")
+        KILN_BIND(cuMemAlloc, "cuMemAlloc_v2")
+        KILN_BIND(cuMemFree, "cuMemFree_v2")
+        KILN_BIND(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
+        KILN_BIND(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
+        KILN_BIND(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+        KILN_BIND(cuMemsetD8Async, "cuMemsetD8Async")
+        KILN_BIND(cuModuleLoadData, "cuModuleLoadData")
+        KILN_BIND(cuModuleGetFunction, "cuModuleGetFunction")
+        KILN_BIND(cuLaunchKernel, "cuLaunchKernel")
+        KILN_BIND(cuGetErrorString, "cuGetErrorString")
+#undef KILN_BIND
+        if (CUresult r = cu.cuInit(0)) return "cuInit failed (" + cu_error(r) + ")";
+        if (cu.cuDeviceGetCount(&devices) || devices == 0) return "the driver reports no CUDA device";
+        void* rtc_lib = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                                    "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"},
+                                   why);
+        if (!rtc_lib) return "NVRTC (libnvrtc.so, the CUDA Toolkit's run-time compiler) not found: " + why;
+#define KILN_BIND(field) \
+    if (!bind(rtc_lib, rtc.field, #field, why)) return "libnvrtc: " + why;
+        KILN_BIND(nvrtcCreateProgram)
+        KILN_BIND(nvrtcCompileProgram)
+        KILN_BIND(nvrtcGetCUBINSize)
+        KILN_BIND(nvrtcGetCUBIN)
+        KILN_BIND(nvrtcGetProgramLogSize)
+        KILN_BIND(nvrtcGetProgramLog)
+        KILN_BIND(nvrtcDestroyProgram)
+        KILN_BIND(nvrtcGetErrorString)
+#undef KILN_BIND
+        CUcontext ctx = nullptr;
+        int major = 0, minor = 0;
+        char buf[256] = {};
+        if (CUresult r = cu.cuDeviceGet(&device, 0)) return "cuDeviceGet(0) failed (" + cu_error(r) + ")";
+        if (CUresult r = cu.cuDevicePrimaryCtxRetain(&ctx, device)) return "no context on cuda:0 (" + cu_error(r) + ")";
+        cu.cuCtxSetCurrent(ctx);
+        cu.cuDeviceGetAttribute(&major, kAttrComputeMajor, device);
+        cu.cuDeviceGetAttribute(&minor, kAttrComputeMinor, device);
+        cu.cuDeviceGetAttribute(&sms, kAttrSmCount, device);
+        cu.cuDeviceGetName(buf, sizeof buf - 1, device);
+        arch = major * 10 + minor;
+        name = buf;
+        if (CUresult r = cu.cuStreamCreate(&stream, 0)) return "cuStreamCreate failed (" + cu_error(r) + ")";
+        return "";
+    }
+    std::string cu_error(CUresult r) {
+        const char* s = nullptr;
+        if (cu.cuGetErrorString) cu.cuGetErrorString(r, &s);
+        return (s ? std::string(s) : "CUDA error") + ", code " + std::to_string(r);
+    }
+    // cuBLAS only when a matmul needs it: the rest of CUDA works without the library.
+    void open_blas() {
+        if (blas_tried) return;
+        blas_tried = true;
+        std::string why;
+        void* lib = open_first({"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+                                "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so"},
+                               why);
+        if (!lib) return void(blas_error = "cuBLAS (libcublas.so) not found: " + why);
+        if (!bind(lib, blas.cublasCreate_v2, "cublasCreate_v2", why) ||
+            !bind(lib, blas.cublasSetStream_v2, "cublasSetStream_v2", why) ||
+            !bind(lib, blas.cublasSgemmStridedBatched, "cublasSgemmStridedBatched", why) ||
+            !bind(lib, blas.cublasDgemmStridedBatched, "cublasDgemmStridedBatched", why))
+            return void(blas_error = "libcublas: " + why);
+        if (cublasStatus_t s = blas.cublasCreate_v2(&blas_handle))
+            return void(blas_error = "cublasCreate failed (status " + std::to_string(s) + ")");
+        blas.cublasSetStream_v2(blas_handle, stream);
+    }
+};
+
+Runtime& runtime() {
+    static Runtime r;
+    return r;
+}
+// The runtime, once CUDA is known to be usable.
+Runtime& live(const char* op) {
+    require(op);
+    return runtime();
+}
+void check(CUresult r, const char* what) {
+    KILN_CHECK(r == 0, "CUDA: ", what, " failed (", runtime().cu_error(r), ")");
+}
+
+// Size classes: powers of two from 512 bytes, then multiples of 2 MiB.
+size_t size_class(size_t bytes) {
+    if (bytes <= 512) return 512;
+    if (bytes >= (size_t(2) << 20)) return (bytes + (size_t(2) << 20) - 1) / (size_t(2) << 20) * (size_t(2) << 20);
+    size_t c = 512;
+    while (c < bytes) c *= 2;
+    return c;
+}
+
+}  // namespace
+
+void require(const char* op) {
+    const std::string& why = runtime().error;
+    KILN_CHECK(why.empty(), op, ": CUDA is not available: ", why,
+               " (kiln::cuda::is_available() is false; keep tensors on the CPU)");
+}
+
+void* allocate(size_t bytes, size_t& block) {
+    Runtime& r = live("cuda allocate");
+    block = size_class(bytes);
+    std::lock_guard lock(r.mu);
+    auto& list = r.free_blocks[block];
+    CUdeviceptr p = 0;
+    if (!list.empty()) {
+        p = list.back();
+        list.pop_back();
+        r.cached -= block;
+    } else if (r.cu.cuMemAlloc(&p, block) != 0) {
+        for (auto& [size, ptrs] : r.free_blocks)  // give the cache back and try once more
+            for (CUdeviceptr q : ptrs) r.cu.cuMemFree(q);
+        r.free_blocks.clear();
+        r.cached = 0;
+        CUresult again = r.cu.cuMemAlloc(&p, block);
+        KILN_CHECK(again == 0, "CUDA out of memory: cannot allocate ", bytes, " bytes (", r.allocated,
+                   " bytes held by tensors; ", r.cu_error(again), ")");
+    }
+    r.allocated += block;
+    return reinterpret_cast<void*>(p);
+}
+
+void release(void* p, size_t block) {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    r.free_blocks[block].push_back(reinterpret_cast<CUdeviceptr>(p));
+    r.allocated -= block;
+    r.cached += block;
+}
+
+void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t bytes) {
+    if (bytes == 0) return;
+    Runtime& r = live("copy");
+    auto d = reinterpret_cast<CUdeviceptr>(dst);
+    auto s = reinterpret_cast<CUdeviceptr>(src);
+    if (dst_dev && src_dev) return check(r.cu.cuMemcpyDtoDAsync(d, s, bytes, r.stream), "device to device copy");
+    if (dst_dev) {
+        check(r.cu.cuMemcpyHtoDAsync(d, src, bytes, r.stream), "host to device copy");
+        return check(r.cu.cuStreamSynchronize(r.stream), "host to device copy");  // the host buffer may go
+    }
+    check(r.cu.cuMemcpyDtoHAsync(dst, s, bytes, r.stream), "device to host copy");
+    check(r.cu.cuStreamSynchronize(r.stream), "device to host copy");
+}
+
+void memset_zero(void* p, size_t bytes) {
+    if (bytes == 0) return;
+    Runtime& r = live("memset");
+    check(r.cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, r.stream), "memset");
+}
+
+void* kernel(const std::string& source, const std::string& name) {
+    Runtime& r = live("kernel compile");
+    std::lock_guard lock(r.mu);
+    CUmodule& module = r.modules[source];
+    if (!module) {
+        nvrtcProgram prog = nullptr;
+        KILN_CHECK(r.rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,
+                   "NVRTC: cannot create a program for kernel ", name);
+        std::string arch = "--gpu-architecture=sm_" + std::to_string(r.arch);
+        const char* opts[] = {arch.c_str(), "--std=c++17", "-default-device"};
+        nvrtcResult res = r.rtc.nvrtcCompileProgram(prog, 3, opts);
+        size_t log_size = 0;
+        r.rtc.nvrtcGetProgramLogSize(prog, &log_size);
+        std::string log(log_size, '\0');
+        if (log_size) r.rtc.nvrtcGetProgramLog(prog, log.data());
+        if (res != 0) {
+            r.rtc.nvrtcDestroyProgram(&prog);
+            r.modules.erase(source);
+            fail("NVRTC could not compile kernel ", name, " for sm_", r.arch, ": ", r.rtc.nvrtcGetErrorString(res),
+                 "\n", log, "\nsource:\n", source);
+        }
+        size_t size = 0;
+        r.rtc.nvrtcGetCUBINSize(prog, &size);
+        std::string cubin(size, '\0');
+        r.rtc.nvrtcGetCUBIN(prog, cubin.data());
+        r.rtc.nvrtcDestroyProgram(&prog);
+        CUresult loaded = r.cu.cuModuleLoadData(&module, cubin.data());
+        if (loaded != 0) r.modules.erase(source);
+        check(loaded, "loading a compiled kernel (cuModuleLoadData)");
+    }
+    CUfunction fn = nullptr;
+    check(r.cu.cuModuleGetFunction(&fn, module, name.c_str()), "finding a compiled kernel");
+    return fn;
+}
+
+void launch(void* fn, int64_t n, void** args) {
+    if (n <= 0) return;
+    Runtime& r = live("launch");
+    int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t(r.sms) * 8);
+    launch_grid(fn, unsigned(std::max<int64_t>(blocks, 1)), 256, 0, args);
+}
+
+void launch_grid(void* fn, unsigned grid, unsigned block, size_t shared_bytes, void** args) {
+    Runtime& r = live("launch");
+    check(r.cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, unsigned(shared_bytes), r.stream, args, nullptr),
+          "kernel launch");
+}
+
+void gemm(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, int64_t sa,
+          const void* b, int64_t ldb, int64_t sb, void* c, int64_t ldc, int64_t sc, int64_t batch) {
+    Runtime& r = live("matmul");
+    r.open_blas();
+    KILN_CHECK(r.blas_error.empty(), "matmul on CUDA: ", r.blas_error);
+    KILN_CHECK(m < (int64_t(1) << 31) && n < (int64_t(1) << 31) && k < (int64_t(1) << 31) && batch < (int64_t(1) << 31),
+               "matmul on CUDA: sizes ", m, "x", k, " @ ", k, "x", n, " (batch ", batch, ") pass cuBLAS's int range");
+    // cuBLAS is column-major: row-major C = A B is column-major C^T = B^T A^T, so the
+    // operands swap places and m, n swap roles.
+    int opa = ta ? 1 : 0, opb = tb ? 1 : 0;
+    cublasStatus_t s;
+    if (f64) {
+        const double one = 1, zero = 0;
+        s = r.blas.cublasDgemmStridedBatched(r.blas_handle, opb, opa, int(n), int(m), int(k), &one,
+                                             static_cast<const double*>(b), int(ldb), sb,
+                                             static_cast<const double*>(a), int(lda), sa, &zero,
+                                             static_cast<double*>(c), int(ldc), sc, int(batch));
+    } else {
+        const float one = 1, zero = 0;
+        s = r.blas.cublasSgemmStridedBatched(r.blas_handle, opb, opa, int(n), int(m), int(k), &one,
+                                             static_cast<const float*>(b), int(ldb), sb,
+                                             static_cast<const float*>(a), int(lda), sa, &zero,
+                                             static_cast<float*>(c), int(ldc), sc, int(batch));
+    }
+    KILN_CHECK(s == 0, "matmul on CUDA: cuBLAS gemm failed (status ", s, ") for ", m, "x", k, " @ ", k, "x", n);
+}
+
+void synchronize() {
+    Runtime& r = live("synchronize");
+    check(r.cu.cuStreamSynchronize(r.stream), "synchronize");
+}
+
+}  // namespace detail
+
+bool is_available() { return detail::runtime().error.empty(); }
+std::string unavailable_reason() { return detail::runtime().error; }
+int device_count() { return is_available() ? detail::runtime().devices : 0; }
+std::string device_name(int index) {
+    detail::require("device_name");
+    KILN_CHECK(index == 0, "device_name: kiln uses cuda:0 only, got index ", index);
+    return detail::runtime().name + ", sm_" + std::to_string(detail::runtime().arch);
+}
+void synchronize() { detail::synchronize(); }
+size_t memory_allocated() { return is_available() ? detail::runtime().allocated : 0; }
+size_t memory_cached() { return is_available() ? detail::runtime().cached : 0; }
+void empty_cache() {
+    if (!is_available()) return;
+    detail::Runtime& r = detail::runtime();
+    r.cu.cuStreamSynchronize(r.stream);
+    std::lock_guard lock(r.mu);
+    for (auto& [size, ptrs] : r.free_blocks)
+        for (detail::CUdeviceptr p : ptrs) r.cu.cuMemFree(p);
+    r.free_blocks.clear();
+    r.cached = 0;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,43 @@
+// Internal to tensor/: the CUDA driver API, NVRTC and cuBLAS, opened with dlopen on first
+// use, and the pieces the CUDA eager kernels (kernels_cuda.cpp) are built from: the caching
+// device allocator, copies, compiling CUDA C++ source with NVRTC, launching and GEMM.
+//
+// No CUDA header is included anywhere: the few driver/NVRTC/cuBLAS entry points kiln calls
+// are declared here with their C signatures, so kiln builds on machines without the
+// toolkit and starts on machines without a driver (tensor/cuda.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::cuda::detail {
+
+// Raises a kiln::Error naming `op` and what is missing when CUDA cannot be used.
+void require(const char* op);
+
+// Device memory from the caching allocator; `block` is the size class actually held.
+void* allocate(size_t bytes, size_t& block);
+void release(void* p, size_t block);
+
+// Copies `bytes` between host and device memory (either direction, or device to device),
+// ordered on kiln's stream; a copy to the host returns when the bytes are there.
+void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
+void memset_zero(void* p, size_t bytes);
+
+// The kernel `name` of CUDA C++ `source`, compiled by NVRTC for this device once per
+// process (a map keyed by the source text). Compile errors raise with NVRTC's log.
+void* kernel(const std::string& source, const std::string& name);
+// Launches `fn` over `n` work items (grid-stride loops: at most a few blocks per SM), or
+// with an explicit grid; `args` are pointers to the kernel's arguments, in order.
+void launch(void* fn, int64_t n, void** args);
+void launch_grid(void* fn, unsigned grid, unsigned block, size_t shared_bytes, void** args);
+
+// Row-major C[batch] = op(A[batch]) @ op(B[batch]), as cblas_?gemm with CblasRowMajor.
+void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+          int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc, int64_t stride_c,
+          int64_t batch);
+
+void synchronize();
+
+}  // namespace kiln::cuda::detail

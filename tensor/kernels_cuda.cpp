@@ -1,0 +1,304 @@
+// Eager CUDA kernels. Every pointwise op's kernel is generated from its math text in
+// tensor/ops.def — the same text the CPU kernels and the C++ emitter use — so an op added to
+// the table runs on the GPU with no extra code. Kernels are CUDA C++ compiled by NVRTC on
+// first use (tensor/cuda_runtime.cpp); one elementwise kernel shape serves pointwise ops,
+// where, casts and strided copies; reductions are one block per output row; matmul is cuBLAS.
+// View ops need no kernel: their CPU forward only rewrites shape and strides, and the copies
+// they may need (contiguous, cat, slice_backward) go through strided_copy, which comes here.
+#include <sstream>
+
+#include "autograd/node.h"
+#include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
+#include "tensor/kernels.h"
+
+namespace kiln {
+namespace {
+
+using cuda::detail::kernel;
+using cuda::detail::launch;
+
+const char* c_type(DType d) {
+    switch (d) {
+        case DType::float32: return "float";
+        case DType::float64: return "double";
+        case DType::int64: return "long long";
+        case DType::boolean: return "bool";
+    }
+    return "?";
+}
+
+// The vocabulary of ops.def's math (tensor/pointwise_math.h) for scalars under NVRTC.
+const char* kPrelude = R"(
+namespace kiln_math {
+#define KILN_F1(name, f, d) \
+    __device__ inline float name(float x) { return f(x); } \
+    __device__ inline double name(double x) { return d(x); }
+KILN_F1(exp, expf, ::exp)
+KILN_F1(log, logf, ::log)
+KILN_F1(sin, sinf, ::sin)
+KILN_F1(cos, cosf, ::cos)
+KILN_F1(tanh, tanhf, ::tanh)
+KILN_F1(sqrt, sqrtf, ::sqrt)
+KILN_F1(erf, erff, ::erf)
+KILN_F1(abs, fabsf, ::fabs)
+__device__ inline long long abs(long long x) { return x < 0 ? -x : x; }
+__device__ inline float pow(float x, float y) { return powf(x, y); }
+__device__ inline double pow(double x, double y) { return ::pow(x, y); }
+template <class T> __device__ inline T zero(T) { return T(0); }
+template <class T> __device__ inline bool is_nan(T v) { return v != v; }
+template <class T> __device__ inline T maximum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b); }
+template <class T> __device__ inline T minimum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a < b ? a : b); }
+template <class T> __device__ inline T sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0); }
+template <class T> __device__ inline T infinity();
+template <> __device__ inline float infinity<float>() { return __int_as_float(0x7f800000); }
+template <> __device__ inline double infinity<double>() { return __longlong_as_double(0x7ff0000000000000LL); }
+}  // namespace kiln_math
+)";
+// Kernels are defined inside kiln_math, so exp(x) finds kiln_math's overloads first (NVRTC
+// also declares a global exp(float): both would match from outside).
+const char* kOpen = "namespace kiln_math {\n";
+const char* kClose = "}  // namespace kiln_math\n";
+
+constexpr int kMaxDims = 8;
+// Sizes of the loop and, per array (0: the output, 1..3: inputs), element strides; a
+// broadcast dim has stride 0. Passed to the kernel by value.
+struct Geometry {
+    int ndim = 0;
+    long long size[kMaxDims] = {};
+    long long stride[4][kMaxDims] = {};
+};
+
+void* data(const Tensor& t) { return t.numel() ? t.raw_data() : nullptr; }
+
+// Runs `body` once per element of `out`'s shape. Arrays: out (written, any strides) and up
+// to 3 inputs already expanded to out's shape, read into v1..v3 as their own types; `body`
+// is C++ over v1..v3 and `scalar` that assigns `r`, of out's type.
+void elementwise(const std::string& label, const Tensor& out, std::vector<Tensor> inputs, const std::string& body,
+                 double scalar = 0) {
+    int64_t n = out.numel();
+    if (n == 0) return;
+    // Dims that every array walks as one (stride[d] == stride[d+1] * size[d+1]) merge, so a
+    // contiguous op is a 1-d loop with no index arithmetic per dim.
+    Geometry g;
+    int arrays = 1 + int(inputs.size());
+    auto stride_of = [&](int k, int64_t d) { return k == 0 ? out.strides()[d] : inputs[k - 1].strides()[d]; };
+    for (int64_t d = 0; d < out.dim(); ++d) {
+        if (out.shape()[d] == 1) continue;  // size-1 dims add nothing
+        bool merges = g.ndim > 0;
+        for (int k = 0; k < arrays && merges; ++k)
+            merges = g.stride[k][g.ndim - 1] == stride_of(k, d) * out.shape()[d];
+        if (merges) {
+            g.size[g.ndim - 1] *= out.shape()[d];
+            for (int k = 0; k < arrays; ++k) g.stride[k][g.ndim - 1] = stride_of(k, d);
+            continue;
+        }
+        KILN_CHECK(g.ndim < kMaxDims, label, " on CUDA: at most ", kMaxDims, " dims after merging, got shape ", out.shape());
+        g.size[g.ndim] = out.shape()[d];
+        for (int k = 0; k < arrays; ++k) g.stride[k][g.ndim] = stride_of(k, d);
+        ++g.ndim;
+    }
+    std::ostringstream src;
+    src << kPrelude << kOpen << "struct Geometry { int ndim; long long size[" << kMaxDims << "]; long long stride[4][" << kMaxDims
+        << "]; };\n"
+        << "extern \"C\" __global__ void kiln_elementwise(Geometry g, long long n, " << c_type(out.dtype()) << "* out";
+    for (size_t k = 0; k < 3; ++k)
+        src << ", const " << (k < inputs.size() ? c_type(inputs[k].dtype()) : "char") << "* in" << k + 1;
+    src << ", double scalar) {\n"
+        << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n"
+        << "        long long rest = i, o[4] = {0, 0, 0, 0};\n"
+        << "        for (int d = g.ndim - 1; d >= 0; --d) {\n"
+        << "            long long c = rest % g.size[d];\n"
+        << "            rest /= g.size[d];\n"
+        << "            for (int k = 0; k < 4; ++k) o[k] += c * g.stride[k][d];\n"
+        << "        }\n";
+    for (size_t k = 0; k < inputs.size(); ++k)
+        src << "        " << c_type(inputs[k].dtype()) << " v" << k + 1 << " = in" << k + 1 << "[o[" << k + 1 << "]];\n";
+    src << "        " << c_type(out.dtype()) << " r;\n        " << body << "\n        out[o[0]] = r;\n    }\n}\n" << kClose;
+    void* fn = kernel(src.str(), "kiln_elementwise");
+    void* out_ptr = data(out);
+    void* in_ptr[3] = {nullptr, nullptr, nullptr};
+    for (size_t k = 0; k < inputs.size(); ++k) in_ptr[k] = data(inputs[k]);
+    long long count = n;
+    void* args[] = {&g, &count, &out_ptr, &in_ptr[0], &in_ptr[1], &in_ptr[2], &scalar};
+    launch(fn, n, args);
+}
+
+// out = (type of out) in, element by element (any strides, any dtypes, same shape).
+void convert(const Tensor& out, const Tensor& in) {
+    std::string body = out.dtype() == DType::boolean ? "r = v1 != 0;" : std::string("r = (") + c_type(out.dtype()) + ")v1;";
+    elementwise("copy", out, {in}, body);
+}
+
+// A 0-d CPU tensor used with CUDA tensors moves to the GPU, as in PyTorch (a CPU scalar
+// mixes with tensors of any device); any other CPU tensor is a device mismatch.
+std::vector<Tensor> on_device(OpId op, std::span<const Tensor> in, Device device) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : in) {
+        if (t.device() == device) out.push_back(t);
+        else {
+            KILN_CHECK(t.dim() == 0, op_info(op).name, ": expected all tensors on one device, got ", device, " and ",
+                       t.device(), " (a tensor of shape ", t.shape(), ")");
+            out.push_back(cuda::to_device(t, device));
+        }
+    }
+    return out;
+}
+
+bool is_compare(OpId op) {
+    return op == OpId::lt || op == OpId::le || op == OpId::gt || op == OpId::ge || op == OpId::eq || op == OpId::ne;
+}
+
+Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
+    const OpInfo& info = op_info(op);
+    Device dev = in[0].device();
+    if (op == OpId::cast) {
+        Tensor out = empty(in[0].shape(), a.dtype, dev);
+        convert(out, in[0]);
+        return out;
+    }
+    if (op == OpId::where) {
+        Shape shape = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"), in[2].shape(), "where");
+        DType dt = promote(in[1].dtype(), in[2].dtype());
+        Tensor out = empty(shape, dt, dev);
+        std::string t = c_type(dt);
+        elementwise("where", out, {in[0].expand(shape), in[1].expand(shape), in[2].expand(shape)},
+                    "r = v1 ? (" + t + ")v2 : (" + t + ")v3;");
+        return out;
+    }
+    std::string math = info.math;
+    if (info.arity == 1) {
+        DType dt = pointwise_result_dtype(in[0].dtype(), info.ints);
+        Tensor out = empty(in[0].shape(), dt, dev);
+        std::string t = c_type(dt);
+        elementwise(info.name, out, {in[0]}, "using T = " + t + "; T x = (T)v1; r = (T)(" + math + ");");
+        return out;
+    }
+    bool compare = is_compare(op);
+    BinaryPlan p = plan_binary(in, a, compare || info.ints, info.name);
+    DType compute = compare && p.dtype == DType::boolean ? DType::int64 : p.dtype;
+    Tensor out = empty(p.shape, compare ? DType::boolean : p.dtype, dev);
+    std::string setup = std::string("using T = ") + c_type(compute) + "; ";
+    std::vector<Tensor> operands;
+    switch (a.scalar_pos) {
+        case ScalarPos::right: setup += "T x = (T)v1; T y = (T)scalar; "; operands = {in[0].expand(p.shape)}; break;
+        case ScalarPos::left: setup += "T x = (T)scalar; T y = (T)v1; "; operands = {in[0].expand(p.shape)}; break;
+        default: setup += "T x = (T)v1; T y = (T)v2; "; operands = {in[0].expand(p.shape), in[1].expand(p.shape)};
+    }
+    elementwise(info.name, out, operands, setup + (compare ? "r = (" + math + ");" : "r = (T)(" + math + ");"), a.scalar);
+    return out;
+}
+
+// Reductions: the reduced dims permuted last and made contiguous (as on the CPU), then one
+// block per output row combines its row in shared memory.
+Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
+    const char* name = op_info(op).name;
+    ReducePlan p = plan_reduce(x, a, name);
+    DType dt = x.dtype();
+    bool sum = op == OpId::sum;
+    if ((sum && !is_floating(dt)) || dt == DType::boolean) dt = DType::int64;
+    KILN_CHECK(sum || x.numel() > 0 || p.inner > 0, name, ": cannot reduce an empty tensor of shape ", x.shape());
+    Shape perm;
+    for (int64_t i = 0; i < x.dim(); ++i) if (!p.reduced[i]) perm.push_back(i);
+    for (int64_t i = 0; i < x.dim(); ++i) if (p.reduced[i]) perm.push_back(i);
+    Tensor src = contiguous_as(x.dim() ? x.detach().permute(perm) : x, dt);
+    Tensor out = empty(p.out_shape, dt, x.device());
+    if (p.outer > 0) {
+        std::string t = c_type(dt), acc = dt == DType::float32 && sum ? "double" : t;
+        std::string init = sum ? "0" : dt == DType::int64 ? (op == OpId::amax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL")
+                                                         : (op == OpId::amax ? "-infinity<T>()" : "infinity<T>()");
+        std::string combine = sum ? "a + b" : op == OpId::amax ? "maximum(a, b)" : "minimum(a, b)";
+        std::ostringstream s;
+        s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
+          << "__device__ inline Acc combine(Acc a, Acc b) { return " << combine << "; }\n"
+          << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long inner) {\n"
+          << "    __shared__ Acc part[256];\n"
+          << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+          << "        Acc acc = " << init << ";\n"
+          << "        for (long long j = threadIdx.x; j < inner; j += blockDim.x) acc = combine(acc, (Acc)x[row * inner + j]);\n"
+          << "        part[threadIdx.x] = acc;\n        __syncthreads();\n"
+          << "        for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
+          << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + w]);\n"
+          << "            __syncthreads();\n        }\n"
+          << "        if (threadIdx.x == 0) out[row] = (T)part[0];\n        __syncthreads();\n    }\n}\n" << kClose;
+        void* fn = kernel(s.str(), "kiln_reduce");
+        void* xp = data(src);
+        void* op_ = data(out);
+        long long rows = p.outer, inner = p.inner;
+        void* args[] = {&xp, &op_, &rows, &inner};
+        cuda::detail::launch_grid(fn, unsigned(std::min<int64_t>(p.outer, 65535)), 256, 0, args);
+    }
+    return x.dtype() == DType::boolean && !sum ? contiguous_as(out, DType::boolean) : out;
+}
+
+// matmul through cuBLAS: the operands broadcast to the batch shape and made contiguous,
+// then one strided-batched GEMM.
+Tensor matmul(std::span<const Tensor> in) {
+    Tensor a = in[0], b = in[1];
+    KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", a.shape(), " and ", b.shape());
+    KILN_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "matmul: expected two float32 or two float64 tensors, got ",
+               a.dtype(), " and ", b.dtype());
+    bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
+    if (a_vec) a = a.detach().unsqueeze(0);
+    if (b_vec) b = b.detach().unsqueeze(1);
+    int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+    KILN_CHECK(b.size(-2) == K, "matmul: shapes ", in[0].shape(), " and ", in[1].shape(), " cannot be multiplied (", K, " vs ",
+               b.size(-2), ")");
+    Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    Shape ea = batch, eb = batch, oshape = batch;
+    ea.insert(ea.end(), {M, K});
+    eb.insert(eb.end(), {K, N});
+    oshape.insert(oshape.end(), {M, N});
+    a = contiguous_as(a.detach().expand(ea), a.dtype());
+    b = contiguous_as(b.detach().expand(eb), b.dtype());
+    Tensor out = empty(oshape, a.dtype(), a.device());
+    int64_t batches = shape_numel(batch);
+    if (out.numel() > 0 && K == 0) cuda::detail::memset_zero(out.raw_data(), out.nbytes());
+    else if (out.numel() > 0)
+        cuda::detail::gemm(a.dtype() == DType::float64, false, false, M, N, K, a.raw_data(), K, M * K, b.raw_data(), N, K * N,
+                           out.raw_data(), N, M * N, batches);
+    if (a_vec) oshape.erase(oshape.end() - 2);
+    if (b_vec) oshape.erase(oshape.end() - 1);
+    return out.detach().reshape(oshape);
+}
+
+}  // namespace
+
+Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
+    Device device = raw[0].device();
+    for (const Tensor& t : raw)
+        if (t.device().type == DeviceType::cuda) device = t.device();
+    std::vector<Tensor> in = on_device(op, raw, device);
+    switch (op_info(op).kind) {
+        case OpKind::pointwise: return pointwise(op, in, a);
+        case OpKind::reduction: return reduce(op, in[0], a);
+        case OpKind::matmul: return matmul(in);
+        default: return op_info(op).forward(in, a);  // views, contiguous, cat, slice_backward
+    }
+}
+
+void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
+    bool dst_dev = dst.device().type == DeviceType::cuda, src_dev = src.device().type == DeviceType::cuda;
+    if (dst_dev && src_dev) return convert(dst, src);
+    // Between host and device: contiguous bytes on both sides, then one copy.
+    Tensor from = contiguous_as(src, dst.dtype());
+    if (dst.is_contiguous()) return cuda::detail::copy_bytes(data(dst), dst_dev, data(from), src_dev, dst.nbytes());
+    strided_copy(dst, cuda::to_device(from, dst.device()));  // moved first, then laid out on dst's side
+}
+
+namespace cuda {
+
+Tensor to_device(const Tensor& x, Device device) {
+    if (x.device() == device) return x;
+    KILN_CHECK(device.type == DeviceType::cpu || device.index == 0, "to(", device, "): kiln uses cuda:0 only so far");
+    KILN_CHECK(!x.requires_grad() || !autograd::grad_enabled(), "to(", device, "): moving a tensor that requires grad between devices is not ",
+               "differentiable in kiln yet (the gradient would not flow back); move it first, then set requires_grad, or detach()");
+    detail::require("to(cuda)");
+    Tensor src = contiguous_as(x, x.dtype());
+    Tensor out = empty(x.shape(), x.dtype(), device);
+    detail::copy_bytes(data(out), device.type == DeviceType::cuda, data(src), src.device().type == DeviceType::cuda, out.nbytes());
+    return out;
+}
+
+}  // namespace cuda
+}  // namespace kiln

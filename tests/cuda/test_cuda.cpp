@@ -1,0 +1,253 @@
+// CUDA tensors against the CPU: every op of the table, reductions, views and copies,
+// matmul, autograd and the allocator, each result compared with the same computation on the
+// CPU (the eager CPU path is the reference). Without a GPU the cases that need one are
+// skipped with a message naming why (kiln::cuda::unavailable_reason), and the case that
+// needs none checks that CUDA calls raise clear errors and leave the process usable.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <iostream>
+
+#include "kiln.h"
+#include "tensor/cuda.h"
+
+using namespace kiln;
+namespace utf = boost::unit_test;
+
+namespace {
+
+const Device kCuda{DeviceType::cuda, 0};
+
+// The precondition of every GPU case: prints why it is skipped, so a skip is never silent.
+struct NeedsGpu {
+    boost::test_tools::assertion_result operator()(utf::test_unit_id) {
+        if (cuda::is_available()) return true;
+        std::cout << "cuda: SKIPPED (no usable GPU: " << cuda::unavailable_reason() << ")\n";
+        boost::test_tools::assertion_result r(false);
+        r.message() << "no usable GPU: " << cuda::unavailable_reason();
+        return r;
+    }
+};
+
+// The CUDA result, brought back, equals the CPU result: shape, dtype, values (NaN == NaN).
+void check_same(const Tensor& gpu, const Tensor& cpu_result, const std::string& what, double tol = 1e-5) {
+    BOOST_TEST_CONTEXT(what) {
+        BOOST_TEST(gpu.device() == kCuda);
+        Tensor back = gpu.detach().cpu();
+        BOOST_TEST(back.shape() == cpu_result.shape());
+        BOOST_TEST(back.dtype() == cpu_result.dtype());
+        if (back.shape() != cpu_result.shape() || back.dtype() != cpu_result.dtype()) return;
+        std::vector<double> a = back.to(DType::float64).to_vector<double>(), b = cpu_result.to(DType::float64).to_vector<double>();
+        for (size_t i = 0; i < a.size(); ++i) {
+            bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i] ||
+                        std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i]));
+            if (!same) {
+                BOOST_ERROR(what << ": element " << i << " is " << a[i] << " on CUDA, " << b[i] << " on the CPU");
+                return;
+            }
+        }
+    }
+}
+
+Tensor sample(const Shape& s, DType dt) {
+    Tensor x = randn(s) * 3.0;
+    if (dt == DType::int64) return (x * 10.0).to(DType::int64);
+    if (dt == DType::boolean) return x > 0.0;
+    return x.to(dt);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_tensors)
+
+BOOST_AUTO_TEST_CASE(without_a_gpu_cuda_calls_raise_and_the_process_goes_on) {
+    if (cuda::is_available()) {
+        BOOST_TEST(cuda::device_count() >= 1);
+        BOOST_TEST(cuda::unavailable_reason().empty());
+        std::cout << "cuda: " << cuda::device_name() << "\n";
+        return;
+    }
+    BOOST_TEST(!cuda::unavailable_reason().empty());
+    BOOST_TEST(cuda::device_count() == 0);
+    BOOST_TEST(cuda::memory_allocated() == 0u);
+    Tensor x = ones({3});
+    try {
+        (void)x.cuda();
+        BOOST_ERROR("x.cuda() did not raise without a GPU");
+    } catch (const Error& e) {
+        std::string m = e.what();
+        BOOST_TEST(m.find("CUDA is not available") != std::string::npos, m);
+        BOOST_TEST(m.find(cuda::unavailable_reason()) != std::string::npos, m);
+    }
+    BOOST_CHECK_THROW(zeros({2}, {.device = kCuda}), Error);
+    BOOST_CHECK_THROW(cuda::synchronize(), Error);
+    cuda::empty_cache();                            // nothing to give back: no error
+    BOOST_TEST(x.to(kiln::cpu).same(x));            // the CPU stays usable
+    BOOST_TEST(allclose((x + 1.0).sum(), scalar_tensor(6.0)));
+}
+
+BOOST_AUTO_TEST_CASE(round_trips_every_dtype_and_layout, *utf::precondition(NeedsGpu())) {
+    for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+        Tensor x = sample({4, 5}, dt);
+        check_same(x.cuda(), x, std::string("round trip ") + dtype_name(dt), 0);
+        check_same(x.t().cuda(), x.t().contiguous(), "transposed source", 0);
+        check_same(x.cuda().t().contiguous(), x.t().contiguous(), "contiguous() on the device", 0);
+    }
+    Tensor s = scalar_tensor(2.5).cuda();
+    BOOST_TEST(s.item<double>() == 2.5);
+    BOOST_TEST(bool(s > 1.0));
+    BOOST_TEST(to_string(ones({2}).cuda()) == "tensor([1., 1.], device='cuda:0')");
+    BOOST_CHECK_THROW(ones({2}).cuda().data_ptr<float>(), Error);  // the host cannot read it
+}
+
+BOOST_AUTO_TEST_CASE(every_pointwise_op_of_the_table_matches_the_cpu, *utf::precondition(NeedsGpu())) {
+    int tested = 0;
+    for (int i = 0; i < kOpCount; ++i) {
+        OpId op = OpId(i);
+        const OpInfo& info = op_info(op);
+        if (info.kind != OpKind::pointwise || !info.math) continue;
+        for (DType dt : {DType::float32, DType::float64, DType::int64}) {
+            std::string name = std::string(info.name) + " " + dtype_name(dt);
+            Tensor x = sample({3, 4}, dt), y = sample({4}, dt);  // y broadcasts over rows
+            if (dt != DType::int64) x = x.abs() + 0.5;          // log, sqrt, pow: inside the domain
+            if (info.arity == 1) {
+                check_same(dispatch(op, {x.cuda()}), dispatch(op, {x}), name);
+                check_same(dispatch(op, {x.t().cuda()}), dispatch(op, {x.t()}), name + " strided");
+            } else {
+                if (dt == DType::int64 && op == OpId::div) y = y.abs() + 1.0;
+                if (dt == DType::int64 && op == OpId::pow) continue;  // int pow: not a table dtype case
+                check_same(dispatch(op, {x.cuda(), y.cuda()}), dispatch(op, {x, y}), name + " broadcast");
+                Attrs right{.scalar = 2.0, .scalar_pos = ScalarPos::right}, left{.scalar = 3.0, .scalar_pos = ScalarPos::left};
+                check_same(dispatch(op, {x.cuda()}, right), dispatch(op, {x}, right), name + " tensor-scalar");
+                check_same(dispatch(op, {x.cuda()}, left), dispatch(op, {x}, left), name + " scalar-tensor");
+                check_same(dispatch(op, {x.cuda(), scalar_tensor(1.5)}), dispatch(op, {x, scalar_tensor(1.5)}),
+                           name + " with a CPU 0-d tensor");
+            }
+            ++tested;
+        }
+    }
+    BOOST_TEST(tested >= 3 * 20);
+    Tensor c = randn({3, 4}) > 0.0, a = randn({3, 4}), b = randn({4}).to(DType::float64);
+    check_same(where(c.cuda(), a.cuda(), b.cuda()), where(c, a, b), "where with promotion");
+    check_same(a.cuda().to(DType::int64), a.to(DType::int64), "cast to int64");
+    check_same(a.cuda().to(DType::boolean), a.to(DType::boolean), "cast to bool");
+}
+
+BOOST_AUTO_TEST_CASE(reductions_over_any_dims_match_the_cpu, *utf::precondition(NeedsGpu())) {
+    Tensor x = randn({4, 5, 6});
+    for (Shape dims : std::vector<Shape>{{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {0, 1, 2}})
+        for (bool keep : {false, true}) {
+            std::string what = "dims " + std::to_string(dims.size()) + (keep ? " keepdim" : "");
+            check_same(x.cuda().sum(dims, keep), x.sum(dims, keep), "sum " + what, 1e-4);
+            check_same(x.cuda().amax(dims, keep), x.amax(dims, keep), "amax " + what, 0);
+            check_same(x.cuda().amin(dims, keep), x.amin(dims, keep), "amin " + what, 0);
+        }
+    Tensor big = randn({3, 100000});
+    check_same(big.cuda().sum({1}), big.sum({1}), "long rows", 1e-4);
+    check_same(big.cuda().mean(), big.mean(), "mean of 300k", 1e-4);
+    Tensor ints = (randn({7, 9}) * 100.0).to(DType::int64);
+    check_same(ints.cuda().sum({0}), ints.sum({0}), "int64 sum", 0);
+    check_same(ints.cuda().amax({1}), ints.amax({1}), "int64 amax", 0);
+    Tensor flags = randn({5, 3}) > 0.0;
+    check_same(flags.cuda().sum(), flags.sum(), "bool sum counts", 0);
+    check_same(flags.cuda().amax({1}), flags.amax({1}), "bool amax is any", 0);
+    check_same(zeros({0, 3}).cuda().sum({0}), zeros({0, 3}).sum({0}), "sum over nothing", 0);
+    BOOST_CHECK_THROW(zeros({0, 3}).cuda().amax({0}), Error);
+    Tensor nan = tensor(std::vector<float>{1, NAN, 3});
+    check_same(nan.cuda().amax(), nan.amax(), "amax propagates NaN", 0);
+    Tensor s = randn({6, 7});
+    check_same(s.cuda().softmax(1), s.softmax(1), "softmax", 1e-5);
+    check_same(s.cuda().log_softmax(0), s.log_softmax(0), "log_softmax", 1e-5);
+}
+
+BOOST_AUTO_TEST_CASE(views_copies_and_in_place_writes_match_the_cpu, *utf::precondition(NeedsGpu())) {
+    Tensor x = randn({4, 6});
+    Tensor g = x.cuda();
+    check_same(g.reshape({6, 4}), x.reshape({6, 4}), "reshape", 0);
+    check_same(g.t().reshape({24}), x.t().reshape({24}), "reshape of a transpose copies", 0);
+    check_same(g.slice(1, 1, 5, 2), x.slice(1, 1, 5, 2).contiguous(), "slice with step", 0);
+    check_same(g.unsqueeze(0).expand({3, 4, 6}), x.unsqueeze(0).expand({3, 4, 6}).contiguous(), "expand", 0);
+    check_same(cat({g, g * 2.0}, 1), cat({x, x * 2.0}, 1), "cat", 0);
+    check_same(cat({g, g.to(DType::float64)}, 0), cat({x, x.to(DType::float64)}, 0), "cat with promotion", 0);
+    check_same(g.select(0, 2), x.select(0, 2), "select", 0);
+    Tensor h = zeros({4, 6}).cuda(), c = zeros({4, 6});
+    h.slice(1, 0, 3).copy_(g.slice(1, 3, 6));
+    c.slice(1, 0, 3).copy_(x.slice(1, 3, 6));
+    check_same(h, c, "copy_ into a strided view", 0);
+    h.fill_(7.0);
+    BOOST_TEST(h.sum().item<double>() == 7.0 * 24);
+    h.add_(g);
+    check_same(h, x + 7.0, "add_", 1e-6);
+    Tensor host = zeros({4, 6});
+    host.copy_(g);  // device to host through copy_
+    check_same(host.cuda(), x, "copy_ from the device", 0);
+    Tensor two_d = randn({2, 3});
+    BOOST_CHECK_THROW(g + two_d.slice(0, 0, 1).expand({4, 6}), Error);  // a CPU tensor that is not 0-d
+    try {
+        (void)(g + randn({4, 6}));
+    } catch (const Error& e) {
+        std::string m = e.what();
+        BOOST_TEST((m.find("cuda:0") != std::string::npos && m.find("cpu") != std::string::npos), m);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(matmul_through_cublas_matches_blas, *utf::precondition(NeedsGpu())) {
+    struct Case {
+        Shape a, b;
+    };
+    for (DType dt : {DType::float32, DType::float64})
+        for (const Case& c : std::vector<Case>{{{5, 7}, {7, 3}}, {{7}, {7, 3}}, {{5, 7}, {7}}, {{7}, {7}},
+                                               {{2, 5, 7}, {7, 3}}, {{4, 1, 5, 7}, {3, 7, 2}}, {{5, 0}, {0, 3}},
+                                               {{0, 4}, {4, 2}}, {{64, 256}, {256, 128}}}) {
+            Tensor a = randn(c.a).to(dt), b = randn(c.b).to(dt);
+            check_same(matmul(a.cuda(), b.cuda()), matmul(a, b), "matmul", dt == DType::float32 ? 1e-4 : 1e-10);
+        }
+    Tensor a = randn({6, 4}), b = randn({5, 4});
+    check_same(matmul(a.cuda(), b.cuda().t()), matmul(a, b.t()), "matmul of a transposed view", 1e-4);
+    BOOST_CHECK_THROW(matmul(randn({2, 3}).cuda(), randn({4, 2}).cuda()), Error);
+}
+
+BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::precondition(NeedsGpu())) {
+    Tensor w1 = randn({8, 5}) * 0.3, b1 = randn({8}) * 0.1, w2 = randn({3, 8}) * 0.3, xin = randn({16, 5});
+    auto loss_of = [](const Tensor& x, const Tensor& wa, const Tensor& ba, const Tensor& wb) {
+        Tensor h = relu(matmul(x, wa.t()) + ba);
+        Tensor out = tanh(matmul(h, wb.t())).log_softmax(1);
+        return (out * out).mean() + sigmoid(h).sum() * 0.01;
+    };
+    std::vector<Tensor> cpu_params = {w1.clone().requires_grad_(), b1.clone().requires_grad_(), w2.clone().requires_grad_()};
+    std::vector<Tensor> gpu_params = {w1.cuda().requires_grad_(), b1.cuda().requires_grad_(), w2.cuda().requires_grad_()};
+    Tensor lc = loss_of(xin, cpu_params[0], cpu_params[1], cpu_params[2]);
+    Tensor lg = loss_of(xin.cuda(), gpu_params[0], gpu_params[1], gpu_params[2]);
+    lc.backward();
+    lg.backward();
+    check_same(lg, lc, "loss", 1e-5);
+    BOOST_TEST(std::abs(lg.item<double>() - lc.item<double>()) < 1e-5);  // item() of a tensor that requires grad
+    for (size_t i = 0; i < 3; ++i) check_same(gpu_params[i].grad(), cpu_params[i].grad(), "grad " + std::to_string(i), 1e-4);
+    BOOST_CHECK_THROW(cpu_params[0].cuda(), Error);  // not differentiable across devices yet: says so
+}
+
+BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(NeedsGpu())) {
+    cuda::synchronize();
+    size_t before = cuda::memory_allocated();
+    {
+        Tensor t = zeros({1024, 1024}).cuda();  // 4 MiB
+        BOOST_TEST(cuda::memory_allocated() >= before + 4u * 1024 * 1024);
+    }
+    BOOST_TEST(cuda::memory_allocated() == before);
+    BOOST_TEST(cuda::memory_cached() >= 4u * 1024 * 1024);
+    Tensor again = zeros({1024, 1024}).cuda();  // served from the cache
+    BOOST_TEST(cuda::memory_cached() < 4u * 1024 * 1024 + 1024 * 1024 * 64);
+    again = Tensor();
+    cuda::empty_cache();
+    BOOST_TEST(cuda::memory_cached() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_functions_run_cuda_arguments_eagerly_and_correctly, *utf::precondition(NeedsGpu())) {
+    auto fn = [](const Tensor& x) { return sigmoid(x) * 2.0 + x.sum(); };
+    auto compiled = compile(fn, {.backend = "inductor"});
+    Tensor x = randn({32});
+    check_same(compiled(x.cuda()), fn(x), "compiled on cuda", 1e-5);
+    check_same(compiled(x.cuda()), fn(x), "compiled on cuda, second call", 1e-5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
