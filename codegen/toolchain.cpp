@@ -273,6 +273,9 @@ BuildPlan make_plan(const std::string& source, const BuildOptions& options) {
         plan.command.push_back("-I" + fs::absolute(dir).string());
     plan.command.insert(plan.command.end(), options.extra_flags.begin(),
                         options.extra_flags.end());
+    // KILN_CXXFLAGS: the user's extra words for every kernel compile (-I/opt/xsimd/include).
+    if (const char* user = std::getenv("KILN_CXXFLAGS"); user && *user)
+        for (const std::string& word : split_words(user)) plan.command.push_back(word);
     std::string context = join({kCacheFormat, version, join(plan.command, " "),
                                 cache_host_fingerprint(), header_fingerprint(options)},
                                std::string(1, '\0'));

@@ -58,6 +58,8 @@ struct Nvrtc {
     nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
     nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
     nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
     nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
     nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
     nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
@@ -90,9 +92,40 @@ bool bind(void* lib, F& fn, const char* symbol, std::string& why) {
 }
 
 // Everything opened once, on first use. `error` says why CUDA is unusable ("" when usable).
+// NVRTC alone: all a compile needs (no driver, no GPU), so compile-only tests run anywhere
+// the toolkit is installed. `error` says why it cannot load ("" when it can).
+struct NvrtcLibrary {
+    Nvrtc rtc{};
+    std::string error;
+    NvrtcLibrary() {
+        std::string why;
+        void* lib = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                                "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"},
+                               why);
+        if (!lib) {
+            error = "NVRTC (libnvrtc.so, the CUDA Toolkit's run-time compiler) not found: " + why;
+            return;
+        }
+        bool ok = bind(lib, rtc.nvrtcCreateProgram, "nvrtcCreateProgram", why) &&
+                  bind(lib, rtc.nvrtcCompileProgram, "nvrtcCompileProgram", why) &&
+                  bind(lib, rtc.nvrtcGetCUBINSize, "nvrtcGetCUBINSize", why) &&
+                  bind(lib, rtc.nvrtcGetCUBIN, "nvrtcGetCUBIN", why) &&
+                  bind(lib, rtc.nvrtcGetPTXSize, "nvrtcGetPTXSize", why) &&
+                  bind(lib, rtc.nvrtcGetPTX, "nvrtcGetPTX", why) &&
+                  bind(lib, rtc.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", why) &&
+                  bind(lib, rtc.nvrtcGetProgramLog, "nvrtcGetProgramLog", why) &&
+                  bind(lib, rtc.nvrtcDestroyProgram, "nvrtcDestroyProgram", why) &&
+                  bind(lib, rtc.nvrtcGetErrorString, "nvrtcGetErrorString", why);
+        if (!ok) error = "libnvrtc: " + why;
+    }
+};
+NvrtcLibrary& nvrtc_library() {
+    static NvrtcLibrary n;
+    return n;
+}
+
 struct Runtime {
     Driver cu{};
-    Nvrtc rtc{};
     Cublas blas{};
     cublasHandle_t blas_handle = nullptr;
     CUstream stream = nullptr;
@@ -134,21 +167,7 @@ struct Runtime {
 #undef KILN_BIND
         if (CUresult r = cu.cuInit(0)) return "cuInit failed (" + cu_error(r) + ")";
         if (cu.cuDeviceGetCount(&devices) || devices == 0) return "the driver reports no CUDA device";
-        void* rtc_lib = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
-                                    "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"},
-                                   why);
-        if (!rtc_lib) return "NVRTC (libnvrtc.so, the CUDA Toolkit's run-time compiler) not found: " + why;
-#define KILN_BIND(field) \
-    if (!bind(rtc_lib, rtc.field, #field, why)) return "libnvrtc: " + why;
-        KILN_BIND(nvrtcCreateProgram)
-        KILN_BIND(nvrtcCompileProgram)
-        KILN_BIND(nvrtcGetCUBINSize)
-        KILN_BIND(nvrtcGetCUBIN)
-        KILN_BIND(nvrtcGetProgramLogSize)
-        KILN_BIND(nvrtcGetProgramLog)
-        KILN_BIND(nvrtcDestroyProgram)
-        KILN_BIND(nvrtcGetErrorString)
-#undef KILN_BIND
+        if (!nvrtc_library().error.empty()) return nvrtc_library().error;
         CUcontext ctx = nullptr;
         int major = 0, minor = 0;
         char buf[256] = {};
@@ -270,32 +289,47 @@ void memset_zero(void* p, size_t bytes) {
     check(r.cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, r.stream), "memset");
 }
 
+std::string nvrtc_unavailable_reason() { return nvrtc_library().error; }
+
+std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
+    NvrtcLibrary& lib = nvrtc_library();
+    KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+    const Nvrtc& rtc = lib.rtc;
+    nvrtcProgram prog = nullptr;
+    KILN_CHECK(rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,
+               "NVRTC: cannot create a program for kernel ", name);
+    std::string arch_flag = (ptx_only ? "--gpu-architecture=compute_" : "--gpu-architecture=sm_") + std::to_string(arch);
+    const char* opts[] = {arch_flag.c_str(), "--std=c++17", "-default-device"};
+    nvrtcResult res = rtc.nvrtcCompileProgram(prog, 3, opts);
+    size_t log_size = 0;
+    rtc.nvrtcGetProgramLogSize(prog, &log_size);
+    std::string log(log_size, '\0');
+    if (log_size) rtc.nvrtcGetProgramLog(prog, log.data());
+    if (res != 0) {
+        rtc.nvrtcDestroyProgram(&prog);
+        fail("NVRTC could not compile kernel ", name, " for sm_", arch, ": ", rtc.nvrtcGetErrorString(res), "\n", log,
+             "\nsource:\n", source);
+    }
+    size_t size = 0;
+    (ptx_only ? rtc.nvrtcGetPTXSize : rtc.nvrtcGetCUBINSize)(prog, &size);
+    std::string cubin(size, '\0');
+    (ptx_only ? rtc.nvrtcGetPTX : rtc.nvrtcGetCUBIN)(prog, cubin.data());
+    rtc.nvrtcDestroyProgram(&prog);
+    return cubin;
+}
+
 void* kernel(const std::string& source, const std::string& name) {
     Runtime& r = live("kernel compile");
     std::lock_guard lock(r.mu);
     CUmodule& module = r.modules[source];
     if (!module) {
-        nvrtcProgram prog = nullptr;
-        KILN_CHECK(r.rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,
-                   "NVRTC: cannot create a program for kernel ", name);
-        std::string arch = "--gpu-architecture=sm_" + std::to_string(r.arch);
-        const char* opts[] = {arch.c_str(), "--std=c++17", "-default-device"};
-        nvrtcResult res = r.rtc.nvrtcCompileProgram(prog, 3, opts);
-        size_t log_size = 0;
-        r.rtc.nvrtcGetProgramLogSize(prog, &log_size);
-        std::string log(log_size, '\0');
-        if (log_size) r.rtc.nvrtcGetProgramLog(prog, log.data());
-        if (res != 0) {
-            r.rtc.nvrtcDestroyProgram(&prog);
+        std::string cubin;
+        try {
+            cubin = compile_cubin(source, name, r.arch);
+        } catch (...) {
             r.modules.erase(source);
-            fail("NVRTC could not compile kernel ", name, " for sm_", r.arch, ": ", r.rtc.nvrtcGetErrorString(res),
-                 "\n", log, "\nsource:\n", source);
+            throw;
         }
-        size_t size = 0;
-        r.rtc.nvrtcGetCUBINSize(prog, &size);
-        std::string cubin(size, '\0');
-        r.rtc.nvrtcGetCUBIN(prog, cubin.data());
-        r.rtc.nvrtcDestroyProgram(&prog);
         CUresult loaded = r.cu.cuModuleLoadData(&module, cubin.data());
         if (loaded != 0) r.modules.erase(source);
         check(loaded, "loading a compiled kernel (cuModuleLoadData)");

@@ -25,6 +25,12 @@ void release(void* p, size_t block);
 void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 void memset_zero(void* p, size_t bytes);
 
+// NVRTC alone (no driver or GPU needed): `source` compiled to a cubin for sm_`arch` (or only
+// to PTX for compute_`arch`: the C++ front end without the assembler, for compile-only
+// tests); a compile error raises with NVRTC's log and the source. Why NVRTC cannot load, or "".
+std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only = false);
+std::string nvrtc_unavailable_reason();
+
 // The kernel `name` of CUDA C++ `source`, compiled by NVRTC for this device once per
 // process (a map keyed by the source text). Compile errors raise with NVRTC's log.
 void* kernel(const std::string& source, const std::string& name);

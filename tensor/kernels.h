@@ -44,6 +44,9 @@ ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op);
 // strided_copy when either side does.
 Tensor cuda_forward(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
 void cuda_strided_copy(const Tensor& dst, const Tensor& src);
+// Every eager CUDA kernel's source with a label (each pointwise op per dtype and operand form,
+// casts, where, reductions): compile-only tests build them with NVRTC, which needs no GPU.
+std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources();
 
 // Copies any strided (or broadcast, stride-0) view into a new contiguous tensor.
 Tensor materialize(const Tensor& x);

@@ -71,39 +71,20 @@ struct Geometry {
 
 void* data(const Tensor& t) { return t.numel() ? t.raw_data() : nullptr; }
 
-// Runs `body` once per element of `out`'s shape. Arrays: out (written, any strides) and up
-// to 3 inputs already expanded to out's shape, read into v1..v3 as their own types; `body`
-// is C++ over v1..v3 and `scalar` that assigns `r`, of out's type.
-void elementwise(const std::string& label, const Tensor& out, std::vector<Tensor> inputs, const std::string& body,
-                 double scalar = 0) {
-    int64_t n = out.numel();
-    if (n == 0) return;
-    // Dims that every array walks as one (stride[d] == stride[d+1] * size[d+1]) merge, so a
-    // contiguous op is a 1-d loop with no index arithmetic per dim.
-    Geometry g;
-    int arrays = 1 + int(inputs.size());
-    auto stride_of = [&](int k, int64_t d) { return k == 0 ? out.strides()[d] : inputs[k - 1].strides()[d]; };
-    for (int64_t d = 0; d < out.dim(); ++d) {
-        if (out.shape()[d] == 1) continue;  // size-1 dims add nothing
-        bool merges = g.ndim > 0;
-        for (int k = 0; k < arrays && merges; ++k)
-            merges = g.stride[k][g.ndim - 1] == stride_of(k, d) * out.shape()[d];
-        if (merges) {
-            g.size[g.ndim - 1] *= out.shape()[d];
-            for (int k = 0; k < arrays; ++k) g.stride[k][g.ndim - 1] = stride_of(k, d);
-            continue;
-        }
-        KILN_CHECK(g.ndim < kMaxDims, label, " on CUDA: at most ", kMaxDims, " dims after merging, got shape ", out.shape());
-        g.size[g.ndim] = out.shape()[d];
-        for (int k = 0; k < arrays; ++k) g.stride[k][g.ndim] = stride_of(k, d);
-        ++g.ndim;
-    }
+// An elementwise kernel: the output's dtype, its inputs' dtypes, and `body`, C++ over the
+// inputs v1..v3 (read as their own types) and `scalar` that assigns `r` (the output's type).
+struct ElementwiseKernel {
+    DType out;
+    std::vector<DType> inputs;
+    std::string body;
+};
+
+std::string elementwise_source(const ElementwiseKernel& k) {
     std::ostringstream src;
     src << kPrelude << kOpen << "struct Geometry { int ndim; long long size[" << kMaxDims << "]; long long stride[4][" << kMaxDims
         << "]; };\n"
-        << "extern \"C\" __global__ void kiln_elementwise(Geometry g, long long n, " << c_type(out.dtype()) << "* out";
-    for (size_t k = 0; k < 3; ++k)
-        src << ", const " << (k < inputs.size() ? c_type(inputs[k].dtype()) : "char") << "* in" << k + 1;
+        << "extern \"C\" __global__ void kiln_elementwise(Geometry g, long long n, " << c_type(k.out) << "* out";
+    for (size_t i = 0; i < 3; ++i) src << ", const " << (i < k.inputs.size() ? c_type(k.inputs[i]) : "char") << "* in" << i + 1;
     src << ", double scalar) {\n"
         << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n"
         << "        long long rest = i, o[4] = {0, 0, 0, 0};\n"
@@ -112,23 +93,53 @@ void elementwise(const std::string& label, const Tensor& out, std::vector<Tensor
         << "            rest /= g.size[d];\n"
         << "            for (int k = 0; k < 4; ++k) o[k] += c * g.stride[k][d];\n"
         << "        }\n";
-    for (size_t k = 0; k < inputs.size(); ++k)
-        src << "        " << c_type(inputs[k].dtype()) << " v" << k + 1 << " = in" << k + 1 << "[o[" << k + 1 << "]];\n";
-    src << "        " << c_type(out.dtype()) << " r;\n        " << body << "\n        out[o[0]] = r;\n    }\n}\n" << kClose;
-    void* fn = kernel(src.str(), "kiln_elementwise");
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+        src << "        " << c_type(k.inputs[i]) << " v" << i + 1 << " = in" << i + 1 << "[o[" << i + 1 << "]];\n";
+    src << "        " << c_type(k.out) << " r;\n        " << k.body << "\n        out[o[0]] = r;\n    }\n}\n" << kClose;
+    return src.str();
+}
+
+// Runs kernel `k` once per element of `out`'s shape. Arrays: out (written, any strides) and
+// up to 3 inputs already expanded to out's shape.
+void elementwise(const std::string& label, const Tensor& out, const std::vector<Tensor>& inputs, const std::string& body,
+                 double scalar = 0) {
+    int64_t n = out.numel();
+    if (n == 0) return;
+    ElementwiseKernel k{out.dtype(), {}, body};
+    for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
+    // Dims that every array walks as one (stride[d] == stride[d+1] * size[d+1]) merge, so a
+    // contiguous op is a 1-d loop with no index arithmetic per dim.
+    Geometry g;
+    int arrays = 1 + int(inputs.size());
+    auto stride_of = [&](int i, int64_t d) { return i == 0 ? out.strides()[d] : inputs[i - 1].strides()[d]; };
+    for (int64_t d = 0; d < out.dim(); ++d) {
+        if (out.shape()[d] == 1) continue;  // size-1 dims add nothing
+        bool merges = g.ndim > 0;
+        for (int i = 0; i < arrays && merges; ++i) merges = g.stride[i][g.ndim - 1] == stride_of(i, d) * out.shape()[d];
+        if (merges) {
+            g.size[g.ndim - 1] *= out.shape()[d];
+            for (int i = 0; i < arrays; ++i) g.stride[i][g.ndim - 1] = stride_of(i, d);
+            continue;
+        }
+        KILN_CHECK(g.ndim < kMaxDims, label, " on CUDA: at most ", kMaxDims, " dims after merging, got shape ", out.shape());
+        g.size[g.ndim] = out.shape()[d];
+        for (int i = 0; i < arrays; ++i) g.stride[i][g.ndim] = stride_of(i, d);
+        ++g.ndim;
+    }
+    void* fn = kernel(elementwise_source(k), "kiln_elementwise");
     void* out_ptr = data(out);
     void* in_ptr[3] = {nullptr, nullptr, nullptr};
-    for (size_t k = 0; k < inputs.size(); ++k) in_ptr[k] = data(inputs[k]);
+    for (size_t i = 0; i < inputs.size(); ++i) in_ptr[i] = data(inputs[i]);
     long long count = n;
     void* args[] = {&g, &count, &out_ptr, &in_ptr[0], &in_ptr[1], &in_ptr[2], &scalar};
     launch(fn, n, args);
 }
 
-// out = (type of out) in, element by element (any strides, any dtypes, same shape).
-void convert(const Tensor& out, const Tensor& in) {
-    std::string body = out.dtype() == DType::boolean ? "r = v1 != 0;" : std::string("r = (") + c_type(out.dtype()) + ")v1;";
-    elementwise("copy", out, {in}, body);
+std::string convert_body(DType out) {
+    return out == DType::boolean ? "r = v1 != 0;" : std::string("r = (") + c_type(out) + ")v1;";
 }
+// out = (type of out) in, element by element (any strides, any dtypes, same shape).
+void convert(const Tensor& out, const Tensor& in) { elementwise("copy", out, {in}, convert_body(out.dtype())); }
 
 // A 0-d CPU tensor used with CUDA tensors moves to the GPU, as in PyTorch (a CPU scalar
 // mixes with tensors of any device); any other CPU tensor is a device mismatch.
@@ -149,44 +160,75 @@ bool is_compare(OpId op) {
     return op == OpId::lt || op == OpId::le || op == OpId::gt || op == OpId::ge || op == OpId::eq || op == OpId::ne;
 }
 
-Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
+// What a pointwise op computes, worked out from its inputs' shapes and dtypes alone (no
+// data is read, so compile-only tests plan with CPU tensors): the output's shape, the
+// kernel, and the operands expanded to the output's shape.
+struct PointwisePlan {
+    Shape shape;
+    ElementwiseKernel kernel;
+    std::vector<Tensor> operands;
+};
+
+PointwisePlan plan_pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
     const OpInfo& info = op_info(op);
-    Device dev = in[0].device();
-    if (op == OpId::cast) {
-        Tensor out = empty(in[0].shape(), a.dtype, dev);
-        convert(out, in[0]);
-        return out;
-    }
+    if (op == OpId::cast) return {in[0].shape(), {a.dtype, {in[0].dtype()}, convert_body(a.dtype)}, {in[0]}};
     if (op == OpId::where) {
         Shape shape = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"), in[2].shape(), "where");
         DType dt = promote(in[1].dtype(), in[2].dtype());
-        Tensor out = empty(shape, dt, dev);
         std::string t = c_type(dt);
-        elementwise("where", out, {in[0].expand(shape), in[1].expand(shape), in[2].expand(shape)},
-                    "r = v1 ? (" + t + ")v2 : (" + t + ")v3;");
-        return out;
+        return {shape,
+                {dt, {in[0].dtype(), in[1].dtype(), in[2].dtype()}, "r = v1 ? (" + t + ")v2 : (" + t + ")v3;"},
+                {in[0].expand(shape), in[1].expand(shape), in[2].expand(shape)}};
     }
     std::string math = info.math;
     if (info.arity == 1) {
         DType dt = pointwise_result_dtype(in[0].dtype(), info.ints);
-        Tensor out = empty(in[0].shape(), dt, dev);
         std::string t = c_type(dt);
-        elementwise(info.name, out, {in[0]}, "using T = " + t + "; T x = (T)v1; r = (T)(" + math + ");");
-        return out;
+        return {in[0].shape(), {dt, {in[0].dtype()}, "using T = " + t + "; T x = (T)v1; r = (T)(" + math + ");"}, {in[0]}};
     }
     bool compare = is_compare(op);
     BinaryPlan p = plan_binary(in, a, compare || info.ints, info.name);
     DType compute = compare && p.dtype == DType::boolean ? DType::int64 : p.dtype;
-    Tensor out = empty(p.shape, compare ? DType::boolean : p.dtype, dev);
-    std::string setup = std::string("using T = ") + c_type(compute) + "; ";
-    std::vector<Tensor> operands;
+    PointwisePlan plan{p.shape, {compare ? DType::boolean : p.dtype, {}, std::string("using T = ") + c_type(compute) + "; "}, {}};
     switch (a.scalar_pos) {
-        case ScalarPos::right: setup += "T x = (T)v1; T y = (T)scalar; "; operands = {in[0].expand(p.shape)}; break;
-        case ScalarPos::left: setup += "T x = (T)scalar; T y = (T)v1; "; operands = {in[0].expand(p.shape)}; break;
-        default: setup += "T x = (T)v1; T y = (T)v2; "; operands = {in[0].expand(p.shape), in[1].expand(p.shape)};
+        case ScalarPos::right: plan.kernel.body += "T x = (T)v1; T y = (T)scalar; "; plan.operands = {in[0].expand(p.shape)}; break;
+        case ScalarPos::left: plan.kernel.body += "T x = (T)scalar; T y = (T)v1; "; plan.operands = {in[0].expand(p.shape)}; break;
+        default: plan.kernel.body += "T x = (T)v1; T y = (T)v2; "; plan.operands = {in[0].expand(p.shape), in[1].expand(p.shape)};
     }
-    elementwise(info.name, out, operands, setup + (compare ? "r = (" + math + ");" : "r = (T)(" + math + ");"), a.scalar);
+    plan.kernel.body += compare ? "r = (" + math + ");" : "r = (T)(" + math + ");";
+    for (const Tensor& t : plan.operands) plan.kernel.inputs.push_back(t.dtype());
+    return plan;
+}
+
+Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
+    PointwisePlan p = plan_pointwise(op, in, a);
+    Tensor out = empty(p.shape, p.kernel.out, in[0].device());
+    elementwise(op_info(op).name, out, p.operands, p.kernel.body, a.scalar);
     return out;
+}
+
+// One block per row of `inner` elements: each thread folds a strided share of the row, then
+// the block combines the shares in shared memory. float32 sums accumulate in double.
+std::string reduce_source(OpId op, DType dt) {
+    bool sum = op == OpId::sum;
+    std::string t = c_type(dt), acc = dt == DType::float32 && sum ? "double" : t;
+    std::string init = sum ? "0" : dt == DType::int64 ? (op == OpId::amax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL")
+                                                     : (op == OpId::amax ? "-infinity<T>()" : "infinity<T>()");
+    std::string combine = sum ? "a + b" : op == OpId::amax ? "maximum(a, b)" : "minimum(a, b)";
+    std::ostringstream s;
+    s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
+      << "__device__ inline Acc combine(Acc a, Acc b) { return " << combine << "; }\n"
+      << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long inner) {\n"
+      << "    __shared__ Acc part[256];\n"
+      << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+      << "        Acc acc = " << init << ";\n"
+      << "        for (long long j = threadIdx.x; j < inner; j += blockDim.x) acc = combine(acc, (Acc)x[row * inner + j]);\n"
+      << "        part[threadIdx.x] = acc;\n        __syncthreads();\n"
+      << "        for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
+      << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + w]);\n"
+      << "            __syncthreads();\n        }\n"
+      << "        if (threadIdx.x == 0) out[row] = (T)part[0];\n        __syncthreads();\n    }\n}\n" << kClose;
+    return s.str();
 }
 
 // Reductions: the reduced dims permuted last and made contiguous (as on the CPU), then one
@@ -204,24 +246,7 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     Tensor src = contiguous_as(x.dim() ? x.detach().permute(perm) : x, dt);
     Tensor out = empty(p.out_shape, dt, x.device());
     if (p.outer > 0) {
-        std::string t = c_type(dt), acc = dt == DType::float32 && sum ? "double" : t;
-        std::string init = sum ? "0" : dt == DType::int64 ? (op == OpId::amax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL")
-                                                         : (op == OpId::amax ? "-infinity<T>()" : "infinity<T>()");
-        std::string combine = sum ? "a + b" : op == OpId::amax ? "maximum(a, b)" : "minimum(a, b)";
-        std::ostringstream s;
-        s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
-          << "__device__ inline Acc combine(Acc a, Acc b) { return " << combine << "; }\n"
-          << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long inner) {\n"
-          << "    __shared__ Acc part[256];\n"
-          << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
-          << "        Acc acc = " << init << ";\n"
-          << "        for (long long j = threadIdx.x; j < inner; j += blockDim.x) acc = combine(acc, (Acc)x[row * inner + j]);\n"
-          << "        part[threadIdx.x] = acc;\n        __syncthreads();\n"
-          << "        for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
-          << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + w]);\n"
-          << "            __syncthreads();\n        }\n"
-          << "        if (threadIdx.x == 0) out[row] = (T)part[0];\n        __syncthreads();\n    }\n}\n" << kClose;
-        void* fn = kernel(s.str(), "kiln_reduce");
+        void* fn = kernel(reduce_source(op, dt), "kiln_reduce");
         void* xp = data(src);
         void* op_ = data(out);
         long long rows = p.outer, inner = p.inner;
@@ -263,6 +288,39 @@ Tensor matmul(std::span<const Tensor> in) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto add = [&](const std::string& label, const PointwisePlan& p) { out.emplace_back(label, elementwise_source(p.kernel)); };
+    const DType dtypes[] = {DType::float32, DType::float64, DType::int64, DType::boolean};
+    for (int i = 0; i < kOpCount; ++i) {
+        OpId op = OpId(i);
+        const OpInfo& info = op_info(op);
+        if (info.kind != OpKind::pointwise || !info.math) continue;
+        for (DType dt : dtypes) {
+            Tensor x = empty({2, 3}, dt), y = empty({3}, dt);
+            std::string label = std::string(info.name) + " " + dtype_name(dt);
+            if (info.arity == 1) {
+                add(label, plan_pointwise(op, std::vector<Tensor>{x}, {}));
+                continue;
+            }
+            add(label, plan_pointwise(op, std::vector<Tensor>{x, y}, {}));
+            add(label + " tensor-scalar", plan_pointwise(op, std::vector<Tensor>{x}, {.scalar = 2, .scalar_pos = ScalarPos::right}));
+            add(label + " scalar-tensor", plan_pointwise(op, std::vector<Tensor>{x}, {.scalar = 2, .scalar_pos = ScalarPos::left}));
+            add(label + " with float64", plan_pointwise(op, std::vector<Tensor>{x, empty({3}, DType::float64)}, {}));
+        }
+    }
+    for (DType from : dtypes)
+        for (DType to : dtypes) {
+            Tensor x = empty({2}, from);
+            add(std::string("cast ") + dtype_name(from) + " to " + dtype_name(to), plan_pointwise(OpId::cast, std::vector<Tensor>{x}, {.dtype = to}));
+        }
+    add("where", plan_pointwise(OpId::where, std::vector<Tensor>{empty({2}, DType::boolean), empty({2}), empty({2}, DType::float64)}, {}));
+    for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
+        for (DType dt : {DType::float32, DType::float64, DType::int64})
+            out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt), reduce_source(op, dt));
+    return out;
+}
 
 Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
     Device device = raw[0].device();
