@@ -142,21 +142,6 @@ static std::string kernel_include_dir() {
     return KILN_INSTALL_INCLUDE_DIR;
 }
 
-// kiln's headers, then the dependencies' include directories CMake found at configure time
-// (xsimd), except the compiler's own system directories (those it searches anyway).
-static std::vector<std::string> kernel_include_dirs() {
-    std::vector<std::string> dirs = {kernel_include_dir()};
-    std::string deps = KILN_DEP_INCLUDE_DIRS;
-    for (size_t start = 0; start <= deps.size();) {
-        size_t bar = std::min(deps.find('|', start), deps.size());
-        std::string dir = deps.substr(start, bar - start);
-        if (!dir.empty() && dir != "/usr/include" && dir != "/usr/local/include" && dir.find("$<") == std::string::npos)
-            dirs.push_back(dir);
-        start = bar + 1;
-    }
-    return dirs;
-}
-
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options) {
     std::vector<Schedule> schedules;
     std::vector<const Schedule*> pointers;
@@ -167,7 +152,7 @@ std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs
     for (const Schedule& s : schedules) pointers.push_back(&s);
     std::string source = emit(pointers);
     BuildOptions build;
-    build.include_dirs = kernel_include_dirs();
+    build.include_dirs = {kernel_include_dir()};
     build.extra_flags = options.extra_flags;
     std::shared_ptr<CompiledLibrary> library = build_library(source, build);
     std::vector<CompiledCpuGraph> compiled;

@@ -3,6 +3,7 @@
 // compile (optionally against a precompiled header), in that order.
 #include "codegen/toolchain.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -271,6 +272,16 @@ BuildPlan make_plan(const std::string& source, const BuildOptions& options) {
     plan.command.insert(plan.command.end(), {"-O3", "-march=native", "-std=c++20", "-fPIC"});
     for (const std::string& dir : options.include_dirs)
         plan.command.push_back("-I" + fs::absolute(dir).string());
+    // Kernels include xsimd: the directories CMake found it in at configure time go along
+    // (a conda or source install, a GPU host's packed dependencies), except the compiler's
+    // own system directories, which it searches anyway.
+    std::string deps = KILN_DEP_INCLUDE_DIRS;
+    for (size_t start = 0; start < deps.size();) {
+        size_t bar = std::min(deps.find('|', start), deps.size());
+        std::string dir = deps.substr(start, bar - start);
+        if (!dir.empty() && dir != "/usr/include" && dir != "/usr/local/include") plan.command.push_back("-I" + dir);
+        start = bar + 1;
+    }
     plan.command.insert(plan.command.end(), options.extra_flags.begin(),
                         options.extra_flags.end());
     // KILN_CXXFLAGS: the user's extra words for every kernel compile (-I/opt/xsimd/include).

@@ -12,8 +12,10 @@ function(run what)
   set(last_out "${out}" PARENT_SCOPE)
 endfunction()
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix)
+# One argument holding a list: its semicolons escaped, or execute_process splits it in two.
+string(REPLACE "|" "\\;" prefixes "${WORK}/prefix|${PREFIXES}")
 run("configuring tutorials/standalone" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tutorials/standalone -B ${WORK}/build
-    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}
+    "-DCMAKE_PREFIX_PATH=${prefixes}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}
     -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DLESSON=07_fusion_and_codegen)
 run("building lesson 07 against the installed kiln" ${CMAKE_COMMAND} --build ${WORK}/build)
 run("running it" ${CMAKE_COMMAND} -E env KILN_INCLUDE_DIR=${WORK}/prefix/include/kiln KILN_CACHE_DIR=${WORK}/kernel-cache

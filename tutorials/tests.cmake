@@ -31,10 +31,14 @@ set_tests_properties(tutorial.checker_rejects_failed_exit PROPERTIES PASS_REGULA
 
 # A lesson built the way a student's own project builds it: install kiln to a temporary
 # prefix, configure tutorials/standalone with find_package(kiln), build lesson 01, run it.
+# The standalone project finds kiln's dependencies where this build found them (a GPU host
+# with dependencies outside /usr): CMAKE_PREFIX_PATH travels, '|'-joined.
+string(REPLACE ";" "|" KILN_PREFIXES_BAR "${CMAKE_PREFIX_PATH}")
 add_test(NAME tutorial.out_of_tree_build
          COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DWORK=${CMAKE_BINARY_DIR}/tutorial-out-of-tree
                  -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR} -DCXX=${CMAKE_CXX_COMPILER}
                  "-DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}" -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
+                 "-DPREFIXES=${KILN_PREFIXES_BAR}"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/out_of_tree.cmake)
 set_tests_properties(tutorial.out_of_tree_build PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU machine's check: builds kiln from a clean build directory and runs the whole suite
+# (CPU and CUDA tests; the CUDA ones run instead of skipping), then prints a summary.
+#   tests/gpu/run.sh             # dependencies installed system-wide
+#   tests/gpu/run.sh DEPS_DIR    # dependencies packed by shared/gpu/pack-deps.sh (no apt there)
+# CPATH is deliberately not set: generated kernels must find xsimd through the include
+# directories CMake found (codegen/cpu_backend.cpp), as for a user with a conda or source install.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${KILN_GPU_BUILD:-$root/build-gpu-check}
+rm -rf "$build"
+flags=(-DCMAKE_BUILD_TYPE=Release)
+if [ -n "${1:-}" ]; then
+  deps=$(cd "$1" && pwd)
+  export LD_LIBRARY_PATH="$deps/lib:${LD_LIBRARY_PATH:-}"
+  flags+=(-DCMAKE_PREFIX_PATH="$deps" -DCMAKE_POLICY_DEFAULT_CMP0167=OLD -DBoost_INCLUDE_DIR="$deps/include"
+          -DBoost_NO_SYSTEM_PATHS=ON -DBLAS_LIBRARIES="$deps/lib/libopenblas.so" -DCMAKE_CXX_FLAGS="-I$deps/include"
+          -DKILN_READLINE_INCLUDE="$deps/include" -DKILN_READLINE_LIB="$deps/lib/libreadline.so")
+fi
+start=$(date +%s)
+cmake -S "$root" -B "$build" "${flags[@]}" > "$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; exit 1; }
+cmake --build "$build" -j "$(nproc)" > "$build.build.log" 2>&1 || { grep -E "error" -A3 "$build.build.log" | head -40; exit 1; }
+built=$(date +%s)
+cd "$build"
+echo "== GPU: $(nvidia-smi -L 2>/dev/null | head -1 || echo none)"
+./test_cuda --log_level=message 2>&1 | grep -E "^cuda:|error|failure|No errors" | head -40 || true
+KILN_CACHE_DIR="$build/kernel-cache" ctest -j "$(nproc)" --output-on-failure > ctest.log 2>&1 && rc=0 || rc=$?
+grep -E "tests passed|Total Test time|\(Failed\)|\(Timeout\)|\(Subprocess" ctest.log || true
+[ $rc -eq 0 ] || grep -B5 -A40 "\*\*\*Failed\|error:" ctest.log | head -150
+echo "== build $((built - start)) s, tests $(( $(date +%s) - built )) s, ctest exit $rc"
+exit $rc
