@@ -67,4 +67,40 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
     return reduce(square(input - target), reduction);
 }
 
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+    if (approximate == "none") return x * (erf(x * 0.7071067811865476) + 1.0) * 0.5;
+    KILN_CHECK(approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
+    Tensor inner = (x + x * x * x * 0.044715) * 0.7978845608028654;  // sqrt(2/pi)
+    return x * (tanh(inner) + 1.0) * 0.5;
+}
+
+Tensor silu(const Tensor& x) { return x * sigmoid(x); }
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+    KILN_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
+    if (!training || p == 0) return x;
+    if (p == 1) return x * 0.0;
+    Tensor keep = rand(x.shape(), {.device = x.device()}) >= p;  // each element kept with probability 1-p
+    return where(keep, x * (1.0 / (1.0 - p)), 0.0);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+    int64_t k = int64_t(normalized_shape.size());
+    bool fits = k >= 1 && k <= x.dim();
+    for (int64_t i = 0; fits && i < k; ++i) fits = x.size(x.dim() - k + i) == normalized_shape[i];
+    KILN_CHECK(fits, "layer_norm: given normalized_shape=", normalized_shape, ", expected input with shape [*, ...", normalized_shape,
+               "], but got input of size ", x.shape());
+    KILN_CHECK(!weight.defined() || weight.shape() == normalized_shape, "layer_norm: weight has shape ", weight.shape(),
+               ", expected ", normalized_shape);
+    KILN_CHECK(!bias.defined() || bias.shape() == normalized_shape, "layer_norm: bias has shape ", bias.shape(), ", expected ",
+               normalized_shape);
+    Shape dims;
+    for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+    Tensor centered = x - x.mean(dims, true);
+    Tensor out = centered * rsqrt((centered * centered).mean(dims, true) + eps);
+    if (weight.defined()) out = out * weight;
+    if (bias.defined()) out = out + bias;
+    return out;
+}
+
 }  // namespace kiln::nn::functional

@@ -1,7 +1,10 @@
-// Linear and Sequential.
+// Linear, Sequential, LayerNorm, Dropout, GELU, SiLU.
 #include "nn/layers.h"
 
 #include <cmath>
+#include <sstream>
+
+#include "nn/functional.h"
 
 namespace kiln::nn {
 
@@ -43,5 +46,38 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
     KILN_CHECK(i < layers_.size(), "Sequential: index ", i, " out of range for ", layers_.size(), " modules");
     return layers_[i];
 }
+
+LayerNorm::LayerNorm(Shape shape, double eps_, bool affine) : normalized_shape(std::move(shape)), eps(eps_) {
+    KILN_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape must have at least one dim");
+    for (int64_t d : normalized_shape) KILN_CHECK(d > 0, "LayerNorm: normalized_shape ", normalized_shape, " must be positive");
+    if (affine) {
+        weight = register_parameter("weight", ones(normalized_shape));
+        bias = register_parameter("bias", zeros(normalized_shape));
+    }
+}
+Tensor LayerNorm::forward(const Tensor& x) { return functional::layer_norm(x, normalized_shape, weight, bias, eps); }
+std::string LayerNorm::extra_repr() const {
+    std::ostringstream os;
+    os << "(";
+    for (size_t i = 0; i < normalized_shape.size(); ++i) os << (i ? ", " : "") << normalized_shape[i];
+    os << (normalized_shape.size() == 1 ? ",)" : ")") << ", eps=" << eps << ", elementwise_affine=" << (weight.defined() ? "True" : "False");
+    return os.str();
+}
+
+Dropout::Dropout(double p_) : p(p_) { KILN_CHECK(p >= 0 && p <= 1, "Dropout: probability has to be between 0 and 1, but got ", p); }
+Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_training()); }
+std::string Dropout::extra_repr() const {
+    std::ostringstream os;
+    os << "p=" << p << ", inplace=False";
+    return os.str();
+}
+
+GELU::GELU(std::string a) : approximate(std::move(a)) {
+    KILN_CHECK(approximate == "none" || approximate == "tanh", "GELU: approximate must be 'none' or 'tanh', got '", approximate, "'");
+}
+Tensor GELU::forward(const Tensor& x) { return functional::gelu(x, approximate); }
+std::string GELU::extra_repr() const { return approximate == "none" ? "" : "approximate='" + approximate + "'"; }
+
+Tensor SiLU::forward(const Tensor& x) { return functional::silu(x); }
 
 }  // namespace kiln::nn

@@ -1,4 +1,4 @@
-// The basic layers: Linear, ReLU, and Sequential to chain them.
+// The basic layers: Linear, ReLU, Sequential to chain them, LayerNorm, Dropout, GELU, SiLU.
 #pragma once
 #include <memory>
 #include <type_traits>
@@ -42,6 +42,40 @@ class Sequential : public Module {
 
    private:
     std::vector<std::shared_ptr<Module>> layers_;
+};
+
+// Layer normalization over the last dims; weight (ones) and bias (zeros) when affine.
+class LayerNorm : public Module {
+   public:
+    explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+    Tensor forward(const Tensor& x) override;
+    std::string extra_repr() const override;
+
+    Shape normalized_shape;
+    double eps;
+    Tensor weight, bias;  // undefined without elementwise_affine
+};
+
+// Dropout with probability p while training (train()), the identity in eval().
+class Dropout : public Module {
+   public:
+    explicit Dropout(double p = 0.5);
+    Tensor forward(const Tensor& x) override;
+    std::string extra_repr() const override;
+    double p;
+};
+
+class GELU : public Module {
+   public:
+    explicit GELU(std::string approximate = "none");
+    Tensor forward(const Tensor& x) override;
+    std::string extra_repr() const override;
+    std::string approximate;
+};
+
+class SiLU : public Module {
+   public:
+    Tensor forward(const Tensor& x) override;
 };
 
 namespace detail {

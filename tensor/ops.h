@@ -1,6 +1,7 @@
 // The op table as C++: OpId, OpInfo, Attrs, the dispatcher, and the free functions users call.
 #pragma once
 #include <functional>
+#include <optional>
 #include <span>
 
 #include "tensor/tensor.h"
@@ -163,6 +164,28 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor sum_to(const Tensor& x, const Shape& shape);  // reduce broadcast dims back to `shape`
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 inline Tensor square(const Tensor& x) { return mul(x, x); }
+
+// --- Composites every tutorial reaches for (tensor/composites.cpp): Tensor code over the
+// table's ops, so autograd and the JIT see only primitives. Errors and results as PyTorch's.
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+// min(max(x, lo), hi); either bound may be absent. lo > hi gives hi everywhere (as torch).
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+Tensor eye(int64_t n, int64_t m = -1, TensorOptions opt = {});
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opt = {});
+// Index (int64) of the first largest/smallest element along dim (NaN counts as largest for
+// argmax, smallest for argmin, as torch); without a dim, over the flattened tensor.
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// sum((x - mean)^2) / (N - correction) over dims (all when empty); std = sqrt(var).
+Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Views: n pieces of ceil(size/n) (the last smaller, maybe fewer pieces), or pieces of
+// `size`, or of the given sizes (which must add up to the dim's size).
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+Tensor bmm(const Tensor& a, const Tensor& b);  // [B, n, m] @ [B, m, p]
 
 // Operators (thin names over the table ops).
 Tensor operator-(const Tensor& x);

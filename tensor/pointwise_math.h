@@ -17,6 +17,7 @@ namespace kiln_math {
 
 using std::abs;
 using std::cos;
+using std::erf;
 using std::exp;
 using std::log;
 using std::pow;
@@ -25,6 +26,7 @@ using std::sqrt;
 using std::tanh;
 using xsimd::abs;
 using xsimd::cos;
+using xsimd::erf;
 using xsimd::exp;
 using xsimd::log;
 using xsimd::pow;

@@ -49,7 +49,7 @@ struct Table {
     std::map<std::string, const Builtin*> entries;
     std::map<const Builtin*, ParamSpec> specs;
     Table() {
-        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins()})
+        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins(), ops_builtins()})
             for (const Builtin& b : span) entries[b.name] = &b, specs[&b] = parse_params(b.params);
     }
 };
@@ -392,6 +392,56 @@ std::vector<std::string> builtin_names() {
     for (const auto& [name, b] : table().entries)
         if (name.find('.') == std::string::npos) names.push_back(name);
     return names;
+}
+
+std::vector<std::string> attribute_names(const Value& v) {
+    std::set<std::string> names;
+    auto methods_of = [&](const std::string& prefix) {
+        for (const auto& [key, b] : table().entries)
+            if (key.rfind(prefix + ".", 0) == 0 && key.find('.', prefix.size() + 1) == std::string::npos)
+                names.insert(key.substr(prefix.size() + 1));
+    };
+    if (auto ns = v.as<std::shared_ptr<Namespace>>()) {
+        const std::string& n = (*ns)->name;
+        if (auto p = kNamespacePrefixes.find(n); p != kNamespacePrefixes.end())
+            for (const std::string& prefix : p->second) {
+                if (prefix.empty()) {
+                    for (const std::string& plain : builtin_names()) names.insert(plain);
+                } else {
+                    methods_of(prefix.substr(0, prefix.size() - 1));
+                }
+            }
+        for (const auto& [dotted, sub] : kSubmodules)
+            if (dotted.rfind(n + ".", 0) == 0 && dotted.find('.', n.size() + 1) == std::string::npos) names.insert(dotted.substr(n.size() + 1));
+        for (const auto& [dotted, cls] : kNamespaceClasses)
+            if (dotted.rfind(n + ".", 0) == 0) names.insert(dotted.substr(n.size() + 1));
+        if (n == "torch") {
+            for (const auto& [name, d] : kDTypes) names.insert(name);
+            for (const char* sub : {"nn", "optim", "cuda", "jit", "fx", "autograd", "_dynamo", "compiler"}) names.insert(sub);
+        }
+    } else if (v.is<Tensor>()) {
+        methods_of("Tensor");
+        for (const char* a : {"shape", "dtype", "device", "grad", "requires_grad", "ndim", "T", "is_leaf", "data", "grad_fn", "is_cuda"})
+            names.insert(a);
+    } else if (auto m = v.as<ModulePtr>()) {
+        methods_of("Module");
+        for (const auto& [name, child] : (*m)->children()) names.insert(name);
+        for (const auto& [name, p] : (*m)->named_parameters())
+            if (name.find('.') == std::string::npos) names.insert(name);
+    } else if (auto i = v.object<InstanceObj>()) {
+        for (const auto& [name, value] : i->attrs) names.insert(name);
+        for (ClassPtr c = i->cls; c; c = c->base)
+            for (const auto& [name, value] : c->attrs) names.insert(name);
+        if (i->module) methods_of("Module");
+    } else if (auto c = v.object<ClassObj>()) {
+        for (ClassPtr k = c; k; k = k->base)
+            for (const auto& [name, value] : k->attrs) names.insert(name);
+    } else if (v.is<OptimizerPtr>()) {
+        methods_of("Optimizer");
+    } else {
+        methods_of(type_name(v));
+    }
+    return std::vector<std::string>(names.begin(), names.end());
 }
 
 Value call_builtin(Interp& in, const Builtin& fn, const Value& self, CallArgs& args) {

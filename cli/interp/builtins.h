@@ -54,7 +54,8 @@ std::span<const Builtin> core_builtins();    // print, range, len, compile, expl
 std::span<const Builtin> tensor_builtins();  // factories, ops, Tensor.* methods
 std::span<const Builtin> nn_builtins();      // nn.*, F.*, optim.*, Module.*, Optimizer.*
 std::span<const Builtin> class_builtins();   // super, isinstance, staticmethod, Function.apply (classes.cpp)
-std::span<const Builtin> extra_builtins();   // sorted, sum, abs, str methods, no_grad, jit.trace ... (extras.cpp)
+std::span<const Builtin> extra_builtins();
+std::span<const Builtin> ops_builtins();     // stack, clamp, argmax, var/std, chunk, F.gelu, nn.LayerNorm ... (builtins_ops.cpp)   // sorted, sum, abs, str methods, no_grad, jit.trace ... (extras.cpp)
 
 const Builtin* find_builtin(const std::string& key);
 // int, float, str, bool, list, tuple, dict, set: builtins that are also types (type(1) is int).
@@ -67,6 +68,9 @@ std::optional<Value> namespace_attr(const Namespace& ns, const std::string& name
 std::optional<Value> import_module(const std::string& dotted);
 // Names a script can use without a prefix (for the REPL's tab completion and :help).
 std::vector<std::string> builtin_names();
+// The attribute and method names `v.` may be followed by, for the REPL's Tab completion
+// (torch.nn.fun<Tab>, x.su<Tab>): sorted, no duplicates.
+std::vector<std::string> attribute_names(const Value& v);
 
 // Binds and runs a builtin (a method when self is not None). Raises TypeError for a wrong
 // number of arguments or an unknown keyword.

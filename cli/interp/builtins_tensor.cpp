@@ -143,6 +143,11 @@ Value b_arange(Bound& b) {
     if (a.size() == 1) return arange(a[0], opt);
     return arange(a[0], a[1], a.size() > 2 ? a[2] : 1.0, opt);
 }
+Value b_eye(Bound& b) {
+    int64_t n = b.integer(0);
+    return eye(n, b.has(1) ? b.integer(1) : n, options(b, 3, 2, 4));
+}
+Value b_linspace(Bound& b) { return linspace(b.number(0), b.number(1), b.integer(2), options(b, 4, 3, 5)); }
 Value b_randint(Bound& b) {
     // randint(high, size) or randint(low, high, size)
     if (b.rest.size() < 2 || b.rest.size() > 3) b.in.raise("TypeError", "randint(low=0, high, size): expected 2 or 3 arguments");
@@ -354,6 +359,9 @@ const Builtin kTensor[] = {
     {"ones", "*size, requires_grad=False, dtype=None, device=None", factory<ones>, "a tensor of ones"},
     {"full", "size, fill_value, requires_grad=False, dtype=None, device=None", b_full, "a tensor filled with one value"},
     {"arange", "*args, dtype=None, requires_grad=False, device=None", b_arange, "arange(end) or arange(start, end, step)"},
+    {"empty", "*size, requires_grad=False, dtype=None, device=None", factory<zeros>, "a new tensor (zeros in kiln; torch leaves it uninitialized)"},
+    {"eye", "n, m=None, dtype=None, requires_grad=False, device=None", b_eye, "ones on the diagonal"},
+    {"linspace", "start, end, steps, dtype=None, requires_grad=False, device=None", b_linspace, "steps evenly spaced values from start to end"},
     {"randint", "*args", b_randint, "randint(high, size) or randint(low, high, size): int64"},
     {"tensor", "data, dtype=None, requires_grad=False, device=None", b_tensor, "a tensor from (nested) lists of numbers"},
     {"zeros_like", "input, dtype=None, device=None, requires_grad=False", like<zeros_like>, "zeros of input's shape"},

@@ -18,6 +18,7 @@ namespace ref_math {
 // tensor/pointwise_math.h, so a bug there shows up.
 using std::abs;
 using std::cos;
+using std::erf;
 using std::exp;
 using std::log;
 using std::pow;

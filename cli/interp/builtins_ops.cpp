@@ -1,0 +1,127 @@
+// Builtins for the composites every tutorial reaches for (tensor/composites.cpp and the
+// nn layers built from them): torch.stack, clamp, argmax, var/std, masked_fill, chunk/split,
+// bmm, F.gelu/silu/dropout/layer_norm, nn.LayerNorm/Dropout/GELU/SiLU, as functions and as
+// Tensor methods, with PyTorch's parameter names. (Factories such as eye and linspace are
+// with the others in builtins_tensor.cpp.)
+#include "cli/interp/builtins.h"
+#include "cli/interp/operators.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+
+namespace kiln::interp {
+namespace {
+
+namespace Fn = kiln::nn::functional;
+
+// Functions take `input` first; a method's receiver stands for it, so parameter i of the
+// function is parameter i-1 of the method.
+Tensor input(Bound& b) { return b.self.is<Tensor>() ? b.self_tensor() : b.tensor(0); }
+size_t arg(Bound& b, size_t i) { return b.self.is<Tensor>() ? i - 1 : i; }
+
+Value tensors_tuple(const std::vector<Tensor>& ts) {
+    std::vector<Value> items(ts.begin(), ts.end());
+    return make_tuple(std::move(items));
+}
+std::optional<double> optional_number(Bound& b, size_t i) {
+    if (!b.has(i)) return std::nullopt;
+    const Value& v = b.value(i);
+    if (auto t = v.as<Tensor>(); t && t->numel() == 1) return t->item<double>();
+    return b.number(i);
+}
+
+Value b_stack(Bound& b) {
+    std::vector<Tensor> ts;
+    for (const Value& v : iterate(b.in, b.value(0))) ts.push_back(to_tensor(b.in, v, "stack() element"));
+    return stack(ts, b.integer_or(1, 0));
+}
+Value b_clamp(Bound& b) { return clamp(input(b), optional_number(b, arg(b, 1)), optional_number(b, arg(b, 2))); }
+Value b_argmax(Bound& b) {
+    std::optional<int64_t> dim;
+    if (b.has(arg(b, 1))) dim = b.integer(arg(b, 1));
+    bool keep = b.flag_or(arg(b, 2), false);
+    return b.fn.name.ends_with("argmax") ? argmax(input(b), dim, keep) : argmin(input(b), dim, keep);
+}
+// var/std(input, dim=None, unbiased=None, keepdim=False, correction=None): PyTorch's two forms.
+Value b_var(Bound& b) {
+    Shape dims = b.has(arg(b, 1)) ? b.dims(arg(b, 1)) : Shape{};
+    double correction = 1;
+    if (b.has(arg(b, 2))) correction = b.in.truthy(b.value(arg(b, 2))) ? 1 : 0;
+    if (b.has(arg(b, 4))) correction = b.number(arg(b, 4));
+    bool keep = b.flag_or(arg(b, 3), false);
+    return b.fn.name.ends_with("std") ? kiln::std(input(b), dims, correction, keep) : var(input(b), dims, correction, keep);
+}
+Value b_masked_fill(Bound& b) {
+    std::optional<double> v = optional_number(b, arg(b, 2));
+    if (!v) b.type_error(arg(b, 2), "a number or a 0-d tensor");
+    return masked_fill(input(b), b.tensor(arg(b, 1)), *v);
+}
+Value b_chunk(Bound& b) { return tensors_tuple(chunk(input(b), b.integer(arg(b, 1)), b.integer_or(arg(b, 2), 0))); }
+Value b_split(Bound& b) {
+    const Value& how = b.value(arg(b, 1));
+    int64_t dim = b.integer_or(arg(b, 2), 0);
+    if (auto n = as_int(how)) return tensors_tuple(split(input(b), *n, dim));
+    std::vector<int64_t> sizes;
+    for (const Value& v : iterate(b.in, how)) {
+        auto n = as_int(v);
+        if (!n) b.in.raise("TypeError", "split(): split sizes must be ints, not " + type_name(v));
+        sizes.push_back(*n);
+    }
+    return tensors_tuple(split(input(b), sizes, dim));
+}
+Value b_bmm(Bound& b) { return bmm(input(b), b.tensor(arg(b, 1))); }
+
+Value b_gelu(Bound& b) { return Fn::gelu(b.tensor(0), b.has(1) ? b.string(1) : "none"); }
+Value b_silu(Bound& b) { return Fn::silu(b.tensor(0)); }
+Value b_dropout(Bound& b) { return Fn::dropout(b.tensor(0), b.number_or(1, 0.5), b.flag_or(2, true)); }
+Shape shape_arg(Bound& b, size_t i) {
+    if (auto n = as_int(b.value(i))) return {*n};
+    return b.dims(i);
+}
+Value b_layer_norm(Bound& b) {
+    Tensor w = b.has(2) ? b.tensor(2) : Tensor(), bias = b.has(3) ? b.tensor(3) : Tensor();
+    return Fn::layer_norm(b.tensor(0), shape_arg(b, 1), w, bias, b.number_or(4, 1e-5));
+}
+Value b_layer_norm_module(Bound& b) {
+    return ModulePtr(std::make_shared<nn::LayerNorm>(shape_arg(b, 0), b.number_or(1, 1e-5), b.flag_or(2, true)));
+}
+Value b_dropout_module(Bound& b) { return ModulePtr(std::make_shared<nn::Dropout>(b.number_or(0, 0.5))); }
+Value b_gelu_module(Bound& b) { return ModulePtr(std::make_shared<nn::GELU>(b.has(0) ? b.string(0) : "none")); }
+Value b_silu_module(Bound&) { return ModulePtr(std::make_shared<nn::SiLU>()); }
+
+const Builtin kOps[] = {
+    {"stack", "tensors, dim=0", b_stack, "join tensors of one shape along a new dim"},
+    {"clamp", "input, min=None, max=None", b_clamp, "min(max(x, min), max)"},
+    {"clip", "input, min=None, max=None", b_clamp, "clamp"},
+    {"Tensor.clamp", "min=None, max=None", b_clamp, ""},
+    {"Tensor.clip", "min=None, max=None", b_clamp, ""},
+    {"argmax", "input, dim=None, keepdim=False", b_argmax, "index of the first largest element (int64)"},
+    {"argmin", "input, dim=None, keepdim=False", b_argmax, "index of the first smallest element (int64)"},
+    {"Tensor.argmax", "dim=None, keepdim=False", b_argmax, ""},
+    {"Tensor.argmin", "dim=None, keepdim=False", b_argmax, ""},
+    {"var", "input, dim=None, unbiased=None, keepdim=False, correction=None", b_var, "variance (correction 1 by default)"},
+    {"std", "input, dim=None, unbiased=None, keepdim=False, correction=None", b_var, "standard deviation"},
+    {"Tensor.var", "dim=None, unbiased=None, keepdim=False, correction=None", b_var, ""},
+    {"Tensor.std", "dim=None, unbiased=None, keepdim=False, correction=None", b_var, ""},
+    {"masked_fill", "input, mask, value", b_masked_fill, "value where mask is True"},
+    {"Tensor.masked_fill", "mask, value", b_masked_fill, ""},
+    {"chunk", "input, chunks, dim=0", b_chunk, "a tuple of views: chunks pieces along dim"},
+    {"Tensor.chunk", "chunks, dim=0", b_chunk, ""},
+    {"split", "tensor, split_size_or_sections, dim=0", b_split, "a tuple of views of the given size(s)"},
+    {"Tensor.split", "split_size_or_sections, dim=0", b_split, ""},
+    {"bmm", "input, mat2", b_bmm, "batched matrix product of 3-d tensors"},
+    {"Tensor.bmm", "mat2", b_bmm, ""},
+    {"F.gelu", "input, approximate='none'", b_gelu, "x * Phi(x) (erf, or the tanh approximation)"},
+    {"F.silu", "input", b_silu, "x * sigmoid(x)"},
+    {"F.dropout", "input, p=0.5, training=True", b_dropout, "zero with probability p, scale the rest by 1/(1-p)"},
+    {"F.layer_norm", "input, normalized_shape, weight=None, bias=None, eps=1e-05", b_layer_norm, "normalize the last dims"},
+    {"nn.LayerNorm", "normalized_shape, eps=1e-05, elementwise_affine=True", b_layer_norm_module, "layer normalization"},
+    {"nn.Dropout", "p=0.5", b_dropout_module, "dropout while training"},
+    {"nn.GELU", "approximate='none'", b_gelu_module, "GELU as a module"},
+    {"nn.SiLU", "", b_silu_module, "SiLU as a module"},
+};
+
+}  // namespace
+
+std::span<const Builtin> ops_builtins() { return kOps; }
+
+}  // namespace kiln::interp
