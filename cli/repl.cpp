@@ -96,10 +96,36 @@ void cmd_help(Interp& in, const std::string&) {
 // ---- tab completion
 Interp* g_completion_interp = nullptr;
 
+// `torch.nn.fun` -> torch.nn.functional: the part before the last dot is looked up name by
+// name (globals, then attributes; nothing is called), and its attribute names that start
+// with the part after it are the candidates.
+std::vector<std::string> complete_dotted(const std::string& text) {
+    size_t dot = text.rfind('.');
+    std::string head = text.substr(0, dot), tail = text.substr(dot + 1);
+    std::vector<std::string> out;
+    try {
+        size_t start = 0, next_dot = head.find('.');
+        Value* root = g_completion_interp->lookup(head.substr(0, next_dot));
+        if (!root) return out;
+        Value v = *root;
+        while (next_dot != std::string::npos) {
+            start = next_dot + 1;
+            next_dot = head.find('.', start);
+            v = g_completion_interp->get_attr(v, head.substr(start, next_dot == std::string::npos ? std::string::npos : next_dot - start));
+        }
+        for (const std::string& name : interp::attribute_names(v))
+            if (name.rfind(tail, 0) == 0 && (tail.rfind("_", 0) == 0 || name.rfind("_", 0) != 0)) out.push_back(head + "." + name);
+    } catch (const std::exception&) {  // not a name chain that resolves: no candidates
+    }
+    return out;
+}
+
 char* complete_name(const char* text, int state) {
     static std::vector<std::string> matches;
     static size_t next = 0;
-    if (state == 0) {
+    if (state == 0 && std::string(text).find('.') != std::string::npos && text[0] != ':') {
+        matches = complete_dotted(text), next = 0;
+    } else if (state == 0) {
         matches.clear(), next = 0;
         std::vector<std::string> all = interp::builtin_names();
         for (const std::string& n : g_completion_interp->global_names()) all.push_back(n);
@@ -131,12 +157,32 @@ int getc_or_interrupt(FILE* stream) {
     }
 }
 
+// ~/.kiln_history (or $KILN_HISTORY): the last kHistoryLines lines, kept across sessions.
+// No HOME, or a file that cannot be written, means no saved history, never an error.
+constexpr int kHistoryLines = 1000;
+std::string history_path() {
+    if (const char* path = std::getenv("KILN_HISTORY"); path && *path) return path;
+    const char* home = std::getenv("HOME");
+    return home && *home ? std::string(home) + "/.kiln_history" : "";
+}
+void load_history() {
+    stifle_history(kHistoryLines);
+    std::string path = history_path();
+    if (!path.empty()) read_history(path.c_str());
+}
+void save_history_line() {
+    std::string path = history_path();
+    if (path.empty()) return;
+    if (append_history(1, path.c_str()) != 0) write_history(path.c_str());  // no file yet: write it whole
+    history_truncate_file(path.c_str(), kHistoryLines);
+}
+
 bool read_line(std::istream& input, bool interactive, const char* prompt, std::string& line) {
     if (!interactive) return bool(std::getline(input, line));
     char* raw = readline(prompt);
     if (!raw) return false;
     line = raw;
-    if (!line.empty()) add_history(raw);
+    if (!line.empty()) add_history(raw), save_history_line();
     std::free(raw);
     return true;
 }
@@ -176,6 +222,7 @@ int run_repl(Interp& in, std::istream& input, bool interactive) {
         rl_attempted_completion_function = complete;
         rl_catch_signals = 0;  // our handler sees SIGINT, not readline's
         rl_getc_function = getc_or_interrupt;
+        load_history();
         in.out << "kiln " << KILN_VERSION << " (kiln script: Python-flavoured; :help for commands, Ctrl-D to leave)\n";
     }
     std::string buffer, line;

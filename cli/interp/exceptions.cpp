@@ -125,8 +125,13 @@ Interp::Flow Interp::exec_with(const With& w, size_t item) {
     if (item == w.items.size()) return exec_body(w.body);
     const WithItem& it = w.items[item];
     Value manager = eval(*it.context);
-    Value enter = get_attr(manager, "__enter__");
-    Value exit = get_attr(manager, "__exit__");
+    Value enter, exit;
+    try {
+        enter = get_attr(manager, "__enter__");
+        exit = get_attr(manager, "__exit__");
+    } catch (const ScriptError&) {  // as Python words it: the object is not a context manager
+        raise("TypeError", "'" + type_name(manager) + "' object does not support the context manager protocol (it needs __enter__ and __exit__)");
+    }
     Value entered = call(enter, CallArgs{});
     if (it.target) assign(*it.target, entered);
     Flow flow;

@@ -271,6 +271,7 @@ Interp::Flow Interp::exec(const StmtPtr& stmt_ptr) {
             for (const std::string& n : s->names) scope.global_names.push_back(n), scope.vars.erase(n);
     } else if (auto s = stmt.as<Nonlocal>()) {
         Scope& scope = *frames_.back().scope;
+        if (&scope == globals_.get()) raise("SyntaxError", "nonlocal declaration not allowed at module level");
         for (const std::string& n : s->names) {
             bool found = false;
             for (Scope* up = scope.parent.get(); up && up != globals_.get() && !found; up = up->parent.get()) found = up->vars.count(n) > 0;

@@ -594,3 +594,76 @@ BOOST_AUTO_TEST_CASE(every_file_fails_on_its_line) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The syntax the seeds needed (classes, try, with, lambda, comprehensions, f-strings, `;`,
+// global/nonlocal/del, *args/**kwargs): each node as the printer shows it, and each
+// malformed variant's message and position.
+BOOST_AUTO_TEST_SUITE(seed_syntax)
+
+BOOST_AUTO_TEST_CASE(class_with_base_attributes_decorated_methods) {
+    BOOST_TEST(program("class A(B):\n    x = 1\n    @staticmethod\n    def f(a, b=2):\n        return a\n") ==
+               "class A (B)\n  assign x = 1\n  @staticmethod\n  def f (a b=2)\n    return a\n");
+}
+
+BOOST_AUTO_TEST_CASE(try_with_every_clause_and_raise_forms) {
+    BOOST_TEST(program("try:\n    f()\nexcept (E, F) as e:\n    pass\nexcept G:\n    raise\nexcept:\n    raise X('m') from e\n"
+                       "else:\n    y = 1\nfinally:\n    z = 2\n") ==
+               "try\n  expr (call f)\nexcept (tuple E F) as e\n  pass\nexcept G\n  raise\nexcept\n  raise (call X \"m\") from e\n"
+               "else\n  assign y = 1\nfinally\n  assign z = 2\n");
+}
+
+BOOST_AUTO_TEST_CASE(with_lambda_comprehensions_and_generator_arguments) {
+    BOOST_TEST(program("with a as b, c:\n    pass\n") == "with a as (tuple b c)\n  pass\n");
+    BOOST_TEST(program("f = lambda: 0\ng = lambda x, y=1: x + y\n") ==
+               "assign f = (lambda () 0)\nassign g = (lambda (x y=1) (+ x y))\n");
+    BOOST_TEST(program("xs = [x * y for x in a if x for y in b]\nd = {k: v for k, v in items}\ns = sum(x for x in a)\n") ==
+               "assign xs = (listcomp (* x y) (for x a (if x)) (for y b))\nassign d = (dictcomp k v (for (tuple k v) items))\n"
+               "assign s = (call sum (genexp x (for x a)))\n");
+}
+
+BOOST_AUTO_TEST_CASE(fstrings_semicolons_scopes_del_and_star_arguments) {
+    BOOST_TEST(program("s = f\"{x:.3f} and {y!r} {{lit}} {d['k']}\"\n") ==
+               "assign s = (fstring {x:.3f} \" and \" {y!r} \" {lit} \" {(index d \"k\")})\n");
+    BOOST_TEST(program("a = 1; b = 2\n") == "assign a = 1\nassign b = 2\n");
+    BOOST_TEST(program("def f():\n    global g\n    nonlocal h\n    del a, b[0], c.d\n") ==
+               "def f ()\n  global g\n  nonlocal h\n  del a (index b 0) (. c d)\n");
+    BOOST_TEST(program("def f(a, *args, **kwargs):\n    return g(*args, **kwargs)\n") ==
+               "def f (a *args **kwargs)\n  return (call g *args **kwargs)\n");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_new_syntax_says_what_and_where) {
+    struct Case {
+        const char* source;
+        const char* message;
+        int line, column;
+    };
+    const Case cases[] = {
+        {"class A(B, C):\n    pass\n", "kiln script has single inheritance only: one base class", 1, 12},
+        {"class :\n    pass\n", "expected a class name after 'class', found ':'", 1, 7},
+        {"try:\n    pass\n", "unexpected end of input: expected 'except' or 'finally' after the 'try' block", 2, 9},
+        {"try:\n    pass\nelse:\n    pass\n", "'else' after 'try' needs an 'except' clause", 3, 1},
+        {"with :\n    pass\n", "expected an expression, found ':'", 1, 6},
+        {"lambda x: (yield)\n", "'yield' is not supported in kiln script", 1, 12},
+        {"f = lambda x:\n", "expected an expression, found end of line", 1, 14},
+        {"[x for in y]\n", "expected a loop variable after 'for', found 'in'", 1, 8},
+        {"f\"{x\"\n", "f-string: expecting '}'", 1, 1},
+        {"f\"{}\"\n", "f-string: empty expression not allowed", 1, 1},
+        {"a = 1;; b = 2\n", "expected a statement before ';'", 1, 7},
+        {"del 1\n", "cannot delete a literal", 1, 5},
+        {"global 1\n", "expected a name after 'global', found number 1", 1, 8},
+        {"def f(**k, a):\n    pass\n", "no parameter may follow the '**' parameter", 1, 12},
+        {"except E:\n    pass\n", "'except' without a matching 'try' (check its indentation)", 1, 1},
+        {"f(**)\n", "expected an expression, found ')'", 1, 5},
+        {"x = {k: for k in y}\n", "expected an expression, found 'for'", 1, 9},
+    };
+    for (const Case& c : cases) {
+        BOOST_TEST_CONTEXT(c.source) {
+            Failure f = failure(c.source);
+            BOOST_TEST(f.message == c.message);
+            BOOST_TEST(f.pos.line == c.line);
+            BOOST_TEST(f.pos.column == c.column);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -137,6 +137,64 @@ BOOST_AUTO_TEST_CASE(ctrl_c_at_the_prompt_clears_the_line) {
     BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), c.seen);
 }
 
+// `kiln` on a pseudo-terminal (so readline runs), with KILN_HISTORY set to `history`.
+Child spawn_on_pty(const std::string& history, int& master) {
+    Child c;
+    c.pid = forkpty(&master, nullptr, nullptr, nullptr);
+    BOOST_REQUIRE(c.pid >= 0);
+    if (c.pid == 0) {
+        setenv("TERM", "dumb", 1);
+        setenv("KILN_HISTORY", history.c_str(), 1);
+        execl(KILN_CLI_BINARY, KILN_CLI_BINARY, (char*)nullptr);
+        _exit(127);
+    }
+    c.in = c.out = master;
+    return c;
+}
+
+BOOST_AUTO_TEST_CASE(history_survives_the_session_and_tab_completes_dotted_names) {
+    std::string history = "/tmp/kiln_history_test_" + std::to_string(getpid());
+    std::remove(history.c_str());
+    {
+        int master = -1;
+        Child c = spawn_on_pty(history, master);
+        BOOST_REQUIRE_MESSAGE(c.read_until(">>> "), c.seen);
+        c.write_text("secret_value = 6 * 7\n");
+        BOOST_REQUIRE_MESSAGE(c.read_until("secret_value = 6 * 7\r\n>>> "), c.seen);
+        c.write_text("\x04");  // Ctrl-D: so the last line in the history is the one above
+        int status = 0;
+        waitpid(c.pid, &status, 0);
+        close(master);
+    }
+    std::ifstream saved(history);
+    std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+    BOOST_TEST(text.find("secret_value = 6 * 7") != std::string::npos, text);
+    {
+        int master = -1;
+        Child c = spawn_on_pty(history, master);
+        BOOST_REQUIRE_MESSAGE(c.read_until(">>> "), c.seen);
+        c.write_text("\x10\n");  // Ctrl-P: the previous session's line, run again
+        c.write_text("print(secret_value)\n");
+        BOOST_REQUIRE_MESSAGE(c.read_until("42\r\n"), c.seen);
+        c.write_text("import torch\n");
+        c.write_text("torch.nn.fun\t");  // -> torch.nn.functional
+        BOOST_REQUIRE_MESSAGE(c.read_until("torch.nn.functional"), c.seen);
+        c.write_text(".relu(torch.tensor([-1.0, 2.0]))\n");
+        BOOST_REQUIRE_MESSAGE(c.read_until("tensor([0., 2.])"), c.seen);
+        c.write_text("x = torch.ones(2)\n");
+        c.write_text("x.resh\t");  // a tensor's method
+        BOOST_REQUIRE_MESSAGE(c.read_until("x.reshape"), c.seen);
+        c.write_text("(2, 1).shape\n");
+        BOOST_REQUIRE_MESSAGE(c.read_until("torch.Size([2, 1])"), c.seen);
+        c.write_text(":quit\n");
+        int status = 0;
+        waitpid(c.pid, &status, 0);
+        close(master);
+        BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), c.seen);
+    }
+    std::remove(history.c_str());
+}
+
 BOOST_AUTO_TEST_CASE(multiline_def_error_then_earlier_variable) {
     std::string out = run_kiln(
         "x = randn(3, 4)\n"
