@@ -85,6 +85,20 @@ void Module::report_guard_state() const {
     report_guard_value(what.str(), [this] { return int64_t(state_version_); });
 }
 
+void Module::to(Device device) {
+    autograd::NoGradGuard no_grad;  // a move of the data, not an op to differentiate
+    for (const Tensor& p : parameters()) {
+        if (p.device() == device) continue;
+        Tensor moved = p.detach().to(device);
+        TensorImpl& impl = *p.impl();
+        impl.storage = moved.impl()->storage;
+        impl.strides = moved.impl()->strides;
+        impl.offset = moved.impl()->offset;
+        if (impl.grad) impl.grad = Tensor(impl.grad).detach().to(device).impl_ptr();
+    }
+    state_changed();
+}
+
 void Module::zero_grad() {
     for (Tensor& p : parameters()) p.zero_grad();
 }

@@ -56,6 +56,9 @@ class Module {
     void state_changed() { ++state_version_; }
     void report_guard_state() const;
     void zero_grad();  // drops every parameter's .grad
+    // Moves every parameter (and its .grad) to `device` in place: each keeps its identity, so
+    // an optimizer built before still updates it (PyTorch's module.to(device)).
+    void to(Device device);
 
     // For printing: "Linear" and "in_features=2, out_features=3, bias=True".
     virtual std::string type_name() const;

@@ -78,6 +78,9 @@ Value call_builtin(Interp& in, const Builtin& fn, const Value& self, CallArgs& a
 
 // Tensor attributes that are not methods: shape, grad, requires_grad, dtype, T, ndim ...
 std::optional<Value> tensor_attr(const Tensor& t, const std::string& name);
+// A device argument ("cpu", "cuda:0", torch.device): the kiln device, or a RuntimeError
+// naming `op` when it cannot be used here (no usable GPU: the reason).
+Device device_arg(Interp& in, const Value& v, const std::string& op);
 bool set_tensor_attr(Interp& in, Tensor& t, const std::string& name, const Value& v);
 std::optional<Value> module_attr(const ModulePtr& m, const std::string& name);
 

@@ -92,6 +92,15 @@ Value m_module_zero_grad(Bound& b) {
     self_module(b)->zero_grad();
     return None{};
 }
+// module.to(device) / .cuda() / .cpu(): parameters move in place; the module comes back.
+Value m_module_to(Bound& b) {
+    std::string op = b.fn.name;
+    Device d = b.fn.name == "Module.cuda" ? device_arg(b.in, Value("cuda"), op)
+               : b.fn.name == "Module.cpu" ? kiln::cpu
+                                           : device_arg(b.in, b.value(0), op);
+    self_module(b)->to(d);
+    return b.self;
+}
 Value m_train(Bound& b) {
     self_module(b)->train(b.flag_or(0, true));
     return b.self;
@@ -131,6 +140,9 @@ const Builtin kNN[] = {
     {"Module.named_parameters", "", m_named_parameters, ""},
     {"Module.zero_grad", "", m_module_zero_grad, ""},
     {"Module.train", "mode=True", m_train, ""},
+    {"Module.to", "device", m_module_to, ""},
+    {"Module.cuda", "", m_module_to, ""},
+    {"Module.cpu", "", m_module_to, ""},
     {"Module.eval", "", m_eval, ""},
     {"Module.forward", "input", m_forward, ""},
     {"Optimizer.step", "", m_step, ""},

@@ -8,6 +8,7 @@
 #include "cli/interp/builtins.h"
 #include "cli/interp/limits.h"
 #include "cli/interp/operators.h"
+#include "tensor/cuda.h"
 #include "tensor/ops.h"
 
 namespace kiln::interp {
@@ -18,9 +19,9 @@ Tensor input(Bound& b) { return b.self.is<Tensor>() ? b.self_tensor() : b.tensor
 // Parameter i of a function is parameter i-1 of the method (the method has no `input`).
 size_t arg(Bound& b, size_t i) { return b.self.is<Tensor>() ? i - 1 : i; }
 
-// ---- devices. kiln script's tensors live on the CPU: torch.device names a device as in
-// PyTorch (torch.device("cuda:0") is a value like any other), and a tensor asked to move to
-// a CUDA device raises, where PyTorch without a GPU raises too.
+// ---- devices. torch.device names a device as in PyTorch (torch.device("cuda:0") is a value
+// like any other); tensors go to cuda:0 when kiln finds a usable GPU (docs/cuda.md), and a
+// tensor asked to move to CUDA without one raises, as PyTorch without a GPU does.
 struct DeviceObj : Object {
     std::string type;    // "cpu" or "cuda"
     int64_t index = -1;  // -1: none given
@@ -67,13 +68,22 @@ std::shared_ptr<DeviceObj> to_device(Interp& in, const Value& v, const std::stri
     }
     return d;
 }
-// Where a tensor may go: the CPU only.
-void require_cpu(Interp& in, const DeviceObj& d, const std::string& op) {
-    if (d.type == "cpu") return;
-    in.raise("RuntimeError",
-             op + "(): cannot place a tensor on " + d.str() +
-                 ": kiln script's tensors live on the CPU and there is no CUDA device here "
-                 "(torch.cuda.is_available() is False); leave out the device, or use 'cpu'");
+// The kiln device a torch.device names, where tensors can go: the CPU, and cuda:0 when
+// kiln::cuda::is_available() (tensor/cuda.h); otherwise a RuntimeError naming the call.
+Device require_device(Interp& in, const DeviceObj& d, const std::string& op) {
+    if (d.type == "cpu") return kiln::cpu;
+    if (!cuda::is_available())
+        in.raise("RuntimeError", op + "(): cannot place a tensor on " + d.str() +
+                                     ": there is no usable CUDA device here (torch.cuda.is_available() is False: " +
+                                     cuda::unavailable_reason() + "); leave out the device, or use 'cpu'");
+    if (d.index > 0) in.raise("RuntimeError", op + "(): kiln uses cuda:0 only so far, got " + d.str());
+    return Device{DeviceType::cuda, 0};
+}
+std::shared_ptr<DeviceObj> device_value(Device d) {
+    auto v = std::make_shared<DeviceObj>();
+    v->type = d.type == DeviceType::cuda ? "cuda" : "cpu";
+    if (d.type == DeviceType::cuda) v->index = d.index;
+    return v;
 }
 Value b_device(
     Bound& b) {  // torch.device("cuda:0") or torch.device("cuda", 0) or device(type="cpu")
@@ -94,9 +104,8 @@ Value b_device(
 }
 
 TensorOptions options(Bound& b, size_t requires_grad, size_t dtype, size_t device = size_t(-1)) {
-    if (device != size_t(-1) && b.has(device))
-        require_cpu(b.in, *to_device(b.in, b.value(device), b.fn.name), b.fn.name);
     TensorOptions opt;
+    if (device != size_t(-1) && b.has(device)) opt.device = require_device(b.in, *to_device(b.in, b.value(device), b.fn.name), b.fn.name);
     opt.requires_grad = b.flag_or(requires_grad, false);
     if (b.has(dtype)) {
         auto d = b.value(dtype).as<DType>();
@@ -260,39 +269,35 @@ Value m_flatten(Bound& b) { return input(b).flatten(); }
 Value m_to(Bound& b) {
     const Tensor& self = b.self_tensor();
     std::optional<DType> dtype;
+    std::optional<Device> device;
     auto set_dtype = [&](DType d) {
         if (dtype) b.in.raise("TypeError", "Tensor.to(): dtype given twice");
         dtype = d;
     };
     for (const Value& v : b.rest) {
-        if (auto d = v.as<DType>())
-            set_dtype(*d);
-        else if (auto t = v.as<Tensor>())
-            set_dtype(t->dtype());
-        else if (v.is<std::string>() || v.object<DeviceObj>())
-            require_cpu(b.in, *to_device(b.in, v, "Tensor.to"), "Tensor.to");
-        else
-            b.in.raise("TypeError",
-                       "Tensor.to(): expected a dtype, a device or a Tensor, not " + type_name(v));
+        if (auto d = v.as<DType>()) set_dtype(*d);
+        else if (auto t = v.as<Tensor>()) set_dtype(t->dtype()), device = t->device();
+        else if (v.is<std::string>() || v.object<DeviceObj>()) device = require_device(b.in, *to_device(b.in, v, "Tensor.to"), "Tensor.to");
+        else b.in.raise("TypeError", "Tensor.to(): expected a dtype, a device or a Tensor, not " + type_name(v));
     }
     if (b.has(0)) {
         auto d = b.value(0).as<DType>();
         if (!d) b.type_error(0, "a dtype such as torch.float32");
         set_dtype(*d);
     }
-    if (b.has(1)) require_cpu(b.in, *to_device(b.in, b.value(1), "Tensor.to"), "Tensor.to");
+    if (b.has(1)) device = require_device(b.in, *to_device(b.in, b.value(1), "Tensor.to"), "Tensor.to");
     Tensor out = dtype && *dtype != self.dtype() ? self.to(*dtype) : self;
+    if (device && *device != out.device()) out = out.to(*device);
     if (b.flag_or(3, false) && out.same(self)) out = self.clone();
     return out;
 }
 template <DType D>
 Value m_cast(Bound& b) { return b.self_tensor().to(D); }
-Value m_cpu(Bound& b) { return b.self; }
+Value m_cpu(Bound& b) { return b.self_tensor().to(kiln::cpu); }
 Value m_cuda(Bound& b) {
     auto cuda = std::make_shared<DeviceObj>();
     cuda->type = "cuda";
-    require_cpu(b.in, *cuda, "Tensor.cuda");
-    return b.self;
+    return b.self_tensor().to(require_device(b.in, *cuda, "Tensor.cuda"));
 }
 Value m_item(Bound& b) {
     b.in.note_escape();
@@ -487,6 +492,8 @@ Tensor to_tensor(Interp& in, const Value& v, const char* what) {
     in.raise("TypeError", std::string(what) + " must be a Tensor or a number, not " + type_name(v));
 }
 
+Device device_arg(Interp& in, const Value& v, const std::string& op) { return require_device(in, *to_device(in, v, op), op); }
+
 std::optional<Value> tensor_attr(const Tensor& t, const std::string& name) {
     if (name == "shape") return make_size(t.shape());
     if (name == "grad") return t.grad().defined() ? Value(t.grad()) : Value(None{});
@@ -496,12 +503,8 @@ std::optional<Value> tensor_attr(const Tensor& t, const std::string& name) {
     if (name == "T") return t.dim() < 2 ? t : t.t();
     if (name == "is_leaf") return t.is_leaf();
     if (name == "data") return t.detach();
-    if (name == "device") {
-        auto cpu = std::make_shared<DeviceObj>();
-        cpu->type = "cpu";
-        return Value(cpu);
-    }
-    if (name == "is_cuda") return false;
+    if (name == "device") return Value(device_value(t.device()));
+    if (name == "is_cuda") return t.device().type == DeviceType::cuda;
     if (name == "grad_fn") return t.grad_fn() ? Value(std::string("<grad_fn>")) : Value(None{});
     return std::nullopt;
 }

@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "cli/interp/builtins.h"
+#include "tensor/cuda.h"
 #include "cli/interp/classes.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/format.h"
@@ -221,8 +222,18 @@ Value b_print_exc(Bound& b) {
     return None{};
 }
 Value b_format_exc(Bound& b) { return b.in.handling.empty() ? std::string("NoneType: None\n") : std::string(b.in.handling.back().what()) + "\n"; }
-Value b_cuda_is_available(Bound&) { return false; }
-Value b_cuda_device_count(Bound&) { return int64_t(0); }
+Value b_cuda_is_available(Bound&) { return cuda::is_available(); }
+Value b_cuda_device_count(Bound&) { return int64_t(cuda::device_count()); }
+Value b_cuda_synchronize(Bound&) {
+    if (cuda::is_available()) cuda::synchronize();
+    return None{};
+}
+Value b_cuda_empty_cache(Bound&) {
+    cuda::empty_cache();
+    return None{};
+}
+Value b_cuda_memory_allocated(Bound&) { return int64_t(cuda::memory_allocated()); }
+Value b_cuda_device_name(Bound& b) { return cuda::device_name(int(b.integer_or(0, 0))); }
 
 // ---- the older front ends
 
@@ -395,8 +406,12 @@ const Builtin kExtras[] = {
     {"warnings.warn", "message, category=None, stacklevel=1", b_warn, "prints UserWarning: message"},
     {"traceback.print_exc", "", b_print_exc, "prints the exception being handled"},
     {"traceback.format_exc", "", b_format_exc, "the exception being handled, as text"},
-    {"cuda.is_available", "", b_cuda_is_available, "False: kiln runs on the CPU"},
-    {"cuda.device_count", "", b_cuda_device_count, "0: kiln runs on the CPU"},
+    {"cuda.is_available", "", b_cuda_is_available, "whether kiln found a usable GPU (driver, NVRTC)"},
+    {"cuda.device_count", "", b_cuda_device_count, "GPUs the driver reports (0 without one)"},
+    {"cuda.synchronize", "device=None", b_cuda_synchronize, "wait for the GPU's queued work"},
+    {"cuda.empty_cache", "", b_cuda_empty_cache, "give cached device memory back to the driver"},
+    {"cuda.memory_allocated", "device=None", b_cuda_memory_allocated, "bytes held by CUDA tensors"},
+    {"cuda.get_device_name", "device=None", b_cuda_device_name, "the GPU's name and architecture"},
     {"jit.trace", "func, example_inputs", b_jit_trace, "records the path taken on the example inputs (branches baked in)"},
     {"jit.script", "obj", b_jit_script, "not available in kiln: calling the result raises; use torch.compile"},
     {"fx.symbolic_trace", "root, concrete_args=None", b_symbolic_trace, "records fn as one graph; a data-dependent branch is an error"},

@@ -14,6 +14,7 @@
 #include "tensor/kernels.h"
 
 using namespace kiln;
+namespace F = kiln::nn::functional;
 namespace utf = boost::unit_test;
 
 namespace {
@@ -277,6 +278,31 @@ BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::pre
     BOOST_TEST(std::abs(lg.item<double>() - lc.item<double>()) < 1e-5);  // item() of a tensor that requires grad
     for (size_t i = 0; i < 3; ++i) check_same(gpu_params[i].grad(), cpu_params[i].grad(), "grad " + std::to_string(i), 1e-4);
     BOOST_CHECK_THROW(cpu_params[0].cuda(), Error);  // not differentiable across devices yet: says so
+}
+
+BOOST_AUTO_TEST_CASE(a_module_moves_in_place_and_trains_on_the_gpu, *utf::precondition(NeedsGpu())) {
+    manual_seed(7);
+    auto cpu_model = nn::sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 2));
+    manual_seed(7);
+    auto gpu_model = nn::sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 2));
+    std::vector<Tensor> before = gpu_model->parameters();
+    optim::SGD cpu_opt(cpu_model->parameters(), 0.1);
+    optim::SGD gpu_opt(gpu_model->parameters(), 0.1);  // built before the move
+    gpu_model->to(kCuda);
+    for (size_t i = 0; i < before.size(); ++i) {
+        BOOST_TEST(gpu_model->parameters()[i].same(before[i]));  // the same tensors, now on the GPU
+        BOOST_TEST(before[i].device() == kCuda);
+    }
+    Tensor x = randn({16, 4}), y = randn({16, 2});
+    for (int step = 0; step < 3; ++step) {
+        Tensor lc = F::mse_loss((*cpu_model)(x), y), lg = F::mse_loss((*gpu_model)(x.cuda()), y.cuda());
+        cpu_opt.zero_grad(), gpu_opt.zero_grad();
+        lc.backward(), lg.backward();
+        cpu_opt.step(), gpu_opt.step();
+    }
+    for (size_t i = 0; i < before.size(); ++i) check_same(gpu_model->parameters()[i], cpu_model->parameters()[i], "trained parameter", 1e-4);
+    gpu_model->to(kiln::cpu);
+    BOOST_TEST(gpu_model->parameters()[0].device() == kiln::cpu);
 }
 
 BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(NeedsGpu())) {
