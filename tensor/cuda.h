@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "tensor/tensor.h"
 
@@ -18,6 +19,9 @@ std::string unavailable_reason();
 int device_count();
 // "NVIDIA H100 80GB HBM3, sm_90" for `cuda:index`.
 std::string device_name(int index = 0);
+
+// (major, minor) compute capability of `cuda:index`, e.g. (9, 0) for an H100.
+std::pair<int, int> device_capability(int index = 0);
 
 // Kernels and copies run in order on one stream per device; item(), printing and copies to
 // the host wait for it. synchronize() waits explicitly (timing, benchmarks).

@@ -394,6 +394,11 @@ std::string device_name(int index) {
     KILN_CHECK(index == 0, "device_name: kiln uses cuda:0 only, got index ", index);
     return detail::runtime().name + ", sm_" + std::to_string(detail::runtime().arch);
 }
+std::pair<int, int> device_capability(int index) {
+    detail::require("get_device_capability");
+    KILN_CHECK(index == 0, "get_device_capability: kiln uses cuda:0 only, got index ", index);
+    return {detail::runtime().arch / 10, detail::runtime().arch % 10};
+}
 void synchronize() { detail::synchronize(); }
 size_t memory_allocated() { return is_available() ? detail::runtime().allocated : 0; }
 size_t memory_cached() { return is_available() ? detail::runtime().cached : 0; }

@@ -173,7 +173,10 @@ Value b_tensor(Bound& b) {
     std::optional<DType> dtype;
     TensorOptions opt = options(b, 2, 1, 3);
     if (b.has(1)) dtype = opt.dtype;
-    return tensor_from_data(b.in, b.value(0), dtype, b.flag_or(2, false));
+    Tensor t = tensor_from_data(b.in, b.value(0), dtype, false);
+    if (opt.device != t.device()) t = t.to(opt.device);  // then requires_grad, on its device
+    if (opt.requires_grad) t.requires_grad_(true);
+    return t;
 }
 // *_like: "input, dtype=None, device=None, requires_grad=False". Another dtype is a cast of
 // the like-tensor, so the result keeps its symbolic sizes under compile().
@@ -182,6 +185,7 @@ Value like(Bound& b) {
     TensorOptions opt = options(b, 3, 1, 2);
     Tensor t = F(b.tensor(0));
     if (b.has(1) && opt.dtype != t.dtype()) t = t.to(opt.dtype);
+    if (b.has(2) && opt.device != t.device()) t = t.to(opt.device);  // else input's device
     if (opt.requires_grad) t.requires_grad_(true);
     return t;
 }

@@ -234,6 +234,10 @@ Value b_cuda_empty_cache(Bound&) {
 }
 Value b_cuda_memory_allocated(Bound&) { return int64_t(cuda::memory_allocated()); }
 Value b_cuda_device_name(Bound& b) { return cuda::device_name(int(b.integer_or(0, 0))); }
+Value b_cuda_capability(Bound& b) {
+    auto [major, minor] = cuda::device_capability(int(b.integer_or(0, 0)));
+    return make_tuple({int64_t(major), int64_t(minor)});
+}
 
 // ---- the older front ends
 
@@ -412,6 +416,7 @@ const Builtin kExtras[] = {
     {"cuda.empty_cache", "", b_cuda_empty_cache, "give cached device memory back to the driver"},
     {"cuda.memory_allocated", "device=None", b_cuda_memory_allocated, "bytes held by CUDA tensors"},
     {"cuda.get_device_name", "device=None", b_cuda_device_name, "the GPU's name and architecture"},
+    {"cuda.get_device_capability", "device=None", b_cuda_capability, "(major, minor) compute capability"},
     {"jit.trace", "func, example_inputs", b_jit_trace, "records the path taken on the example inputs (branches baked in)"},
     {"jit.script", "obj", b_jit_script, "not available in kiln: calling the result raises; use torch.compile"},
     {"fx.symbolic_trace", "root, concrete_args=None", b_symbolic_trace, "records fn as one graph; a data-dependent branch is an error"},
