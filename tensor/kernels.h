@@ -44,6 +44,11 @@ ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op);
 // strided_copy when either side does.
 Tensor cuda_forward(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
 void cuda_strided_copy(const Tensor& dst, const Tensor& src);
+// A tensor of `value` made on the device (full/zeros/ones and *_like of CUDA tensors: no
+// host buffer, no copy).
+Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device);
+// full's check that `v` fits `t` (kernels_factory.cpp), shared by the CUDA fill.
+void check_fits(double v, DType t, const char* op);
 // Every eager CUDA kernel's source with a label (each pointwise op per dtype and operand form,
 // casts, where, reductions): compile-only tests build them with NVRTC, which needs no GPU.
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources();

@@ -5,6 +5,7 @@
 // where, casts and strided copies; reductions are one block per output row; matmul is cuBLAS.
 // View ops need no kernel: their CPU forward only rewrites shape and strides, and the copies
 // they may need (contiguous, cat, slice_backward) go through strided_copy, which comes here.
+#include <cmath>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -333,6 +334,14 @@ Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
         case OpKind::matmul: return matmul(in);
         default: return op_info(op).forward(in, a);  // views, contiguous, cat, slice_backward
     }
+}
+
+Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device) {
+    check_fits(value, dtype, "full");
+    Tensor out = empty(shape, dtype, device);
+    std::string body = dtype == DType::boolean ? "r = scalar != 0;" : std::string("r = (") + c_type(dtype) + ")scalar;";
+    elementwise("full", out, {}, body, value);
+    return out;
 }
 
 void cuda_strided_copy(const Tensor& dst, const Tensor& src) {

@@ -66,12 +66,14 @@ static Tensor finish(Tensor t, const TensorOptions& opt) {
     return t;
 }
 Tensor full(const Shape& s, double v, TensorOptions o) {
+    if (o.device.type == DeviceType::cuda && !dispatch_hook()) return finish(cuda_full(s, v, o.dtype, o.device), o);  // on the device
     return finish(dispatch(OpId::full, {}, {.shape = s, .scalar = v, .dtype = o.dtype}), o);
 }
 Tensor zeros(const Shape& s, TensorOptions o) { return full(s, 0.0, o); }
 Tensor ones(const Shape& s, TensorOptions o) { return full(s, 1.0, o); }
 // The *_like factories take x's sizes as attributes, with their origin (dispatch_sized).
 Tensor full_like(const Tensor& x, double v) {
+    if (x.device().type == DeviceType::cuda && !dispatch_hook()) return cuda_full(x.impl()->shape, v, x.dtype(), x.device());
     std::vector<SizeOrigin> o = shape_origins(x);
     Tensor t = dispatch_sized(OpId::full, {}, {.shape = x.impl()->shape, .scalar = v, .dtype = x.dtype()}, o);
     return t.device() == x.device() ? t : t.to(x.device());

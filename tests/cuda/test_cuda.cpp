@@ -305,6 +305,21 @@ BOOST_AUTO_TEST_CASE(a_module_moves_in_place_and_trains_on_the_gpu, *utf::precon
     BOOST_TEST(gpu_model->parameters()[0].device() == kiln::cpu);
 }
 
+BOOST_AUTO_TEST_CASE(fills_are_made_on_the_device, *utf::precondition(NeedsGpu())) {
+    for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+        check_same(full({3, 4}, 7, {.dtype = dt, .device = kCuda}), full({3, 4}, 7, {.dtype = dt}), std::string("full ") + dtype_name(dt), 0);
+        check_same(zeros({5}, {.dtype = dt, .device = kCuda}), zeros({5}, {.dtype = dt}), "zeros", 0);
+    }
+    Tensor x = randn({2, 3}).cuda();
+    check_same(ones_like(x), ones({2, 3}), "ones_like", 0);
+    check_same(zeros_like(x.t()), zeros({3, 2}), "zeros_like of a view", 0);
+    Tensor leaf = ones({4}, {.device = kCuda, .requires_grad = true});
+    BOOST_TEST(leaf.requires_grad());
+    BOOST_TEST(leaf.is_leaf());
+    BOOST_CHECK_THROW(full({2}, NAN, {.dtype = DType::int64, .device = kCuda}), Error);
+    BOOST_CHECK_THROW(full({-1}, 0, {.device = kCuda}), Error);
+}
+
 BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(NeedsGpu())) {
     cuda::synchronize();
     size_t before = cuda::memory_allocated();
