@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "codegen/graph_runtime.h"
 #include "codegen/toolchain.h"
 #include "tensor/parallel.h"
 
@@ -23,6 +24,10 @@ namespace {
 void run_parallel(int64_t n, int64_t grain, void* ctx, void (*body)(void*, int64_t, int64_t)) {
     parallel_for(n, grain, [&](int64_t begin, int64_t end) { body(ctx, begin, end); });
 }
+
+}  // namespace
+
+namespace detail {
 
 Shape concrete(const Shape& shape, const std::vector<int64_t>& symbols) {
     Shape out = shape;
@@ -40,12 +45,18 @@ std::string shape_text(const Shape& shape) {
 
 // Binds s0, s1, ... from the input shapes and checks every input against the graph.
 std::vector<int64_t> bind_symbols(const LGraph& graph, std::span<const Tensor> inputs, int num_symbols) {
+    return bind_symbols(graph, inputs, num_symbols, graph.device);
+}
+
+std::vector<int64_t> bind_symbols(const LGraph& graph, std::span<const Tensor> inputs, int num_symbols, Device device) {
     KILN_CHECK(inputs.size() == graph.inputs.size(), "compiled graph: expected ", graph.inputs.size(), " inputs, got ", inputs.size());
     std::vector<int64_t> symbols(size_t(num_symbols), -1);
     for (size_t i = 0; i < inputs.size(); ++i) {
         const LValue& want = graph.inputs[i];
         const Tensor& t = inputs[i];
         bool ok = t.defined() && t.dtype() == want.dtype && t.dim() == int64_t(want.shape.size());
+        KILN_CHECK(!t.defined() || t.device() == device || t.dim() == 0, "compiled graph: input ", i, " is on ", t.device(),
+                   ", the graph was compiled for ", device, " (hint: the caller's guards should have sent this call elsewhere)");
         for (size_t d = 0; ok && d < want.shape.size(); ++d) {
             int64_t size = want.shape[d];
             if (!is_symbol(size)) ok = t.shape()[d] == size;
@@ -80,7 +91,7 @@ Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const s
 }
 
 
-}  // namespace
+}  // namespace detail
 
 CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::shared_ptr<CompiledLibrary> library)
     : schedule_(std::move(schedule)), source_(std::move(source)), library_(std::move(library)) {
@@ -96,6 +107,8 @@ CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::s
 
 // The per-call cost matters for small graphs (a JIT cache hit runs this): values live in a
 // flat array by id, and small graphs keep it and the kernels' buffer list on the stack.
+using namespace detail;
+
 std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const {
     const LGraph& graph = schedule_.graph;
     std::vector<int64_t> symbols = bind_symbols(graph, inputs, schedule_.num_symbols);
@@ -165,7 +178,7 @@ CompiledCpuGraph compile_cpu(const LGraph& graph, const CpuCompileOptions& optio
 }
 
 std::vector<Tensor> run_eager(const LGraph& graph, const std::vector<Tensor>& inputs) {
-    std::vector<int64_t> symbols = bind_symbols(graph, inputs, 64);
+    std::vector<int64_t> symbols = bind_symbols(graph, inputs, 64, inputs.empty() ? cpu : inputs[0].device());
     std::unordered_map<int, Tensor> env;
     for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = inputs[i];
     for (const LNode& n : graph.nodes) {

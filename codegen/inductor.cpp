@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "codegen/cpu_backend.h"
+#include "codegen/cuda_backend.h"
+#include "codegen/emit_cuda.h"
 #include "codegen/lower_graph.h"
 #include "codegen/toolchain.h"
 #include "jit/aot/aot.h"
@@ -138,7 +140,8 @@ void launch(std::function<void()> job) {
 // What a compiled graph's CompiledFn shares with its (maybe background) build.
 struct BuildState {
     std::shared_ptr<const jit::Graph> graph;
-    std::optional<CompiledCpuGraph> compiled;  // set once, before `ready`
+    std::optional<CompiledCpuGraph> compiled;  // set once, before `ready` (CPU graphs)
+    std::optional<CompiledCudaGraph> cuda;     // ... or this (CUDA graphs)
     std::atomic<bool> ready{false};
 };
 
@@ -171,6 +174,11 @@ std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& inf
             info.why_interpreted = "no kernel to generate (only views, matmuls and ops that run eagerly)";
             return std::nullopt;
         }
+        info.cuda = lowered.graph->device.type == DeviceType::cuda;
+        if (info.cuda) {  // NVRTC builds it: no C++ compiler needed
+            info.source = emit_cuda(s);
+            return std::move(lowered.graph);
+        }
         if (std::string problem = compiler_problem(); !problem.empty()) {
             warn_compiler_problem(problem);
             info.why_interpreted = problem;
@@ -188,10 +196,11 @@ void dump(const CompiledGraphInfo& info) {
     std::string n = std::to_string(info.id);
     jit::debug_dump("graph_" + n + ".txt", info.graph);
     if (!info.schedule.empty()) jit::debug_dump("schedule_" + n + ".txt", info.schedule);
-    if (!info.source.empty()) jit::debug_dump("output_code_" + n + ".cpp", info.source);
+    std::string code_file = "output_code_" + n + (info.cuda ? ".cu" : ".cpp");
+    if (!info.source.empty()) jit::debug_dump(code_file, info.source);
     std::string head = "inductor graph " + n + (info.interpreted ? " (interpreted: " + info.why_interpreted + ")" : "");
     log_event("schedule", head + ":\n" + info.graph + (info.schedule.empty() ? "" : "schedule:\n" + info.schedule));
-    if (!info.source.empty()) log_event("code", "output_code_" + n + ".cpp:\n" + info.source);
+    if (!info.source.empty()) log_event("code", code_file + ":\n" + info.source);
 }
 
 // The GraphCompiler: one graph (or AOT half) -> generated kernels, or the interpreter.
@@ -213,7 +222,8 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     auto build = [state, owner, info, lgraph = std::move(*lgraph)]() mutable {
         int64_t timeouts_before = toolchain_stats().compiler_timeouts;
         try {
-            state->compiled.emplace(compile_cpu(lgraph));
+            if (lgraph.device.type == DeviceType::cuda) state->cuda.emplace(compile_cuda(lgraph));
+            else state->compiled.emplace(compile_cpu(lgraph));
             ++stats().builds;
             state->ready.store(true, std::memory_order_release);
         } catch (const Error& e) {  // say so, keep running
@@ -229,7 +239,7 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     return [state](std::span<const Tensor> inputs) -> std::vector<Tensor> {
         if (state->ready.load(std::memory_order_acquire)) {
             ++stats().calls_compiled;
-            return state->compiled->run(inputs);
+            return state->cuda ? state->cuda->run(inputs) : state->compiled->run(inputs);
         }
         ++stats().calls_interpreted;  // still building (async), or the build failed
         return jit::interpret(*state->graph, inputs);

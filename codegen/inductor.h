@@ -24,6 +24,7 @@ struct CompiledGraphInfo {
     std::string graph;           // the jit Graph, one line per node
     std::string schedule;        // Schedule::print(): which nodes fused into which kernel
     std::string source;          // the generated translation unit ("" when interpreted)
+    bool cuda = false;           // source is CUDA C++ (output_code_N.cu) built by NVRTC
     int generated_kernels = 0;   // pointwise + row kernels in the schedule
     bool interpreted = false;    // no kernel to generate, no compiler, or not lowerable
     std::string why_interpreted;

@@ -2,6 +2,8 @@
 // gets no id of its own but aliases its argument, since generated code has no autograd.
 #include "codegen/lower_graph.h"
 
+#include <optional>
+
 namespace kiln::codegen {
 namespace {
 
@@ -29,9 +31,18 @@ std::string unsupported_patch(const jit::Node& n) {
 
 Lowered lower(const jit::Graph& graph) {
     const auto& nodes = graph.nodes();
+    // Generated code runs on one device: the graph's values live there (0-d CPU tensors may
+    // mix in, as eager allows: the CUDA runner copies them over).
+    std::optional<Device> device;
+    for (const jit::Node& n : nodes) {
+        if (n.kind == jit::NodeKind::output || (n.meta.shape.empty() && n.meta.device == cpu)) continue;
+        if (device && *device != n.meta.device) return {std::nullopt, "the graph mixes devices (" + n.name + " is on another device)"};
+        device = n.meta.device;
+    }
     int num_symbols = graph.num_symbols();
     std::vector<int> id_of(nodes.size(), -1);  // node index -> value id (detach: its argument's)
     LGraph out;
+    out.device = device.value_or(cpu);
     for (size_t i = 0; i < nodes.size(); ++i) {
         const jit::Node& n = nodes[i];
         switch (n.kind) {
@@ -42,6 +53,7 @@ Lowered lower(const jit::Graph& graph) {
             case jit::NodeKind::detach: id_of[i] = id_of[n.args[0]]; break;
             case jit::NodeKind::call: {
                 if (std::string why = unsupported_patch(n); !why.empty()) return {std::nullopt, why};
+                if (n.op == OpId::to_device) return {std::nullopt, "node " + n.name + " moves a tensor between devices"};
                 LNode node{n.op, n.attrs, {}, {int(i), lowered_shape(n.meta, num_symbols), n.meta.dtype, ""}};
                 for (int a : n.args) node.inputs.push_back(id_of[a]);
                 // reshape/expand read their sizes from out.shape, symbols included

@@ -30,6 +30,7 @@ struct LNode {
 };
 
 struct LGraph {
+    Device device = cpu;       // where its tensors live: cuda builds it with the CUDA emitter
     std::vector<LValue> inputs;
     std::vector<LNode> nodes;  // in a valid execution order
     std::vector<int> outputs;  // value ids, in the order run() returns them

@@ -113,11 +113,9 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     }
     // An undefined tensor argument has nothing to guard: fn runs as eager runs it (its
     // result, or eager's own error naming the op), and nothing is recorded.
-    // CUDA tensor arguments run eagerly too, on the GPU's eager kernels, until the backends
-    // emit CUDA (the CPU backends' code cannot read device memory).
-    auto eager_only = [](const ArgValue& a) {
-        return a.kind == ArgKind::tensor && (!a.tensor.defined() || a.tensor.device().type == DeviceType::cuda);
-    };
+    // (CUDA tensors are recorded like CPU ones: guards key on the device, and the inductor
+    // builds graphs whose inputs live on the GPU with the CUDA emitter.)
+    auto eager_only = [](const ArgValue& a) { return a.kind == ArgKind::tensor && !a.tensor.defined(); };
     if (std::any_of(args.begin(), args.end(), eager_only)) {
         count([](Counters& c) { ++c.eager_fallbacks; });
         lock.unlock();

@@ -90,6 +90,9 @@ std::string ExportedProgram::to_text() const {
     const auto& nodes = g_.graph->nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
         const Node& n = nodes[i];
+        // The text format has no devices yet: a graph that touches a GPU would load as a CPU one.
+        KILN_CHECK(n.kind == NodeKind::output || (n.meta.device == cpu && n.attrs.device == cpu && n.attrs.from == cpu),
+                   "export: node ", n.name, " is on ", n.meta.device, "; saving graphs that use a GPU is not supported yet");
         if (n.kind == NodeKind::placeholder) {
             bool is_arg = g_.input_args[i] >= 0;
             os << "placeholder " << n.name << (is_arg ? " arg " + std::to_string(g_.input_args[i]) : " constant");

@@ -36,11 +36,12 @@ std::string ValueMeta::str() const {
         else os << shape[i];
     }
     os << "]";
+    if (device != cpu) os << " " << device;
     return os.str();
 }
 
 ValueMeta meta_of(const Tensor& t) {
-    return {t.shape(), std::vector<int>(t.shape().size(), -1), t.dtype(), t.requires_grad()};
+    return {t.shape(), std::vector<int>(t.shape().size(), -1), t.dtype(), t.requires_grad(), t.device()};
 }
 
 std::vector<std::string> Graph::op_names() const {

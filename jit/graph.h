@@ -36,7 +36,8 @@ struct ValueMeta {
     std::vector<int> sym;  // per dim: symbol id, or -1 for a static size
     DType dtype = DType::float32;
     bool requires_grad = false;
-    std::string str() const;  // float32[s0, 3]
+    Device device = cpu;
+    std::string str() const;  // float32[s0, 3], with " cuda:0" appended off the CPU
 };
 ValueMeta meta_of(const Tensor& t);  // all dims static
 

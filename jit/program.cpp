@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "tensor/cuda.h"
 #include "tensor/kernels.h"
 
 namespace kiln::jit {
@@ -77,8 +78,10 @@ std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slo
 }
 
 bool truth_value(const Tensor& t) {
+    // A CUDA value is copied to the host first (raw, unrecorded: the branch only reads it).
+    Tensor host = t.device().type == DeviceType::cuda ? cuda::to_device(t.detach(), cpu) : t;
     bool v = false;
-    visit_dtype(t.dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(t.raw_data()) != decltype(tag)(0); });
+    visit_dtype(host.dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(host.raw_data()) != decltype(tag)(0); });
     return v;
 }
 

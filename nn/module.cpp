@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "autograd/function.h"
+#include "tensor/cuda.h"
 
 namespace kiln::nn {
 
@@ -86,15 +87,17 @@ void Module::report_guard_state() const {
 }
 
 void Module::to(Device device) {
-    autograd::NoGradGuard no_grad;  // a move of the data, not an op to differentiate
+    // A move of the data in place, not an op to differentiate or record: a compiled function
+    // that calls it re-runs its host code on every call.
+    report_host_effect(type_name() + ".to(device)");
     for (const Tensor& p : parameters()) {
         if (p.device() == device) continue;
-        Tensor moved = p.detach().to(device);
+        Tensor moved = cuda::to_device(p, device);
         TensorImpl& impl = *p.impl();
         impl.storage = moved.impl()->storage;
         impl.strides = moved.impl()->strides;
         impl.offset = moved.impl()->offset;
-        if (impl.grad) impl.grad = Tensor(impl.grad).detach().to(device).impl_ptr();
+        if (impl.grad) impl.grad = cuda::to_device(Tensor(impl.grad), device).impl_ptr();
     }
     state_changed();
 }

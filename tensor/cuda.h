@@ -33,6 +33,21 @@ size_t memory_allocated();
 size_t memory_cached();
 void empty_cache();
 
+// A CUDA event on kiln's stream, for timing GPU work as the GPU saw it (benchmarks):
+//   cuda::Event start, end; start.record(); work(); end.record(); start.elapsed_ms(end)
+class Event {
+   public:
+    Event();
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    void record();
+    float elapsed_ms(const Event& end) const;  // waits for `end`
+
+   private:
+    void* event_ = nullptr;
+};
+
 // A tensor's copy on `device` (the tensor itself when already there). Tensor::to(Device).
 Tensor to_device(const Tensor& x, Device device);
 

@@ -24,6 +24,7 @@ using CUcontext = void*;
 using CUmodule = void*;
 using CUfunction = void*;
 using CUstream = void*;
+using CUevent = void*;
 using nvrtcResult = int;
 using nvrtcProgram = void*;
 using cublasStatus_t = int;
@@ -51,6 +52,11 @@ struct Driver {
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                CUstream, void**, void**);
     CUresult (*cuGetErrorString)(CUresult, const char**);
+    CUresult (*cuEventCreate)(CUevent*, unsigned);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventSynchronize)(CUevent);
+    CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+    CUresult (*cuEventDestroy)(CUevent);
 };
 struct Nvrtc {
     nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
@@ -164,6 +170,11 @@ struct Runtime {
         KILN_BIND(cuModuleGetFunction, "cuModuleGetFunction")
         KILN_BIND(cuLaunchKernel, "cuLaunchKernel")
         KILN_BIND(cuGetErrorString, "cuGetErrorString")
+        KILN_BIND(cuEventCreate, "cuEventCreate")
+        KILN_BIND(cuEventRecord, "cuEventRecord")
+        KILN_BIND(cuEventSynchronize, "cuEventSynchronize")
+        KILN_BIND(cuEventElapsedTime, "cuEventElapsedTime")
+        KILN_BIND(cuEventDestroy, "cuEventDestroy_v2")
 #undef KILN_BIND
         if (CUresult r = cu.cuInit(0)) return "cuInit failed (" + cu_error(r) + ")";
         if (cu.cuDeviceGetCount(&devices) || devices == 0) return "the driver reports no CUDA device";
@@ -339,6 +350,8 @@ void* kernel(const std::string& source, const std::string& name) {
     return fn;
 }
 
+int multiprocessor_count() { return live("launch").sms; }
+
 void launch(void* fn, int64_t n, void** args) {
     if (n <= 0) return;
     Runtime& r = live("launch");
@@ -383,6 +396,29 @@ void synchronize() {
     Runtime& r = live("synchronize");
     check(r.cu.cuStreamSynchronize(r.stream), "synchronize");
 }
+
+}  // namespace detail
+
+Event::Event() {
+    detail::Runtime& r = detail::live("cuda::Event");
+    detail::check(r.cu.cuEventCreate(&event_, 0), "cuEventCreate");
+}
+Event::~Event() {
+    if (event_) detail::runtime().cu.cuEventDestroy(event_);
+}
+void Event::record() {
+    detail::Runtime& r = detail::live("cuda::Event::record");
+    detail::check(r.cu.cuEventRecord(event_, r.stream), "cuEventRecord");
+}
+float Event::elapsed_ms(const Event& end) const {
+    detail::Runtime& r = detail::live("cuda::Event::elapsed_ms");
+    detail::check(r.cu.cuEventSynchronize(end.event_), "cuEventSynchronize");
+    float ms = 0;
+    detail::check(r.cu.cuEventElapsedTime(&ms, event_, end.event_), "cuEventElapsedTime");
+    return ms;
+}
+
+namespace detail {
 
 }  // namespace detail
 

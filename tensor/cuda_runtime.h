@@ -37,6 +37,7 @@ void* kernel(const std::string& source, const std::string& name);
 // Launches `fn` over `n` work items (grid-stride loops: at most a few blocks per SM), or
 // with an explicit grid; `args` are pointers to the kernel's arguments, in order.
 void launch(void* fn, int64_t n, void** args);
+int multiprocessor_count();  // of cuda:0
 void launch_grid(void* fn, unsigned grid, unsigned block, size_t shared_bytes, void** args);
 
 // Row-major C[batch] = op(A[batch]) @ op(B[batch]), as cblas_?gemm with CblasRowMajor.

@@ -75,8 +75,11 @@ std::string attrs_print(OpId op, const Attrs& a) {
         case OpId::arange: sep() << "start=" << a.lo << ", end=" << a.hi << ", step=" << a.scalar << ", dtype=" << a.dtype; break;
         case OpId::rand: case OpId::randint: sep() << "shape=" << a.shape << ", low=" << a.lo << ", high=" << a.hi; break;
         case OpId::randn: sep() << "shape=" << a.shape; break;
+        case OpId::to_device: sep() << "device=" << a.device; break;
         default: break;
     }
+    if (op_info(op).kind == OpKind::factory || op_info(op).kind == OpKind::random)
+        if (a.device != cpu) sep() << "device=" << a.device;
     (void)info;
     return os.str();
 }
@@ -104,7 +107,8 @@ Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attr
         ++t_kernel_depth;
         struct Leave { ~Leave() { --t_kernel_depth; } } leave;
         autograd::NoGradGuard no_grad;  // kernels' inner op calls are not recorded
-        bool on_cuda = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().type == DeviceType::cuda; });
+        bool on_cuda = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().type == DeviceType::cuda; }) ||
+                       (inputs.empty() && attrs.device.type == DeviceType::cuda);  // a factory making a CUDA tensor
         out = on_cuda ? cuda_forward(op, inputs, attrs) : op_info(op).forward(inputs, attrs);
     }
     if (t_kernel_depth == 0) autograd::record_op(op, inputs, attrs, out);

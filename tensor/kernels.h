@@ -49,6 +49,10 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src);
 Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device);
 // full's check that `v` fits `t` (kernels_factory.cpp), shared by the CUDA fill.
 void check_fits(double v, DType t, const char* op);
+// The vocabulary of ops.def's math for CUDA C++ (exp, maximum, sign, infinity<T>() ... for
+// float, double and int64 in namespace kiln_math): the eager kernels and codegen's CUDA
+// emitter both start their sources with it.
+const char* cuda_math_prelude();
 // Every eager CUDA kernel's source with a label (each pointwise op per dtype and operand form,
 // casts, where, reductions): compile-only tests build them with NVRTC, which needs no GPU.
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources();

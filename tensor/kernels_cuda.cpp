@@ -290,6 +290,8 @@ Tensor matmul(std::span<const Tensor> in) {
 
 }  // namespace
 
+const char* cuda_math_prelude() { return kPrelude; }
+
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     std::vector<std::pair<std::string, std::string>> out;
     auto add = [&](const std::string& label, const PointwisePlan& p) { out.emplace_back(label, elementwise_source(p.kernel)); };
@@ -324,6 +326,13 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
 }
 
 Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
+    if (raw.empty()) {  // a factory: full fills on the device; the others fill on the host (one seed, same numbers) and copy
+        if (op == OpId::full) return cuda_full(a.shape, a.scalar, a.dtype, a.device);
+        Attrs host = a;
+        host.device = cpu;
+        return cuda::to_device(op_info(op).forward({}, host), a.device);
+    }
+    if (op == OpId::to_device) return forward_to_device(raw, a);
     Device device = raw[0].device();
     for (const Tensor& t : raw)
         if (t.device().type == DeviceType::cuda) device = t.device();
@@ -338,11 +347,18 @@ Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
 
 Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device) {
     check_fits(value, dtype, "full");
+    checked_numel(shape, "full");
     Tensor out = empty(shape, dtype, device);
     std::string body = dtype == DType::boolean ? "r = scalar != 0;" : std::string("r = (") + c_type(dtype) + ")scalar;";
     elementwise("full", out, {}, body, value);
     return out;
 }
+
+// x.to(device) as an op: a copy to the other device; its gradient is copied back.
+Tensor forward_to_device(std::span<const Tensor> in, const Attrs& a) {
+    return in[0].device() == a.device ? materialize(in[0]) : cuda::to_device(in[0], a.device);  // a copy either way
+}
+std::vector<Tensor> backward_to_device(const BackwardArgs& b) { return {b.grad.to(b.attrs.from)}; }
 
 void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
     bool dst_dev = dst.device().type == DeviceType::cuda, src_dev = src.device().type == DeviceType::cuda;
@@ -358,10 +374,8 @@ namespace cuda {
 Tensor to_device(const Tensor& x, Device device) {
     if (x.device() == device) return x;
     KILN_CHECK(device.type == DeviceType::cpu || device.index == 0, "to(", device, "): kiln uses cuda:0 only so far");
-    KILN_CHECK(!x.requires_grad() || !autograd::grad_enabled(), "to(", device, "): moving a tensor that requires grad between devices is not ",
-               "differentiable in kiln yet (the gradient would not flow back); move it first, then set requires_grad, or detach()");
     detail::require("to(cuda)");
-    Tensor src = contiguous_as(x, x.dtype());
+    Tensor src = contiguous_as(x.detach(), x.dtype());
     Tensor out = empty(x.shape(), x.dtype(), device);
     detail::copy_bytes(data(out), device.type == DeviceType::cuda, data(src), src.device().type == DeviceType::cuda, out.nbytes());
     return out;

@@ -66,38 +66,34 @@ static Tensor finish(Tensor t, const TensorOptions& opt) {
     return t;
 }
 Tensor full(const Shape& s, double v, TensorOptions o) {
-    if (o.device.type == DeviceType::cuda && !dispatch_hook()) return finish(cuda_full(s, v, o.dtype, o.device), o);  // on the device
-    return finish(dispatch(OpId::full, {}, {.shape = s, .scalar = v, .dtype = o.dtype}), o);
+    return finish(dispatch(OpId::full, {}, {.shape = s, .scalar = v, .dtype = o.dtype, .device = o.device}), o);
 }
 Tensor zeros(const Shape& s, TensorOptions o) { return full(s, 0.0, o); }
 Tensor ones(const Shape& s, TensorOptions o) { return full(s, 1.0, o); }
 // The *_like factories take x's sizes as attributes, with their origin (dispatch_sized).
 Tensor full_like(const Tensor& x, double v) {
-    if (x.device().type == DeviceType::cuda && !dispatch_hook()) return cuda_full(x.impl()->shape, v, x.dtype(), x.device());
     std::vector<SizeOrigin> o = shape_origins(x);
-    Tensor t = dispatch_sized(OpId::full, {}, {.shape = x.impl()->shape, .scalar = v, .dtype = x.dtype()}, o);
-    return t.device() == x.device() ? t : t.to(x.device());
+    return dispatch_sized(OpId::full, {}, {.shape = x.impl()->shape, .scalar = v, .dtype = x.dtype(), .device = x.device()}, o);
 }
 Tensor zeros_like(const Tensor& x) { return full_like(x, 0.0); }
 Tensor ones_like(const Tensor& x) { return full_like(x, 1.0); }
 Tensor scalar_tensor(double v, DType dt) { return full({}, v, {.dtype = dt}); }
 Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(double start, double end, double step, TensorOptions o) {
-    return finish(dispatch(OpId::arange, {}, {.scalar = step, .lo = start, .hi = end, .dtype = o.dtype}), o);
+    return finish(dispatch(OpId::arange, {}, {.scalar = step, .lo = start, .hi = end, .dtype = o.dtype, .device = o.device}), o);
 }
 Tensor rand(const Shape& s, TensorOptions o) {
-    return finish(dispatch(OpId::rand, {}, {.shape = s, .lo = 0, .hi = 1, .dtype = o.dtype}), o);
+    return finish(dispatch(OpId::rand, {}, {.shape = s, .lo = 0, .hi = 1, .dtype = o.dtype, .device = o.device}), o);
 }
 Tensor randn(const Shape& s, TensorOptions o) {
-    return finish(dispatch(OpId::randn, {}, {.shape = s, .dtype = o.dtype}), o);
+    return finish(dispatch(OpId::randn, {}, {.shape = s, .dtype = o.dtype, .device = o.device}), o);
 }
 Tensor randint(int64_t low, int64_t high, const Shape& s, TensorOptions o) {
-    return finish(dispatch(OpId::randint, {}, {.shape = s, .lo = double(low), .hi = double(high), .dtype = o.dtype}), o);
+    return finish(dispatch(OpId::randint, {}, {.shape = s, .lo = double(low), .hi = double(high), .dtype = o.dtype, .device = o.device}), o);
 }
 Tensor randn_like(const Tensor& x) {
     std::vector<SizeOrigin> o = shape_origins(x);
-    Tensor t = dispatch_sized(OpId::randn, {}, {.shape = x.impl()->shape, .dtype = x.dtype()}, o);
-    return t.device() == x.device() ? t : t.to(x.device());
+    return dispatch_sized(OpId::randn, {}, {.shape = x.impl()->shape, .dtype = x.dtype(), .device = x.device()}, o);
 }
 
 template <class T>

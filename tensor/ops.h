@@ -35,6 +35,8 @@ struct Attrs {
     ScalarPos scalar_pos = ScalarPos::none;
     bool keepdim = false;
     DType dtype = DType::float32;
+    Device device = cpu;         // factories: where the tensor is made; to_device: the target
+    Device from = cpu;           // to_device: the source (where its gradient goes back to)
     bool operator==(const Attrs&) const = default;
 };
 std::string attrs_print(OpId op, const Attrs& a);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "tensor/cuda.h"
 #include "tensor/kernels.h"
 
 namespace kiln {
@@ -185,7 +186,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
         if (t.dim() != 1) suffixes.push_back("size=" + shape_tuple(t.shape()));
         if (t.dtype() != DType::float32) suffixes.push_back(std::string("dtype=") + dtype_name(t.dtype()));
     } else {
-        body = Printer(t.device().type == DeviceType::cuda ? t.detach().to(cpu) : t).str(indent);
+        body = Printer(t.device().type == DeviceType::cuda ? cuda::to_device(t.detach(), cpu) : t).str(indent);
         if (t.dtype() == DType::float64) suffixes.push_back(std::string("dtype=") + dtype_name(t.dtype()));
     }
     if (t.device().type == DeviceType::cuda) {  // as PyTorch: device='cuda:0'

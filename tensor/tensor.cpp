@@ -105,14 +105,22 @@ T* Tensor::data_ptr(std::source_location loc) const {
     return static_cast<T*>(raw_data());
 }
 
+// A CUDA tensor's values, copied to the host for reading (item, bool, to_vector): a read,
+// not an op, so nothing is recorded and no second escape is reported for the copy.
+static Tensor host_view(const Tensor& t) {
+    if (t.device().type != DeviceType::cuda) return t;
+    NoDispatchHook none;
+    return cuda::to_device(t.detach(), kiln::cpu);
+}
+
 template <class T>
 T Tensor::item(std::source_location loc) const {
     SizesUnobserved quiet;  // a value leaves: the JIT re-runs host code from here (an escape)
     KILN_CHECK(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar (shape ", shape(), ")");
     report_escape(*this, Escape::item, loc);
-    if (device().type == DeviceType::cuda) return detach().to(kiln::cpu).item<T>(loc);
+    Tensor host = host_view(*this);
     T v{};
-    visit_dtype(dtype(), [&](auto tag) { v = cast_value<T>(*static_cast<const decltype(tag)*>(raw_data())); });
+    visit_dtype(dtype(), [&](auto tag) { v = cast_value<T>(*static_cast<const decltype(tag)*>(host.raw_data())); });
     return v;
 }
 
@@ -120,7 +128,7 @@ template <class T>
 std::vector<T> Tensor::to_vector(std::source_location loc) const {
     report_escape(*this, Escape::data_access, loc);
     SizesUnobserved quiet;
-    Tensor c = contiguous_as(device().type == DeviceType::cuda ? detach().to(kiln::cpu) : *this, dtype_of<T>());
+    Tensor c = contiguous_as(host_view(*this), dtype_of<T>());
     const T* p = static_cast<const T*>(c.raw_data());
     return std::vector<T>(p, p + numel());
 }
@@ -129,9 +137,9 @@ Tensor::operator bool() const {
     SizesUnobserved quiet;
     KILN_CHECK(numel() == 1, "bool: a Tensor with ", numel(), " elements is ambiguous as a condition (shape ", shape(), "); use .any() style reductions first");
     report_escape(*this, Escape::bool_conversion, std::source_location::current());
-    if (device().type == DeviceType::cuda) return bool(detach().to(kiln::cpu));
+    Tensor host = host_view(*this);
     bool v = false;
-    visit_dtype(dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(raw_data()) != decltype(tag)(0); });
+    visit_dtype(dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(host.raw_data()) != decltype(tag)(0); });
     return v;
 }
 
@@ -243,7 +251,11 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch(OpId::contiguous, {*this}); }
 Tensor Tensor::to(DType t) const { return t == dtype() ? *this : dispatch(OpId::cast, {*this}, {.dtype = t}); }
-Tensor Tensor::to(Device d) const { return cuda::to_device(*this, d); }
+// An op of the table (to_device): differentiable, and recorded by the JIT like any other.
+Tensor Tensor::to(Device d) const {
+    if (device() == d) return *this;
+    return dispatch(OpId::to_device, {*this}, {.device = d, .from = device()});
+}
 Tensor Tensor::clone() const { return dispatch(OpId::cast, {*this}, {.dtype = dtype()}); }
 
 // --- reductions

@@ -347,7 +347,7 @@ std::string code_text(const CompiledObj& c) {
                 std::vector<codegen::CompiledGraphInfo> halves = codegen::compiled_graphs(s->graph.get());
                 if (halves.empty()) out += "# " + head + ": backend '" + c.core->options().backend.name + "' generates no code; the graph runs op by op\n";
                 for (const codegen::CompiledGraphInfo& h : halves) {
-                    out += "# " + head + " (output_code_" + std::to_string(h.id) + ".cpp)\n# schedule:\n" + h.schedule;
+                    out += "# " + head + " (output_code_" + std::to_string(h.id) + (h.cuda ? ".cu" : ".cpp") + ")\n# schedule:\n" + h.schedule;
                     out += h.interpreted ? "# interpreted: " + h.why_interpreted + "\n" : h.source;
                 }
             }

@@ -74,6 +74,8 @@ std::vector<Case> structural_cases() {
         {OpId::where, "where(mask, a, 0.5)", [](auto& in) { return where(in[0], in[1], 0.5); }, {mask, randn({3, 4})}},
         {OpId::where, "where(mask, 0.5, b)", [](auto& in) { return where(in[0], 0.5, in[1]); }, {mask, randn({3, 4})}},
         {OpId::cast, "clone", [](auto& in) { return in[0].clone(); }, {randn({3, 4})}},
+        // A move to the device it is on (a copy): the formula; moves to a GPU: tests/cuda.
+        {OpId::to_device, "to_device(cpu)", [](auto& in) { return dispatch(OpId::to_device, {in[0]}, {.device = cpu, .from = cpu}); }, {randn({3, 4})}},
         {OpId::cast, "to(float32).to(float64)", [](auto& in) { return in[0].to(float32).to(float64); }, {randn({3, 4})}, loose},
         {OpId::sum, "sum()", [](auto& in) { return in[0].sum(); }, {randn({3, 4})}},
         {OpId::sum, "sum({1})", [](auto& in) { return in[0].sum({1}); }, {randn({3, 4})}},

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "reference.h"
+#include "tensor/cuda.h"
 
 using namespace kiln_test;
 using kiln::DType;
@@ -363,6 +364,33 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_propagate_through_maximum_minimum_relu_amax) {
     BOOST_TEST(std::isnan(make(Ref{{2, 2}, {1, NAN, 2, 3}}).amax({1}).to_vector<float>()[0]));
 }
 
+// to_device is the op behind Tensor::to(Device): a move to the device a tensor is on is
+// no op at all (to() returns it); dispatched directly it copies. Without a GPU a move raises,
+// naming the call and what is missing (moves to a GPU: tests/cuda/test_cuda_codegen.cpp).
+BOOST_AUTO_TEST_CASE(to_device_copies_and_a_move_without_a_gpu_raises) {
+    using namespace kiln;
+    const Device gpu{DeviceType::cuda, 0};
+    Tensor x = randn({2, 3});
+    BOOST_TEST(x.to(cpu).impl() == x.impl());
+    Tensor t = x.t();
+    Attrs to_cpu{.device = cpu, .from = cpu}, to_gpu{.device = gpu}, full_gpu{.shape = {2}, .device = gpu};
+    Tensor copy = dispatch(OpId::to_device, {t}, to_cpu);
+    BOOST_TEST(copy.is_contiguous());
+    BOOST_TEST(copy.impl()->storage != x.impl()->storage);
+    BOOST_TEST(allclose(copy, t));
+    BOOST_TEST(attrs_print(OpId::to_device, to_gpu) == "device=cuda:0");
+    BOOST_TEST(attrs_print(OpId::full, full_gpu).find("device=cuda:0") != std::string::npos);
+    if (cuda::is_available()) return;
+    try {
+        (void)x.to(gpu);
+        BOOST_ERROR("a move to cuda:0 without a GPU did not raise");
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()).find("to(cuda)") != std::string::npos, e.what());
+    }
+    TensorOptions on_gpu{.device = gpu};
+    BOOST_CHECK_THROW(ones({2}, on_gpu), Error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // Every op of the table must be exercised somewhere in tests/tensor. Pointwise entries are
@@ -381,6 +409,7 @@ BOOST_AUTO_TEST_CASE(every_table_op_has_a_test) {
         {"slice", "test_shape.cpp slice_*"},
         {"slice_backward", "test_shape.cpp slice_backward_*"},
         {"contiguous", "test_shape.cpp contiguous_*"},
+        {"to_device", "test_ops.cpp to_device_* (moves to a GPU: tests/cuda test_cuda_codegen.cpp)"},
         {"cat", "test_shape.cpp cat_*"},
         {"full", "test_factory.cpp full_*"},
         {"arange", "test_factory.cpp arange_*"},

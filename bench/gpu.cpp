@@ -1,0 +1,161 @@
+// kiln on the GPU, in one run: eager CUDA kernels vs compiled (the CUDA emitter's fused
+// kernels), on the workloads of the CUDA issue, with the device's own copy bandwidth as the
+// limit. GPU time is measured with CUDA events (median of 100 timed calls after warm-up);
+// per-call wall time for the tiny calls. bench/torch_gpu.py measures PyTorch the same way;
+// bench/compare_gpu.py joins the two into one table. Prints one JSON object; without a GPU
+// it says why and exits 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+#include "tensor/cuda.h"
+
+using namespace kiln;
+
+namespace {
+
+const Device kCuda{DeviceType::cuda, 0};
+
+// Median GPU time of `f` over `reps` calls, each bracketed by events (after 10 warm-up calls).
+template <class F>
+double median_gpu_us(F&& f, int reps = 100) {
+    for (int i = 0; i < 10; ++i) f();
+    cuda::synchronize();
+    std::vector<double> times;
+    cuda::Event start, end;
+    for (int r = 0; r < reps; ++r) {
+        start.record();
+        f();
+        end.record();
+        times.push_back(start.elapsed_ms(end) * 1e3);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+// Wall time per call of `f` issued back to back (what a Python loop sees), in microseconds.
+template <class F>
+double wall_us_per_call(F&& f, int calls = 2000) {
+    for (int i = 0; i < 50; ++i) f();
+    cuda::synchronize();
+    std::vector<double> rounds;
+    for (int round = 0; round < 5; ++round) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) f();
+        cuda::synchronize();
+        rounds.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[rounds.size() / 2];
+}
+
+Tensor sin_cos(Tensor x, Tensor y) { return sin(x) + cos(y); }
+Tensor gelu(Tensor x, Tensor) { return 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x))); }
+Tensor modified_sigmoid(Tensor x, Tensor y) {
+    x = 1.0 / (exp(-x) + 5);
+    if (x.mean() > 0.5) x = x / 1.1;
+    return x * y;
+}
+Tensor softmax_rows(Tensor x, Tensor) { return softmax(x, 1); }
+Tensor layernorm_rows(Tensor x, Tensor) {
+    Tensor mu = x.mean({1}, true);
+    Tensor d = x - mu;
+    return d * rsqrt((d * d).mean({1}, true) + 1e-5);
+}
+
+std::string entry(const char* name, const char* what, double eager, double compiled, double extra = -1, const char* extra_name = nullptr) {
+    std::fprintf(stderr, "bench_gpu: %s done\n", name);  // progress, on stderr
+    char buf[512];
+    int n = std::snprintf(buf, sizeof buf, "{\"workload\": \"%s\", \"measure\": \"%s\", \"kiln_eager_us\": %.2f, \"kiln_compiled_us\": %.2f",
+                          name, what, eager, compiled);
+    if (extra_name) n += std::snprintf(buf + n, sizeof buf - n, ", \"%s\": %.3f", extra_name, extra);
+    std::snprintf(buf + n, sizeof buf - n, "}");
+    return buf;
+}
+
+}  // namespace
+
+int main() {
+    if (!cuda::is_available()) {
+        std::printf("{\"bench\": \"gpu\", \"skipped\": \"%s\"}\n", cuda::unavailable_reason().c_str());
+        return 0;
+    }
+    std::vector<std::string> rows;
+    const int64_t n = int64_t(1) << 24;  // 16M floats
+    Tensor x = randn({n}).cuda(), y = randn({n}).cuda(), dst = empty({n}, DType::float32, kCuda);
+    double copy_us = median_gpu_us([&] { dst.copy_(x); });
+    rows.push_back(entry("copy_16M", "gpu", copy_us, copy_us, 2.0 * double(n) * 4 / (copy_us * 1e3), "GBps"));
+
+    struct Flat {
+        const char* name;
+        Tensor (*fn)(Tensor, Tensor);
+        int arrays;  // floats moved per element: inputs read + output written
+    };
+    for (const Flat& w : {Flat{"sin_plus_cos_16M", sin_cos, 3}, Flat{"gelu_16M", gelu, 2}, Flat{"modified_sigmoid_16M", modified_sigmoid, 3}}) {
+        auto compiled = compile(w.fn);
+        double eager = median_gpu_us([&] { (void)w.fn(x, y); });
+        double comp = median_gpu_us([&] { (void)compiled(x, y); });
+        // the fraction of copy bandwidth: a copy moves 2 floats per element
+        rows.push_back(entry(w.name, "gpu", eager, comp, copy_us / 2.0 * w.arrays / comp, "fraction_of_copy_bandwidth"));
+    }
+    for (const Flat& w : {Flat{"softmax_4096x1024", softmax_rows, 2}, Flat{"layernorm_4096x1024", layernorm_rows, 2}}) {
+        const char* name = w.name;
+        auto fn = w.fn;
+        Tensor m = randn({4096, 1024}).cuda();
+        auto compiled = compile(fn);
+        double eager = median_gpu_us([&] { (void)fn(m, m); });
+        double comp = median_gpu_us([&] { (void)compiled(m, m); });
+        rows.push_back(entry(name, "gpu", eager, comp, codegen::last_compiled().generated_kernels, "generated_kernels"));
+    }
+    {  // the seed's tiny call: per-call wall time at n = 10
+        Tensor a = randn({10}).cuda(), b = randn({10}).cuda();
+        auto compiled = compile(sin_cos);
+        double eager = wall_us_per_call([&] { (void)sin_cos(a, b); });
+        double comp = wall_us_per_call([&] { (void)compiled(a, b); });
+        rows.push_back(entry("sin_plus_cos_n10_call", "wall", eager, comp));
+    }
+    {  // the AOT walk-through: (a + b + c + d).cos().cos(), forward + backward, n = 10
+        auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) { return cos(cos(a + b + c + d)); };
+        auto compiled = compile(fn);
+        std::vector<Tensor> in;
+        for (int i = 0; i < 4; ++i) in.push_back(randn({10}).cuda().requires_grad_());
+        auto step = [&](auto& f) {
+            for (Tensor& t : in) t.zero_grad();
+            f(in[0], in[1], in[2], in[3]).sum().backward();
+        };
+        double eager = wall_us_per_call([&] { step(fn); }, 500);
+        double comp = wall_us_per_call([&] { step(compiled); }, 500);
+        rows.push_back(entry("walkthrough_fwd_bwd_n10", "wall", eager, comp));
+    }
+    {  // MLP 784-512-512-10 training step, batch 256: forward, backward, SGD update
+        manual_seed(0);
+        auto param = [](Shape s, double scale) { return (randn(s) * scale).cuda().requires_grad_(); };
+        std::vector<Tensor> ps = {param({784, 512}, 0.03), param({512}, 0), param({512, 512}, 0.03), param({512}, 0),
+                                  param({512, 10}, 0.03), param({10}, 0)};
+        Tensor xb = randn({256, 784}).cuda();
+        Tensor onehot = (arange(10).unsqueeze(0) == randint(0, 10, {256, 1})).to(float32).cuda();
+        auto loss_fn = [&](Tensor input, Tensor t) {
+            Tensor h = relu(matmul(input, ps[0]) + ps[1]);
+            h = relu(matmul(h, ps[2]) + ps[3]);
+            return -(log_softmax(matmul(h, ps[4]) + ps[5], 1) * t).sum() * (1.0 / 256);
+        };
+        auto compiled = compile(loss_fn);
+        auto step = [&](auto& f) {
+            for (Tensor& p : ps) p.zero_grad();
+            f(xb, onehot).backward();
+            autograd::NoGradGuard no_grad;
+            for (Tensor& p : ps) p.add_(p.grad(), -0.01);
+        };
+        double eager = wall_us_per_call([&] { step(loss_fn); }, 200);
+        double comp = wall_us_per_call([&] { step(compiled); }, 200);
+        rows.push_back(entry("mlp_train_step_b256", "wall", eager, comp));
+    }
+    std::string out = "{\"bench\": \"gpu\", \"device\": \"" + cuda::device_name() + "\", \"stat\": \"median\", \"rows\": [\n  ";
+    for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n  " : "") + rows[i];
+    out += "\n]}";
+    std::printf("%s\n", out.c_str());
+    return 0;
+}

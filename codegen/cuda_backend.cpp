@@ -1,0 +1,107 @@
+// The CUDA backend's runner mirrors the CPU one (cpu_backend.cpp): values live in a flat
+// array by id; stored values get fresh device buffers from kiln's caching allocator; a
+// generated kernel is launched with its buffers and the symbols as arguments; host kernels
+// go through dispatch_eager, which runs CUDA tensors on the eager CUDA kernels.
+#include "codegen/cuda_backend.h"
+
+#include <algorithm>
+#include <array>
+
+#include "autograd/node.h"
+#include "codegen/emit_cuda.h"
+#include "codegen/graph_runtime.h"
+#include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
+
+namespace kiln::codegen {
+
+using namespace detail;
+
+CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : schedule_(std::move(schedule)), source_(std::move(source)) {
+    for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+        KernelKind kind = schedule_.kernels[k].kind;
+        bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
+        kernels_.push_back(generated ? cuda::detail::kernel(source_, schedule_.kernel_name(int(k))) : nullptr);
+        kernel_args_.push_back(schedule_.kernels[k].args());
+    }
+    for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
+    for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
+}
+
+std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const {
+    const LGraph& graph = schedule_.graph;
+    std::vector<int64_t> symbols = bind_symbols(graph, inputs, schedule_.num_symbols);
+    autograd::NoGradGuard no_grad;
+    std::vector<Tensor> env(static_cast<size_t>(num_value_ids_));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        Tensor t = inputs[i].device() == graph.device ? inputs[i] : cuda::to_device(inputs[i].detach(), graph.device);
+        env[graph.inputs[i].id] = contiguous_input(t);
+    }
+    std::vector<void*> pointers;  // the kernel's buffer pointers, then its symbols
+    std::vector<void*> args;      // what cuLaunchKernel takes: the address of each argument
+    std::vector<long long> syms(symbols.begin(), symbols.end());
+    int sms = 0;
+    for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+        const Kernel& kernel = schedule_.kernels[k];
+        if (!kernels_[k]) {
+            const LNode& n = graph.nodes[kernel.nodes[0]];
+            std::vector<Tensor> in;
+            for (int v : n.inputs) in.push_back(value_of(schedule_, v, env, symbols));
+            env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
+            continue;
+        }
+        for (int v : kernel.stores) env[v] = empty(concrete(schedule_.value(v).shape, symbols), DType::float32, graph.device);
+        const std::vector<int>& ids = kernel_args_[k];
+        pointers.resize(ids.size());
+        args.clear();
+        for (size_t a = 0; a < ids.size(); ++a) {
+            pointers[a] = env[ids[a]].numel() ? env[ids[a]].raw_data() : nullptr;
+            args.push_back(&pointers[a]);
+        }
+        for (long long& s : syms) args.push_back(&s);
+        Shape domain = concrete(kernel.domain, symbols);
+        if (kernel.kind == KernelKind::pointwise) {
+            int64_t n = shape_numel(domain);
+            cuda::detail::launch(kernels_[k], (n + 3) / 4, args.data());  // up to four elements per thread
+        } else {
+            int64_t rows = shape_numel(Shape(domain.begin(), domain.begin() + kernel.outer_dims));
+            int64_t row_size = shape_numel(Shape(domain.begin() + kernel.outer_dims, domain.end()));
+            if (rows == 0) continue;
+            if (!sms) sms = cuda::detail::multiprocessor_count();
+            unsigned grid = unsigned(std::min<int64_t>(rows, int64_t(sms) * 32));
+            cuda::detail::launch_grid(kernels_[k], grid, unsigned(cuda_row_block(rows, row_size, sms)), 0, args.data());
+        }
+    }
+    std::vector<Tensor> outputs;
+    outputs.reserve(graph.outputs.size());
+    for (int id : graph.outputs) outputs.push_back(value_of(schedule_, id, env, symbols));
+    return outputs;
+}
+
+std::vector<Schedule> schedule_many(const std::vector<LGraph>& graphs) {
+    std::vector<Schedule> schedules;
+    for (size_t i = 0; i < graphs.size(); ++i) {
+        schedules.push_back(schedule(graphs[i]));
+        if (graphs.size() > 1) schedules.back().prefix = "g" + std::to_string(i) + "_";
+    }
+    return schedules;
+}
+
+std::string emit_cuda_many(const std::vector<Schedule>& schedules) {
+    std::vector<const Schedule*> pointers;
+    for (const Schedule& s : schedules) pointers.push_back(&s);
+    return emit_cuda(pointers);
+}
+
+std::vector<CompiledCudaGraph> compile_cuda_many(const std::vector<LGraph>& graphs) {
+    cuda::detail::require("compiling a graph for CUDA");
+    std::vector<Schedule> schedules = schedule_many(graphs);
+    std::string source = emit_cuda_many(schedules);
+    std::vector<CompiledCudaGraph> compiled;
+    for (Schedule& s : schedules) compiled.emplace_back(std::move(s), source);
+    return compiled;
+}
+
+CompiledCudaGraph compile_cuda(const LGraph& graph) { return std::move(compile_cuda_many({graph}).front()); }
+
+}  // namespace kiln::codegen

@@ -1,0 +1,430 @@
+// The CUDA emitter. It reads the scheduler's kernels exactly as the C++ emitter does (same
+// homes, same accesses, same passes along a row) and writes CUDA C++: where the CPU code
+// hands chunks of a loop to a thread pool and vectorizes with xsimd, the GPU code gives each
+// thread a strided share of the loop, vectorizes contiguous loads with float4, and combines
+// a row's partial reductions across the thread block with warp shuffles.
+#include "codegen/emit_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "codegen/emit_cpp.h"
+#include "tensor/error.h"
+#include "tensor/kernels.h"
+
+namespace kiln::codegen {
+namespace {
+
+std::string float_literal(double value) {
+    float f = float(value);
+    if (std::isnan(f)) return "__int_as_float(0x7fc00000)";
+    if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", double(f));
+    std::string text = buf;
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    text += "f";
+    return f < 0 ? "(" + text + ")" : text;
+}
+
+std::string product_cpp(const Shape& shape, size_t begin, size_t end) {
+    SizeExpr e{1, {}};
+    for (size_t d = begin; d < end; ++d) e = e * size_expr(shape[d]);
+    return to_cpp(e);
+}
+
+std::string strip_zero(std::string index) {
+    if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
+    return index;
+}
+
+// How a loop reads (or writes) one value: fixed for the whole row, contiguous along it
+// (element j of the row is at base + j), or strided (base + sum of k_d * stride_d).
+enum class LoadKind { constant, contiguous, strided };
+struct LoadPlan {
+    LoadKind kind = LoadKind::constant;
+    std::string base;                             // offset + outer index terms
+    std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the row
+};
+
+struct Reduction {
+    const char* init;
+    const char* block;  // the block-wide combine in the prelude
+    std::string update(OpId op, const std::string& acc, const std::string& v) const {
+        return op == OpId::sum ? acc + " + " + v : op == OpId::amax ? "maximum(" + acc + ", " + v + ")" : "minimum(" + acc + ", " + v + ")";
+    }
+};
+Reduction reduction_of(OpId op) {
+    if (op == OpId::sum) return {"0.0f", "block_sum"};
+    if (op == OpId::amax) return {"(-infinity<float>())", "block_max"};
+    return {"infinity<float>()", "block_min"};
+}
+
+class CudaKernelEmitter {
+   public:
+    CudaKernelEmitter(const Schedule& s, int index, std::ostream& os)
+        : s_(s), k_(s.kernels[index]), index_(index), os_(os), rank_(int(k_.domain.size())) {}
+
+    void emit() {
+        row_ = k_.kind == KernelKind::row;
+        outer_ = row_ ? k_.outer_dims : 0;
+        bool all_contiguous = true;
+        for (const LoadPlan& p : element_loads()) all_contiguous = all_contiguous && p.kind != LoadKind::strided;
+        vec4_ = !row_ && all_contiguous && rank_ > 0;
+        std::string name = s_.kernel_name(index_);
+        os_ << "// " << name << ": " << describe() << "\n";
+        os_ << "extern \"C\" __global__ void " << name << "(";
+        std::vector<int> args = k_.args();
+        for (size_t i = 0; i < args.size(); ++i) {
+            bool out = i >= k_.loads.size();
+            os_ << (i ? ", " : "") << (out ? "float* __restrict__ " : "const float* __restrict__ ") << s_.value_name(args[i]) << "_ptr";
+        }
+        for (int k = 0; k < s_.num_symbols; ++k) os_ << (args.empty() && k == 0 ? "" : ", ") << "long long s" << k;
+        os_ << ") {\n";
+        if (row_) emit_row_kernel();
+        else emit_pointwise_kernel();
+        os_ << "}\n\n";
+    }
+
+   private:
+    const Schedule& s_;
+    const Kernel& k_;
+    int index_;
+    std::ostream& os_;
+    int rank_;
+    int outer_ = 0;      // leading domain dims indexed by `row`
+    bool row_ = false;
+    bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
+    std::set<int> row_scope_loads_;
+
+    bool in_kernel(int v) const {
+        const ValueInfo& info = s_.values.at(v);
+        return info.kernel == index_ && info.home != Home::view && s_.producer.count(v) &&
+               std::find(k_.nodes.begin(), k_.nodes.end(), s_.producer.at(v)) != k_.nodes.end();
+    }
+    bool per_row(int v) const { return in_kernel(v) && s_.values.at(v).per_row; }
+    const LNode& node(int index) const { return s_.graph.nodes[index]; }
+    bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
+
+    std::string describe() const {
+        if (row_) return "row, one block per row: " + product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
+        return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : " (strided loads)");
+    }
+
+    // Value v read by a node whose shape has `consumer_rank` dims (aligned right, NumPy-style).
+    LoadPlan plan_load(int v, size_t consumer_rank, bool row_context) const {
+        const Access& a = s_.values.at(v).access;
+        const Shape& shape = s_.value(v).shape;
+        LoadPlan p;
+        std::string outer_terms;
+        for (size_t d = 0; d < shape.size(); ++d) {
+            if (shape[d] == 1) continue;  // broadcast (or a dim of one): index 0
+            int dim = int(consumer_rank - shape.size() + d);
+            std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
+            if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
+            else if (!row_context) p.inner.push_back({dim, a.strides[d]});
+        }
+        p.base = strip_zero(to_cpp(a.offset) + outer_terms);
+        if (p.inner.empty()) return p;
+        std::vector<SizeExpr> want = contiguous_stride_exprs(Shape(k_.domain.begin() + outer_, k_.domain.end()));
+        size_t matched = 0;
+        for (int d = outer_; d < rank_; ++d) {
+            if (k_.domain[d] == 1) continue;
+            auto it = std::find_if(p.inner.begin(), p.inner.end(), [&](const auto& t) { return t.first == d; });
+            if (it == p.inner.end() || !(it->second == want[d - outer_])) return p.kind = LoadKind::strided, p;
+            ++matched;
+        }
+        p.kind = matched == p.inner.size() ? LoadKind::contiguous : LoadKind::strided;
+        return p;
+    }
+
+    std::vector<LoadPlan> element_loads() const {
+        std::vector<LoadPlan> plans;
+        for (int index : k_.nodes) {
+            if (!is_reduction(index) && per_row(node(index).out.id)) continue;
+            for (int v : node(index).inputs)
+                if (!in_kernel(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
+            for (int v : k_.stores)
+                if (v == node(index).out.id && !per_row(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
+        }
+        return plans;
+    }
+
+    std::string index_text(const LoadPlan& p) const {
+        std::string index = p.base;
+        if (p.kind == LoadKind::contiguous) index += " + j";
+        if (p.kind == LoadKind::strided)
+            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+        return strip_zero(index);
+    }
+
+    std::string ptr(int v) const { return s_.value_name(s_.values.at(v).access.buffer) + "_ptr"; }
+
+    std::string expression(const LNode& n) const {
+        const OpInfo& op = op_info(n.op);
+        std::vector<std::string> xs;
+        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(float_literal(n.attrs.scalar));
+        for (int v : n.inputs) xs.push_back(s_.value_name(v));
+        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(float_literal(n.attrs.scalar));
+        if (!op.math) return xs[0];  // contiguous / cast to float32: the value itself
+        return math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+    }
+
+    // Element nodes of this kernel that `targets` need, in execution order.
+    std::vector<int> element_closure(const std::vector<int>& targets) const {
+        std::set<int> seen;
+        std::function<void(int)> visit = [&](int index) {
+            for (int v : node(index).inputs)
+                if (in_kernel(v) && !per_row(v) && seen.insert(s_.producer.at(v)).second) visit(s_.producer.at(v));
+        };
+        for (int t : targets) {
+            if (!is_reduction(t)) seen.insert(t);
+            visit(t);
+        }
+        return std::vector<int>(seen.begin(), seen.end());
+    }
+
+    // The k_d of element j of the row (only when some array is strided along it).
+    void emit_inner_indices(const std::string& ind) {
+        bool strided = false;
+        for (const LoadPlan& p : element_loads()) strided = strided || p.kind == LoadKind::strided;
+        if (!strided || rank_ == outer_) return;
+        os_ << ind << "long long rest_j = j;\n";
+        for (int d = rank_ - 1; d > outer_; --d)
+            os_ << ind << "const long long k" << d << " = rest_j % " << to_cpp(size_expr(k_.domain[d])) << "; rest_j /= "
+                << to_cpp(size_expr(k_.domain[d])) << ";\n";
+        os_ << ind << "const long long k" << outer_ << " = rest_j;\n";
+    }
+
+    // Loads, statements, reduction updates and stores of one element j (lane c of a float4
+    // group when `lane` is set: loads and stores then go through the group's arrays).
+    void emit_element(const std::string& ind, const std::vector<int>& body, const std::vector<int>& reductions,
+                      const std::vector<int>& stores, bool lane) {
+        std::set<int> loaded;
+        auto load = [&](int v) {
+            if (in_kernel(v) || !loaded.insert(v).second) return;
+            LoadPlan p = plan_load(v, rank_, false);
+            if (lane && p.kind == LoadKind::contiguous) os_ << ind << "const float " << s_.value_name(v) << " = " << s_.value_name(v) << "_v[c];\n";
+            else os_ << ind << "const float " << s_.value_name(v) << " = " << ptr(v) << "[" << index_text(p) << "];\n";
+        };
+        std::vector<int> all = body;
+        all.insert(all.end(), reductions.begin(), reductions.end());
+        for (int index : all)
+            for (int v : node(index).inputs) load(v);
+        for (int index : body) os_ << ind << "const float " << s_.value_name(node(index).out.id) << " = " << expression(node(index)) << ";\n";
+        for (int r : reductions) {
+            std::string acc = s_.value_name(node(r).out.id);
+            os_ << ind << acc << " = " << reduction_of(node(r).op).update(node(r).op, acc, s_.value_name(node(r).inputs[0])) << ";\n";
+        }
+        for (int v : stores) {
+            if (lane) os_ << ind << s_.value_name(v) << "_v[c] = " << s_.value_name(v) << ";\n";
+            else os_ << ind << s_.value_name(v) << "_ptr[" << index_text(plan_load(v, rank_, false)) << "] = " << s_.value_name(v) << ";\n";
+        }
+    }
+
+    void emit_pointwise_kernel() {
+        std::vector<int> stores = k_.stores;
+        std::vector<int> store_nodes;
+        for (int v : stores) store_nodes.push_back(s_.producer.at(v));
+        std::vector<int> body = element_closure(store_nodes);
+        os_ << "    const long long n = " << product_cpp(k_.domain, 0, rank_) << ";\n";
+        os_ << "    const long long step = (long long)blockDim.x * gridDim.x;\n";
+        os_ << "    long long first = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n";
+        if (vec4_) {
+            // Contiguous arrays: groups of four elements, when every array's start is 16-byte aligned.
+            std::vector<std::pair<int, LoadPlan>> arrays;
+            std::set<int> seen;
+            for (int index : body)
+                for (int v : node(index).inputs)
+                    if (!in_kernel(v) && seen.insert(v).second) arrays.push_back({v, plan_load(v, rank_, false)});
+            for (int v : stores) arrays.push_back({v, plan_load(v, rank_, false)});
+            os_ << "    bool aligned = true;\n";
+            for (const auto& [v, p] : arrays)
+                if (p.kind == LoadKind::contiguous)
+                    os_ << "    aligned = aligned && ((unsigned long long)(" << ptr(v) << " + " << p.base << ") % 16 == 0);\n";
+            os_ << "    if (aligned) {\n";
+            os_ << "        for (long long q = first; q < n / 4; q += step) {\n";
+            os_ << "            const long long j0 = q * 4;\n";
+            for (const auto& [v, p] : arrays) {
+                bool is_store = std::find(stores.begin(), stores.end(), v) != stores.end();
+                if (is_store) os_ << "            float " << s_.value_name(v) << "_v[4];\n";  // every store: written at the loop index
+                else if (p.kind == LoadKind::contiguous)
+                    os_ << "            const float4 " << s_.value_name(v) << "_q = *reinterpret_cast<const float4*>(" << ptr(v) << " + "
+                        << strip_zero(p.base + " + j0") << ");\n"
+                        << "            const float " << s_.value_name(v) << "_v[4] = {" << s_.value_name(v) << "_q.x, " << s_.value_name(v)
+                        << "_q.y, " << s_.value_name(v) << "_q.z, " << s_.value_name(v) << "_q.w};\n";
+            }
+            os_ << "#pragma unroll\n";
+            os_ << "            for (int c = 0; c < 4; ++c) {\n";
+            os_ << "                [[maybe_unused]] const long long j = j0 + c;\n";
+            emit_element("                ", body, {}, stores, true);
+            os_ << "            }\n";
+            for (int v : stores) {
+                std::string name = s_.value_name(v);
+                os_ << "            *reinterpret_cast<float4*>(" << name << "_ptr + " << strip_zero(plan_load(v, rank_, false).base + " + j0")
+                    << ") = make_float4(" << name << "_v[0], " << name << "_v[1], " << name << "_v[2], " << name << "_v[3]);\n";
+            }
+            os_ << "        }\n";
+            os_ << "        first += n / 4 * 4;  // the tail, one element at a time\n";
+            os_ << "    }\n";
+        }
+        os_ << "    for (long long j = first; j < n; j += step) {\n";
+        emit_inner_indices("        ");
+        emit_element("        ", body, {}, stores, false);
+        os_ << "    }\n";
+    }
+
+    // ---- row kernels
+
+    void emit_row_store(const std::string& ind, int v) {
+        if (std::find(k_.stores.begin(), k_.stores.end(), v) == k_.stores.end()) return;
+        LoadPlan p = plan_load(v, s_.value(v).shape.size(), true);
+        os_ << ind << "if (threadIdx.x == 0) " << s_.value_name(v) << "_ptr[" << p.base << "] = " << s_.value_name(v) << ";\n";
+    }
+
+    void emit_per_row_node(const std::string& ind, int index) {
+        const LNode& n = node(index);
+        for (int v : n.inputs) {
+            if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
+            LoadPlan p = plan_load(v, n.out.shape.size(), true);
+            os_ << ind << "const float " << s_.value_name(v) << " = " << ptr(v) << "[" << p.base << "];\n";
+        }
+        os_ << ind << "const float " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
+        emit_row_store(ind, n.out.id);
+    }
+
+    // One loop along the row, each thread taking every blockDim.x-th element: folds
+    // `reductions` (then combined across the block) and writes `stores`.
+    void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores) {
+        std::vector<int> targets = reductions;
+        for (int v : stores) targets.push_back(s_.producer.at(v));
+        std::vector<int> body = element_closure(targets);
+        std::string names;
+        for (int t : targets) names += " " + s_.value_name(node(t).out.id);
+        os_ << ind << "// pass along the row computing" << names << "\n";
+        for (int r : reductions) os_ << ind << "float " << s_.value_name(node(r).out.id) << " = " << reduction_of(node(r).op).init << ";\n";
+        os_ << ind << "for (long long j = threadIdx.x; j < row_size; j += blockDim.x) {\n";
+        emit_inner_indices(ind + "    ");
+        emit_element(ind + "    ", body, reductions, stores, false);
+        os_ << ind << "}\n";
+        for (int r : reductions) {
+            std::string name = s_.value_name(node(r).out.id);
+            os_ << ind << name << " = " << reduction_of(node(r).op).block << "(" << name << ", shared);\n";
+            emit_row_store(ind, node(r).out.id);
+        }
+    }
+
+    bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {
+        for (int index : nodes)
+            for (int v : node(index).inputs)
+                if (values.count(v)) return true;
+        return false;
+    }
+
+    void emit_row_kernel() {
+        os_ << "    __shared__ float shared[32];\n";
+        os_ << "    const long long rows = " << product_cpp(k_.domain, 0, outer_) << ";\n";
+        os_ << "    const long long row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        os_ << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+        std::string ind = "        ";
+        os_ << ind << "[[maybe_unused]] long long rest = row;\n";
+        for (int d = outer_ - 1; d > 0; --d)
+            os_ << ind << "const long long i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
+                << to_cpp(size_expr(k_.domain[d])) << ";\n";
+        if (outer_ > 0) os_ << ind << "const long long i0 = rest;\n";
+        // Reductions are grouped into one pass while none needs another's result (as on the CPU).
+        row_scope_loads_.clear();
+        std::vector<int> pending;
+        std::set<int> pending_values;
+        auto flush = [&] {
+            if (!pending.empty()) emit_pass(ind, pending, {});
+            pending.clear(), pending_values.clear();
+        };
+        for (int index : k_.nodes) {
+            int out = node(index).out.id;
+            if (is_reduction(index)) {
+                std::vector<int> needs = element_closure({index});
+                needs.push_back(index);
+                if (reads_any(needs, pending_values)) flush();
+                pending.push_back(index), pending_values.insert(out);
+            } else if (per_row(out)) {
+                if (reads_any({index}, pending_values)) flush();
+                emit_per_row_node(ind, index);
+            }
+        }
+        std::vector<int> stores;
+        for (int v : k_.stores)
+            if (!per_row(v)) stores.push_back(v);
+        std::vector<int> store_nodes;
+        for (int v : stores) store_nodes.push_back(s_.producer.at(v));
+        if (!stores.empty() && !reads_any(element_closure(store_nodes), pending_values)) {
+            emit_pass(ind, pending, stores);
+        } else {
+            flush();
+            if (!stores.empty()) emit_pass(ind, {}, stores);
+        }
+        os_ << "    }\n";
+    }
+};
+
+// Block-wide combines for row kernels: shuffles within each warp, then the warps' results
+// through shared memory, and every thread gets the row's value. blockDim.x is a multiple of 32.
+const char* kRowPrelude = R"(template <int Op> __device__ inline float combine(float a, float b) {
+    return Op == 0 ? a + b : Op == 1 ? maximum(a, b) : minimum(a, b);
+}
+template <int Op> __device__ inline float block_combine(float v, float identity, float* shared) {
+    for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    __syncthreads();  // the slots' readers from the last combine are done
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < warps ? shared[lane] : identity;
+    for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ inline float block_sum(float v, float* shared) { return block_combine<0>(v, 0.0f, shared); }
+__device__ inline float block_max(float v, float* shared) { return block_combine<1>(v, -infinity<float>(), shared); }
+__device__ inline float block_min(float v, float* shared) { return block_combine<2>(v, infinity<float>(), shared); }
+
+)";
+
+void emit_schedule(const Schedule& s, std::ostream& os) {
+    os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": " << s.graph.nodes.size() << " nodes, "
+       << s.kernels.size() << " kernels\n";
+    for (size_t k = 0; k < s.kernels.size(); ++k) {
+        const Kernel& kernel = s.kernels[k];
+        if (kernel.kind == KernelKind::pointwise || kernel.kind == KernelKind::row) {
+            CudaKernelEmitter(s, int(k), os).emit();
+        } else {
+            os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
+               << (kernel.kind == KernelKind::blas ? " runs through the eager matmul (cuBLAS)\n\n" : " runs through the eager dispatcher\n\n");
+        }
+    }
+}
+
+}  // namespace
+
+std::string emit_cuda(const std::vector<const Schedule*>& schedules) {
+    std::ostringstream os;
+    os << "// Generated by kiln (codegen/emit_cuda.cpp) for NVRTC. One __global__ function per kernel; see docs/cuda.md.\n";
+    os << cuda_math_prelude();
+    os << "namespace kiln_math {\n" << kRowPrelude;
+    for (const Schedule* s : schedules) emit_schedule(*s, os);
+    os << "}  // namespace kiln_math\n";
+    return os.str();
+}
+
+std::string emit_cuda(const Schedule& schedule) { return emit_cuda(std::vector<const Schedule*>{&schedule}); }
+
+int cuda_row_block(int64_t rows, int64_t row_size, int sms) {
+    if (rows < sms) return 1024;  // few rows: wide blocks
+    if (row_size >= 1024) return 256;
+    if (row_size >= 256) return 128;
+    return 32;
+}
+
+}  // namespace kiln::codegen

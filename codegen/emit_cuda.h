@@ -1,0 +1,28 @@
+// The CUDA emitter (DESIGN.md §8): the same Schedule the C++ emitter reads, written as one
+// CUDA C++ translation unit for NVRTC, with one extern "C" __global__ function per generated
+// kernel. See docs/cuda.md "Compiled functions on the GPU".
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codegen/schedule.h"
+
+namespace kiln::codegen {
+
+// Every generated CUDA kernel takes its buffers (Kernel::args(): loads, then stores, as
+// float32 device pointers) and then the symbols s0, s1, ... as `long long`, by value.
+//
+// Pointwise kernels are grid-stride loops over the domain's elements, four at a time
+// through float4 loads and stores when every array is contiguous along the loop and 16-byte
+// aligned (checked in the kernel), one at a time with index math otherwise. Row kernels are
+// one thread block per row (grid-stride over rows): each pass along the row folds a
+// per-thread partial, then the block combines them with warp shuffles, so softmax and
+// layernorm are one kernel each, as on the CPU.
+std::string emit_cuda(const Schedule& schedule);
+std::string emit_cuda(const std::vector<const Schedule*>& schedules);
+
+// Threads per block a row kernel is launched with, for `rows` rows (its loops do not depend
+// on it: any multiple of 32 up to 1024 is correct).
+int cuda_row_block(int64_t rows, int64_t row_size, int sms);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,26 @@
+// Internal to codegen/: what the CPU and CUDA runners of a Schedule share (cpu_backend.cpp
+// defines them). Host kernels (blas, fallback) and views that leave a graph run through
+// dispatch_eager, which sends CUDA tensors to the eager CUDA kernels.
+#pragma once
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codegen/schedule.h"
+
+namespace kiln::codegen::detail {
+
+// `shape` with its symbols replaced by their values.
+Shape concrete(const Shape& shape, const std::vector<int64_t>& symbols);
+std::string shape_text(const Shape& shape);  // [s0, 3]
+// Binds s0, s1, ... from the input shapes and checks every input's dtype, shape and device
+// (a 0-d input may be on any device) against the graph; throws kiln::Error naming the input.
+std::vector<int64_t> bind_symbols(const LGraph& graph, std::span<const Tensor> inputs, int num_symbols);
+std::vector<int64_t> bind_symbols(const LGraph& graph, std::span<const Tensor> inputs, int num_symbols, Device device);
+Tensor eval_node(const LNode& n, std::span<const Tensor> inputs, const std::vector<int64_t>& symbols);
+Tensor contiguous_input(const Tensor& t);
+// The value `id`, built on demand through the eager dispatcher from its inputs (views that
+// a host kernel reads or the graph returns); `env` is indexed by value id.
+Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const std::vector<int64_t>& symbols);
+
+}  // namespace kiln::codegen::detail

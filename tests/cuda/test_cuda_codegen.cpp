@@ -1,0 +1,346 @@
+// The CUDA emitter and backend. Compile-only cases need NVRTC and no GPU, so they run in CI:
+// the emitter's source for 256 seeded random programs (forward and backward halves, the same
+// generator as the CPU differential test) and for softmax, layernorm and symbolic sizes is
+// compiled to PTX for compute_90. On a GPU machine the same programs run on the device and
+// must equal eager CPU autograd, and compile() with CUDA tensors goes through the generated
+// kernels (the seed programs, a training step, softmax and layernorm one kernel each).
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <optional>
+
+#include "codegen/cuda_backend.h"
+#include "codegen/emit_cuda.h"
+#include "codegen/inductor.h"
+#include "codegen/lower_graph.h"
+#include "jit/aot/aot.h"
+#include "kiln.h"
+#include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
+#include "tests/codegen/compare.h"
+#include "tests/codegen/lgraph_builder.h"
+#include "tests/codegen/random_programs.h"
+
+using namespace kiln;
+using namespace kiln::codegen;
+namespace utf = boost::unit_test;
+
+namespace {
+
+const Device kCuda{DeviceType::cuda, 0};
+
+struct NeedsGpu {
+    boost::test_tools::assertion_result operator()(utf::test_unit_id) {
+        if (cuda::is_available()) return true;
+        std::cout << "cuda codegen: SKIPPED (no usable GPU: " << cuda::unavailable_reason() << ")\n";
+        boost::test_tools::assertion_result r(false);
+        r.message() << "no usable GPU: " << cuda::unavailable_reason();
+        return r;
+    }
+};
+
+bool have_nvrtc() {
+    if (cuda::detail::nvrtc_unavailable_reason().empty()) return true;
+    std::cout << "cuda codegen: SKIPPED compile-only test (" << cuda::detail::nvrtc_unavailable_reason() << ")\n";
+    return false;
+}
+
+int count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+// The random programs, each split by AOT into forward and backward halves, lowered.
+struct Programs {
+    std::vector<kiln_test::Program> programs;
+    std::vector<jit::aot::AotPlan> plans;
+    std::vector<LGraph> halves;  // program i: 2i (forward), 2i+1 (backward)
+};
+Programs random_programs(int n, uint32_t seed, Device device) {
+    Programs out;
+    manual_seed(seed);
+    kiln_test::ProgramGenerator generator(seed);
+    for (int i = 0; i < n; ++i) {
+        out.programs.push_back(generator.make());
+        out.plans.push_back(jit::aot::plan(*out.programs.back().graph, out.programs.back().inputs));
+        for (const auto& half : {out.plans.back().forward, out.plans.back().backward}) {
+            Lowered lowered = lower(*half);
+            BOOST_REQUIRE_MESSAGE(lowered.graph, lowered.why_not);
+            lowered.graph->device = device;
+            for (LNode& n : lowered.graph->nodes)  // as if recorded on the device: factories make their tensors there
+                if (op_info(n.op).kind == OpKind::factory || op_info(n.op).kind == OpKind::random) n.attrs.device = device;
+            out.halves.push_back(*lowered.graph);
+        }
+    }
+    return out;
+}
+
+// A graph recorded from eager calls (the random programs' recorder).
+LGraph record(const std::function<int(kiln_test::Recorder&, int)>& body, const Shape& shape) {
+    kiln_test::Recorder r;
+    int x = r.input(randn(shape), "x");
+    int out = body(r, x);
+    Lowered lowered = lower(*r.b.build({out}));
+    BOOST_REQUIRE(lowered.graph);
+    return *lowered.graph;
+}
+
+int softmax_graph(kiln_test::Recorder& r, int x) {
+    int m = r.call(OpId::amax, {x}, {.dims = {-1}, .keepdim = true});
+    int e = r.call(OpId::exp, {r.call(OpId::sub, {x, m})});
+    return r.call(OpId::div, {e, r.call(OpId::sum, {e}, {.dims = {-1}, .keepdim = true})});
+}
+
+int layernorm_graph(kiln_test::Recorder& r, int x) {
+    double inv_n = 1.0 / double(r.shape(x).back());
+    int mean = r.call(OpId::mul, {r.call(OpId::sum, {x}, {.dims = {-1}, .keepdim = true})}, {.scalar = inv_n, .scalar_pos = ScalarPos::right});
+    int centered = r.call(OpId::sub, {x, mean});
+    int var = r.call(OpId::mul, {r.call(OpId::sum, {r.call(OpId::mul, {centered, centered})}, {.dims = {-1}, .keepdim = true})},
+                     {.scalar = inv_n, .scalar_pos = ScalarPos::right});
+    int rstd = r.call(OpId::div, {r.call(OpId::sqrt, {r.call(OpId::add, {var}, {.scalar = 1e-5, .scalar_pos = ScalarPos::right})})},
+                      {.scalar = 1.0, .scalar_pos = ScalarPos::left});
+    return r.call(OpId::mul, {centered, rstd});
+}
+
+std::string compile_ptx(const std::string& source) { return cuda::detail::compile_cubin(source, "generated", 90, /*ptx_only=*/true); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_codegen)
+
+// 256 programs -> 512 halves in 4 NVRTC programs; a failing batch is retried graph by graph
+// so that the failure names the program.
+BOOST_AUTO_TEST_CASE(the_emitted_source_of_random_programs_compiles_with_nvrtc) {
+    if (!have_nvrtc()) return;
+    Programs p = random_programs(256, 20251124, kCuda);
+    auto start = std::chrono::steady_clock::now();
+    size_t compiled = 0, float4_kernels = 0, row_kernels = 0;
+    const size_t batch = 128;
+    for (size_t first = 0; first < p.halves.size(); first += batch) {
+        std::vector<LGraph> graphs(p.halves.begin() + first, p.halves.begin() + std::min(p.halves.size(), first + batch));
+        std::string source = emit_cuda_many(schedule_many(graphs));
+        float4_kernels += count(source, "float4 when aligned");
+        row_kernels += count(source, "one block per row");
+        try {
+            BOOST_TEST(compile_ptx(source).size() > 100u);
+            compiled += graphs.size();
+        } catch (const Error&) {
+            for (size_t i = 0; i < graphs.size(); ++i)
+                BOOST_TEST_CONTEXT("program " << (first + i) / 2 << (i % 2 ? " backward" : " forward") << "\n" << schedule(graphs[i]).print()) {
+                    try {
+                        compile_ptx(emit_cuda(schedule(graphs[i])));
+                    } catch (const Error& e) {
+                        BOOST_ERROR(std::string(e.what()).substr(0, 4000));
+                    }
+                }
+        }
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BOOST_TEST(compiled == p.halves.size());
+    BOOST_TEST(float4_kernels > 50u);  // both loop shapes are exercised
+    BOOST_TEST(row_kernels > 50u);
+    std::cout << "cuda codegen: " << compiled << " random graphs (" << float4_kernels << " float4 pointwise, " << row_kernels
+              << " row kernels) compiled with NVRTC to PTX in " << seconds << " s\n";
+}
+
+BOOST_AUTO_TEST_CASE(softmax_and_layernorm_are_one_cuda_kernel_each) {
+    for (auto [name, body] : {std::pair{"softmax", &softmax_graph}, std::pair{"layernorm", &layernorm_graph}}) {
+        BOOST_TEST_CONTEXT(name) {
+            LGraph g = record(body, {64, 1024});
+            g.device = kCuda;
+            Schedule s = schedule(g);
+            int generated = 0;
+            for (const Kernel& k : s.kernels) generated += k.kind == KernelKind::pointwise || k.kind == KernelKind::row;
+            BOOST_TEST(generated == 1);
+            std::string source = emit_cuda(s);
+            BOOST_TEST(count(source, "__global__ void") == 1);
+            BOOST_TEST(count(source, "= block_sum(") + count(source, "= block_max(") == 2);  // two block-wide combines in it
+            if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(source));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(symbolic_sizes_are_kernel_arguments) {
+    using namespace kiln::codegen::testing;
+    GraphBuilder b;
+    int x = b.input({s0, 8}, "x"), y = b.input({8}, "y");
+    int t = b.unary(OpId::tanh, b.binary(OpId::add, x, y));
+    int r = b.reduce(OpId::sum, t, {-1}, true);
+    b.output(b.binary(OpId::sub, t, r));
+    b.graph.device = kCuda;
+    std::string source = emit_cuda(schedule(b.graph));
+    BOOST_TEST(count(source, "long long s0") >= 1);
+    if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(source));
+    // A permuted read is strided: no float4 path, index math per dim instead.
+    GraphBuilder p;
+    int a = p.input({16, 32}, "a");
+    p.output(p.unary(OpId::exp, p.node(OpId::permute, {a}, {.dims = {1, 0}}, {32, 16})));
+    std::string strided = emit_cuda(schedule(p.graph));
+    BOOST_TEST(count(strided, "float4") == 0);
+    BOOST_TEST(count(strided, "rest_j") > 0);
+    if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(strided));
+}
+
+// ---- on the GPU
+
+BOOST_AUTO_TEST_CASE(random_programs_on_the_gpu_match_eager_cpu, *utf::precondition(NeedsGpu())) {
+    constexpr int kPrograms = 192;
+    Programs p = random_programs(kPrograms, 20240614, kCuda);
+    auto start = std::chrono::steady_clock::now();
+    std::vector<CompiledCudaGraph> compiled = compile_cuda_many(p.halves);
+    double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int failures = 0, checked = 0, arbitrated = 0;
+    for (int i = 0; i < kPrograms; ++i) {
+        const kiln_test::Program& prog = p.programs[i];
+        const jit::aot::AotPlan& plan = p.plans[i];
+        std::vector<Tensor> tangents;
+        for (int k : plan.tangent_outputs) tangents.push_back(randn(prog.graph->nodes()[prog.graph->outputs()[k]].meta.shape));
+        kiln_test::Reference ref = kiln_test::eager_reference(prog, plan, tangents);
+        std::optional<kiln_test::Reference> exact, nudged;
+        std::vector<Tensor> primals;
+        for (const Tensor& x : prog.inputs) primals.push_back(x.detach().cuda());
+        std::vector<Tensor> res = compiled[2 * i].run(primals);
+        std::vector<Tensor> bw_in(res.begin() + plan.num_outputs, res.end());
+        for (const Tensor& t : tangents) bw_in.push_back(t.cuda());
+        std::vector<Tensor> grads = compiled[2 * i + 1].run(bw_in);
+        auto check = [&](const Tensor& gpu, const Tensor& want, const std::string& what, bool is_grad, size_t k) {
+            ++checked;
+            Tensor got = gpu.defined() ? gpu.cpu() : gpu;
+            BOOST_TEST((!gpu.defined() || gpu.device() == kCuda));
+            double error = kiln_test::relative_error(got, want);
+            if (error > 1e-4) {  // the float64 arbiter, as in the CPU differential test
+                if (!exact) exact = kiln_test::exact_reference(prog, plan, tangents), nudged = kiln_test::exact_reference(prog, plan, tangents, 0x1p-24);
+                const Tensor& truth = is_grad ? exact->grads[k] : exact->outputs[k];
+                double off = kiln_test::relative_error(got, truth), eager_off = kiln_test::relative_error(want, truth);
+                double sensitivity = kiln_test::relative_error(is_grad ? nudged->grads[k] : nudged->outputs[k], truth);
+                ++arbitrated;
+                if (off <= eager_off + sensitivity + 1e-5) return;
+            }
+            if (error > 1e-4 && ++failures <= 5)
+                BOOST_ERROR("program " << i << " " << what << ": error " << error << "\n" << *prog.graph << "forward:\n"
+                                       << compiled[2 * i].schedule().print() << "backward:\n" << compiled[2 * i + 1].schedule().print());
+        };
+        for (int k = 0; k < plan.num_outputs; ++k) check(res[k], ref.outputs[k], "output " + std::to_string(k), false, size_t(k));
+        for (size_t j = 0; j < prog.inputs.size(); ++j) {
+            int slot = plan.input_grad_slot[j];
+            check(slot >= 0 ? grads[slot] : Tensor(), ref.grads[j], "grad of input " + std::to_string(j), true, j);
+        }
+    }
+    std::cout << "cuda codegen: " << kPrograms << " random programs on the GPU, forward + backward: " << checked << " tensors checked ("
+              << arbitrated << " judged against float64); NVRTC build " << build_s << " s\n";
+    BOOST_TEST(failures == 0);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_functions_on_cuda_use_generated_kernels, *utf::precondition(NeedsGpu())) {
+    // foo from the seeds: one fused kernel, equal to eager.
+    auto foo = [](const Tensor& x, const Tensor& y) { return sin(x) + cos(y); };
+    auto cfoo = compile(foo);
+    Tensor x = randn({10, 10}), y = randn({10, 10});
+    codegen::InductorStats before = codegen::inductor_stats();
+    Tensor got = cfoo(x.cuda(), y.cuda());
+    BOOST_TEST((got.device() == kCuda));
+    BOOST_TEST(kiln_test::relative_error(got.cpu(), foo(x, y)) < 1e-5);
+    BOOST_TEST(codegen::inductor_stats().calls_compiled > before.calls_compiled);
+    BOOST_TEST(codegen::last_compiled().cuda);
+    BOOST_TEST(count(codegen::last_compiled().source, "__global__ void") == 1);
+    // The same function with CPU tensors: a new entry (the device is guarded), CPU code.
+    BOOST_TEST(kiln_test::relative_error(cfoo(x, y), foo(x, y)) < 1e-5);
+    BOOST_TEST((cfoo(x, y).device() == cpu));
+    BOOST_TEST(!codegen::last_compiled().cuda);
+
+    // softmax and layernorm through compile(): one generated kernel each.
+    auto sm = compile([](const Tensor& t) { return softmax(t, -1); });
+    Tensor big = randn({128, 1024});
+    BOOST_TEST(kiln_test::relative_error(sm(big.cuda()).cpu(), softmax(big, -1)) < 1e-5);
+    BOOST_TEST(codegen::last_compiled().generated_kernels == 1);
+
+    // bar from the seeds: a data-dependent branch, 3 graphs, right on both branches.
+    jit::reset();
+    auto bar = [](const Tensor& a, const Tensor& b) {
+        Tensor t = a / (abs(a) + 1.0);
+        if (b.sum().item<float>() < 0) return t * -1.0;
+        return t * b;
+    };
+    auto cbar = compile(bar);
+    Tensor a = randn({10}), b = randn({10});
+    for (Tensor bb : {b, -b.abs() - 1.0, b.abs() + 1.0}) BOOST_TEST(kiln_test::relative_error(cbar(a.cuda(), bb.cuda()).cpu(), bar(a, bb)) < 1e-5);
+    BOOST_TEST(jit::counters().graphs_compiled == 3);
+
+    // The walk-through's training step: forward and backward compiled on the GPU.
+    auto loss_fn = [](const Tensor& w, const Tensor& xs) { return (cos(cos(xs * w))).sum(); };
+    auto closs = compile(loss_fn);
+    Tensor w = randn({16}), xs = randn({8, 16});
+    Tensor wg = w.cuda().detach().requires_grad_();
+    Tensor l = closs(wg, xs.cuda());
+    l.backward();
+    Tensor wc = w.detach().requires_grad_();
+    loss_fn(wc, xs).backward();
+    BOOST_TEST(kiln_test::relative_error(l.cpu(), loss_fn(w, xs)) < 1e-5);
+    BOOST_TEST(kiln_test::relative_error(wg.grad().cpu(), wc.grad()) < 1e-4);
+    BOOST_TEST((wg.grad().device() == kCuda));
+}
+
+Tensor modified_sigmoid(Tensor x, Tensor y) {
+    x = 1.0 / (exp(-x) + 5);
+    if (x.mean() > 0.5) x = x / 1.1;
+    return x * y;
+}
+
+// The seed's modified_sigmoid on CUDA tensors that need grad: two compiles (sizes 10, then
+// 8 made dynamic), then hits at new sizes; values and gradients equal eager on the CPU.
+BOOST_AUTO_TEST_CASE(modified_sigmoid_on_cuda_compiles_twice_with_gradients, *utf::precondition(NeedsGpu())) {
+    jit::reset();
+    auto f = compile(modified_sigmoid, {.arg_names = {"x", "y"}});
+    for (int64_t n : {10, 8, 10, 8, 12, 1000, 1 << 20}) {
+        Tensor x = randn({n}), y = randn({n});
+        Tensor xg = x.cuda().requires_grad_(), yg = y.cuda().requires_grad_();
+        Tensor got = f(xg, yg);
+        got.sum().backward();
+        Tensor xc = x.detach().requires_grad_(), yc = y.detach().requires_grad_();
+        Tensor want = modified_sigmoid(xc, yc);
+        want.sum().backward();
+        BOOST_TEST_CONTEXT("n = " << n) {
+            BOOST_TEST(kiln_test::relative_error(got.detach().cpu(), want.detach()) < 1e-5);
+            BOOST_TEST(kiln_test::relative_error(xg.grad().cpu(), xc.grad()) < 1e-4);
+            BOOST_TEST(kiln_test::relative_error(yg.grad().cpu(), yc.grad()) < 1e-5);
+        }
+    }
+    BOOST_TEST(jit::counters().compiles == 2);
+}
+
+BOOST_AUTO_TEST_CASE(moves_between_devices_are_recorded_and_differentiable) {
+    // x.to(device) is an op of the table (to_device): the JIT records it like any other (a
+    // replay without it would return a CPU tensor), and its gradient goes back to the source.
+    auto fn = [](const Tensor& x) { return sin((x * 2.0).to(kCuda)) + 1.0; };
+    auto cfn = compile(fn);
+    Tensor x = randn({4});
+    if (!cuda::is_available()) {  // without a GPU the move raises, compiled or not
+        BOOST_CHECK_THROW(fn(x), Error);
+        BOOST_CHECK_THROW(cfn(x), Error);
+        return;
+    }
+    jit::reset();
+    for (int i = 0; i < 3; ++i) {
+        Tensor xi = (x + double(i)).detach().requires_grad_();
+        Tensor got = cfn(xi);
+        BOOST_TEST((got.device() == kCuda));
+        BOOST_TEST(kiln_test::relative_error(got.detach().cpu(), sin(xi.detach() * 2.0) + 1.0) < 1e-5);
+        got.sum().backward();
+        BOOST_TEST((xi.grad().device() == cpu));
+        BOOST_TEST(kiln_test::relative_error(xi.grad(), 2.0 * cos(xi.detach() * 2.0)) < 1e-5);
+    }
+    BOOST_TEST(jit::counters().compiles == 1);
+    BOOST_TEST(jit::counters().eager_runs == 0);
+    // Eager: there and back again, gradients flow through both moves.
+    Tensor w = randn({3}).requires_grad_();
+    ((w.to(kCuda) * 3.0).cpu() * w).sum().backward();
+    BOOST_TEST(kiln_test::relative_error(w.grad(), 6.0 * w.detach()) < 1e-6);
+    // Factories inside a compiled function make their tensors where they were asked to.
+    auto make = compile([](const Tensor& t) { return t + ones({4}, {.device = kCuda}) + arange(4, {.device = kCuda}); });
+    Tensor t = randn({4}).cuda();
+    for (int i = 0; i < 2; ++i) BOOST_TEST(kiln_test::relative_error(make(t).cpu(), t.cpu() + 1.0 + arange(4)) < 1e-6);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
