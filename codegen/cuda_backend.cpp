@@ -23,6 +23,8 @@ CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : sc
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
         kernels_.push_back(generated ? cuda::detail::kernel(source_, schedule_.kernel_name(int(k))) : nullptr);
         kernel_args_.push_back(schedule_.kernels[k].args());
+        split_reductions_.push_back(generated ? cuda_split_reductions(schedule_, int(k)) : 0);
+        max_block_.push_back(generated ? cuda::detail::max_threads_per_block(kernels_.back()) : 0);
     }
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
     for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
@@ -33,10 +35,8 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
     std::vector<int64_t> symbols = bind_symbols(graph, inputs, schedule_.num_symbols);
     autograd::NoGradGuard no_grad;
     std::vector<Tensor> env(static_cast<size_t>(num_value_ids_));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        Tensor t = inputs[i].device() == graph.device ? inputs[i] : cuda::to_device(inputs[i].detach(), graph.device);
-        env[graph.inputs[i].id] = contiguous_input(t);
-    }
+    std::vector<Tensor> moved(static_cast<size_t>(num_value_ids_));  // device copies of 0-d CPU values
+    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
     std::vector<void*> pointers;  // the kernel's buffer pointers, then its symbols
     std::vector<void*> args;      // what cuLaunchKernel takes: the address of each argument
     std::vector<long long> syms(symbols.begin(), symbols.end());
@@ -55,6 +55,15 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
         pointers.resize(ids.size());
         args.clear();
         for (size_t a = 0; a < ids.size(); ++a) {
+            // A 0-d CPU value (a scalar a host kernel made, as eager allows) is read from a
+            // device copy: generated kernels read device memory only. The value itself stays
+            // on the CPU, as eager would return it.
+            if (env[ids[a]].device() != graph.device) {
+                if (!moved[ids[a]].defined()) moved[ids[a]] = cuda::to_device(env[ids[a]], graph.device);
+                pointers[a] = moved[ids[a]].raw_data();
+                args.push_back(&pointers[a]);
+                continue;
+            }
             pointers[a] = env[ids[a]].numel() ? env[ids[a]].raw_data() : nullptr;
             args.push_back(&pointers[a]);
         }
@@ -68,8 +77,29 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
             int64_t row_size = shape_numel(Shape(domain.begin() + kernel.outer_dims, domain.end()));
             if (rows == 0) continue;
             if (!sms) sms = cuda::detail::multiprocessor_count();
-            unsigned grid = unsigned(std::min<int64_t>(rows, int64_t(sms) * 32));
-            cuda::detail::launch_grid(kernels_[k], grid, unsigned(cuda_row_block(rows, row_size, sms)), 0, args.data());
+            // Few long rows: each row split over blocks of ~16K elements, up to ~4 blocks per SM;
+            // the slices' partials and a per-row count of finished slices live in scratch memory.
+            long long splits = 1;
+            Tensor partials, counters;
+            void* partials_ptr = nullptr;
+            void* counters_ptr = nullptr;
+            if (int r = split_reductions_[k]) {
+                if (rows < sms && row_size >= 32768)
+                    splits = std::max<int64_t>(1, std::min<int64_t>(row_size / 16384, 4 * int64_t(sms) / rows));
+                if (splits > 1) {
+                    partials = empty({rows * splits * r}, DType::float32, graph.device);
+                    counters = empty({rows}, DType::float32, graph.device);  // 4-byte unsigned counts
+                    cuda::detail::memset_zero(counters.raw_data(), counters.nbytes());
+                    partials_ptr = partials.raw_data(), counters_ptr = counters.raw_data();
+                }
+                args.push_back(&partials_ptr);
+                args.push_back(&counters_ptr);
+                args.push_back(&splits);
+            }
+            unsigned grid = unsigned(std::min<int64_t>(rows * splits, int64_t(sms) * 32));
+            // A kernel with many fused values uses many registers: a block no larger than it allows.
+            int block = std::min(cuda_row_block(rows * splits, row_size / splits, sms), max_block_[k] / 32 * 32);
+            cuda::detail::launch_grid(kernels_[k], grid, unsigned(std::max(block, 32)), 0, args.data());
         }
     }
     std::vector<Tensor> outputs;

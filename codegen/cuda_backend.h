@@ -31,6 +31,8 @@ class CompiledCudaGraph {
     std::string source_;
     std::vector<void*> kernels_;                 // per kernel: the CUfunction, or nullptr for host kernels
     std::vector<std::vector<int>> kernel_args_;  // per kernel: Kernel::args()
+    std::vector<int> split_reductions_;          // per kernel: cuda_split_reductions()
+    std::vector<int> max_block_;                 // per kernel: the most threads a block can have
     int num_value_ids_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -67,11 +68,10 @@ Reduction reduction_of(OpId op) {
 class CudaKernelEmitter {
    public:
     CudaKernelEmitter(const Schedule& s, int index, std::ostream& os)
-        : s_(s), k_(s.kernels[index]), index_(index), os_(os), rank_(int(k_.domain.size())) {}
+        : s_(s), k_(s.kernels[index]), index_(index), os_(os), rank_(int(k_.domain.size())),
+          outer_(k_.kind == KernelKind::row ? k_.outer_dims : 0), row_(k_.kind == KernelKind::row) {}
 
     void emit() {
-        row_ = k_.kind == KernelKind::row;
-        outer_ = row_ ? k_.outer_dims : 0;
         bool all_contiguous = true;
         for (const LoadPlan& p : element_loads()) all_contiguous = all_contiguous && p.kind != LoadKind::strided;
         vec4_ = !row_ && all_contiguous && rank_ > 0;
@@ -84,6 +84,7 @@ class CudaKernelEmitter {
             os_ << (i ? ", " : "") << (out ? "float* __restrict__ " : "const float* __restrict__ ") << s_.value_name(args[i]) << "_ptr";
         }
         for (int k = 0; k < s_.num_symbols; ++k) os_ << (args.empty() && k == 0 ? "" : ", ") << "long long s" << k;
+        if (split_reductions()) os_ << ", float* __restrict__ partials, unsigned int* __restrict__ counters, long long splits";
         os_ << ") {\n";
         if (row_) emit_row_kernel();
         else emit_pointwise_kernel();
@@ -111,7 +112,9 @@ class CudaKernelEmitter {
     bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
 
     std::string describe() const {
-        if (row_) return "row, one block per row: " + product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
+        if (row_)
+            return std::string(split_reductions() ? "row, a row split over `splits` blocks" : "row, one block per row") + ": " +
+                   product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
         return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : " (strided loads)");
     }
 
@@ -299,7 +302,7 @@ class CudaKernelEmitter {
 
     // One loop along the row, each thread taking every blockDim.x-th element: folds
     // `reductions` (then combined across the block) and writes `stores`.
-    void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores) {
+    void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores, bool split = false) {
         std::vector<int> targets = reductions;
         for (int v : stores) targets.push_back(s_.producer.at(v));
         std::vector<int> body = element_closure(targets);
@@ -307,14 +310,14 @@ class CudaKernelEmitter {
         for (int t : targets) names += " " + s_.value_name(node(t).out.id);
         os_ << ind << "// pass along the row computing" << names << "\n";
         for (int r : reductions) os_ << ind << "float " << s_.value_name(node(r).out.id) << " = " << reduction_of(node(r).op).init << ";\n";
-        os_ << ind << "for (long long j = threadIdx.x; j < row_size; j += blockDim.x) {\n";
+        os_ << ind << "for (long long j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {\n";
         emit_inner_indices(ind + "    ");
         emit_element(ind + "    ", body, reductions, stores, false);
         os_ << ind << "}\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             os_ << ind << name << " = " << reduction_of(node(r).op).block << "(" << name << ", shared);\n";
-            emit_row_store(ind, node(r).out.id);
+            if (!split) emit_row_store(ind, node(r).out.id);
         }
     }
 
@@ -325,49 +328,136 @@ class CudaKernelEmitter {
         return false;
     }
 
-    void emit_row_kernel() {
-        os_ << "    __shared__ float shared[32];\n";
-        os_ << "    const long long rows = " << product_cpp(k_.domain, 0, outer_) << ";\n";
-        os_ << "    const long long row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-        os_ << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
-        std::string ind = "        ";
-        os_ << ind << "[[maybe_unused]] long long rest = row;\n";
-        for (int d = outer_ - 1; d > 0; --d)
-            os_ << ind << "const long long i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
-                << to_cpp(size_expr(k_.domain[d])) << ";\n";
-        if (outer_ > 0) os_ << ind << "const long long i0 = rest;\n";
-        // Reductions are grouped into one pass while none needs another's result (as on the CPU).
-        row_scope_loads_.clear();
-        std::vector<int> pending;
-        std::set<int> pending_values;
-        auto flush = [&] {
-            if (!pending.empty()) emit_pass(ind, pending, {});
-            pending.clear(), pending_values.clear();
+    // The steps of a row kernel, in order: passes along the row (reductions folded, element
+    // values stored) and values computed once per row. Reductions share a pass while none
+    // needs another's result (as on the CPU); element stores that need no per-row value join
+    // the first pass, so a reduction and the values it reads are one read of the row.
+    struct Step {
+        bool pass = true;
+        std::vector<int> reductions, stores;  // a pass
+        int node = -1;                        // a per-row value
+    };
+    std::vector<Step> row_steps() const {
+        // Levels: a reduction folds in pass L, one more than the last per-row value its
+        // elements read; a per-row value is ready after the pass of its latest input (-1:
+        // before any pass); element stores go in the first pass after the per-row values they read.
+        std::map<int, int> ready;  // per-row value id -> level after which it is known
+        auto after = [&](const std::vector<int>& nodes) {
+            int level = -1;
+            for (int index : nodes)
+                for (int v : node(index).inputs)
+                    if (per_row(v)) level = std::max(level, ready.at(v));
+            return level;
         };
+        std::map<int, Step> passes;
+        std::vector<std::pair<int, int>> row_nodes;  // (level, node)
         for (int index : k_.nodes) {
             int out = node(index).out.id;
             if (is_reduction(index)) {
                 std::vector<int> needs = element_closure({index});
                 needs.push_back(index);
-                if (reads_any(needs, pending_values)) flush();
-                pending.push_back(index), pending_values.insert(out);
+                int level = after(needs) + 1;
+                passes[level].reductions.push_back(index);
+                ready[out] = level;
             } else if (per_row(out)) {
-                if (reads_any({index}, pending_values)) flush();
-                emit_per_row_node(ind, index);
+                int level = after({index});
+                row_nodes.push_back({level, index});
+                ready[out] = level;
             }
         }
-        std::vector<int> stores;
+        std::vector<int> stores, store_nodes;
         for (int v : k_.stores)
-            if (!per_row(v)) stores.push_back(v);
-        std::vector<int> store_nodes;
-        for (int v : stores) store_nodes.push_back(s_.producer.at(v));
-        if (!stores.empty() && !reads_any(element_closure(store_nodes), pending_values)) {
-            emit_pass(ind, pending, stores);
+            if (!per_row(v)) stores.push_back(v), store_nodes.push_back(s_.producer.at(v));
+        if (!stores.empty()) passes[after(element_closure(store_nodes)) + 1].stores = stores;
+        std::vector<Step> steps;
+        auto add_row_nodes = [&](int level) {
+            for (const auto& [l, index] : row_nodes)
+                if (l == level) steps.push_back({false, {}, {}, index});
+        };
+        add_row_nodes(-1);
+        int last = passes.empty() ? -1 : passes.rbegin()->first;
+        for (int level = 0; level <= last; ++level) {
+            if (passes.count(level)) steps.push_back(passes[level]);
+            add_row_nodes(level);
+        }
+        return steps;
+    }
+
+   public:
+    // A kernel whose only pass comes first (then per-row values alone) can split each row
+    // over several blocks: each folds its slice, and the last block of a row to finish
+    // combines the slices' partials in a fixed order. The number of reductions, or 0.
+    int split_reductions() const {
+        if (k_.kind != KernelKind::row) return 0;
+        std::vector<Step> steps = row_steps();
+        size_t passes = 0, first = steps.size();
+        for (size_t i = 0; i < steps.size(); ++i)
+            if (steps[i].pass) passes += 1, first = std::min(first, i);
+        if (passes != 1 || steps[first].reductions.empty()) return 0;
+        for (size_t i = 0; i < first; ++i)  // per-row values before it read only row constants: fine
+            if (steps[i].pass) return 0;
+        return int(steps[first].reductions.size());
+    }
+
+   private:
+    void emit_row_kernel() {
+        std::vector<Step> steps = row_steps();
+        int split = split_reductions();
+        os_ << "    __shared__ float shared[32];\n";
+        os_ << "    const long long rows = " << product_cpp(k_.domain, 0, outer_) << ";\n";
+        os_ << "    const long long row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        std::string ind = "        ";
+        if (split) {
+            os_ << "    __shared__ bool last_slice;\n";
+            os_ << "    const long long chunk = (row_size + splits - 1) / splits;  // a block's slice of its row\n";
+            os_ << "    for (long long task = blockIdx.x; task < rows * splits; task += gridDim.x) {\n";
+            os_ << ind << "const long long row = task / splits, slice = task % splits;\n";
+            os_ << ind << "const long long j_begin = slice * chunk, j_end = min(row_size, j_begin + chunk);\n";
         } else {
-            flush();
-            if (!stores.empty()) emit_pass(ind, {}, stores);
+            os_ << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+            os_ << ind << "const long long j_begin = 0, j_end = row_size;\n";
+        }
+        os_ << ind << "[[maybe_unused]] long long rest = row;\n";
+        for (int d = outer_ - 1; d > 0; --d)
+            os_ << ind << "const long long i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
+                << to_cpp(size_expr(k_.domain[d])) << ";\n";
+        if (outer_ > 0) os_ << ind << "const long long i0 = rest;\n";
+        row_scope_loads_.clear();
+        for (size_t i = 0; i < steps.size(); ++i) {
+            const Step& st = steps[i];
+            if (!st.pass) {
+                emit_per_row_node(ind, st.node);
+                continue;
+            }
+            emit_pass(ind, st.reductions, st.stores, split != 0);
+            if (split) emit_split_combine(ind, st.reductions);
         }
         os_ << "    }\n";
+    }
+
+    // After a split pass: slice partials to memory; the last block of the row combines them.
+    void emit_split_combine(const std::string& ind, const std::vector<int>& reductions) {
+        size_t r = reductions.size();
+        os_ << ind << "if (splits > 1) {\n";
+        os_ << ind << "    if (threadIdx.x == 0) {\n";
+        for (size_t k = 0; k < r; ++k)
+            os_ << ind << "        partials[task * " << r << " + " << k << "] = " << s_.value_name(node(reductions[k]).out.id) << ";\n";
+        os_ << ind << "        __threadfence();  // the partials are visible before the count says so\n";
+        os_ << ind << "        last_slice = atomicAdd(&counters[row], 1u) == (unsigned)(splits - 1);\n";
+        os_ << ind << "    }\n";
+        os_ << ind << "    __syncthreads();\n";
+        os_ << ind << "    if (!last_slice) continue;\n";
+        os_ << ind << "    __threadfence();\n";
+        for (size_t k = 0; k < r; ++k) {
+            int n = reductions[k];
+            std::string name = s_.value_name(node(n).out.id);
+            os_ << ind << "    " << name << " = " << reduction_of(node(n).op).init << ";\n";
+            os_ << ind << "    for (long long p = 0; p < splits; ++p) " << name << " = "
+                << reduction_of(node(n).op).update(node(n).op, name, "__ldcg(&partials[(row * splits + p) * " + std::to_string(r) + " + " + std::to_string(k) + "])") << ";\n";
+        }
+        os_ << ind << "    if (threadIdx.x == 0) counters[row] = 0;  // ready for the next launch\n";
+        os_ << ind << "}\n";
+        for (int n : reductions) emit_row_store(ind, node(n).out.id);
     }
 };
 
@@ -419,6 +509,11 @@ std::string emit_cuda(const std::vector<const Schedule*>& schedules) {
 }
 
 std::string emit_cuda(const Schedule& schedule) { return emit_cuda(std::vector<const Schedule*>{&schedule}); }
+
+int cuda_split_reductions(const Schedule& schedule, int kernel) {
+    std::ostringstream unused;
+    return CudaKernelEmitter(schedule, kernel, unused).split_reductions();
+}
 
 int cuda_row_block(int64_t rows, int64_t row_size, int sms) {
     if (rows < sms) return 1024;  // few rows: wide blocks

@@ -21,6 +21,12 @@ namespace kiln::codegen {
 std::string emit_cuda(const Schedule& schedule);
 std::string emit_cuda(const std::vector<const Schedule*>& schedules);
 
+// A row kernel whose one pass comes first can spread each row over several blocks (for few,
+// long rows: a full reduction). Such a kernel takes three more arguments after the symbols:
+// `float* partials` (rows * splits * R floats), `unsigned* counters` (rows, zero), `long long
+// splits`. Returns R, its number of reductions, or 0 for kernels without them.
+int cuda_split_reductions(const Schedule& schedule, int kernel);
+
 // Threads per block a row kernel is launched with, for `rows` rows (its loops do not depend
 // on it: any multiple of 32 up to 1024 is correct).
 int cuda_row_block(int64_t rows, int64_t row_size, int sms);

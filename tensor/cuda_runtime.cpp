@@ -52,6 +52,7 @@ struct Driver {
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                CUstream, void**, void**);
     CUresult (*cuGetErrorString)(CUresult, const char**);
+    CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
     CUresult (*cuEventCreate)(CUevent*, unsigned);
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventSynchronize)(CUevent);
@@ -170,6 +171,7 @@ struct Runtime {
         KILN_BIND(cuModuleGetFunction, "cuModuleGetFunction")
         KILN_BIND(cuLaunchKernel, "cuLaunchKernel")
         KILN_BIND(cuGetErrorString, "cuGetErrorString")
+        KILN_BIND(cuFuncGetAttribute, "cuFuncGetAttribute")
         KILN_BIND(cuEventCreate, "cuEventCreate")
         KILN_BIND(cuEventRecord, "cuEventRecord")
         KILN_BIND(cuEventSynchronize, "cuEventSynchronize")
@@ -351,6 +353,14 @@ void* kernel(const std::string& source, const std::string& name) {
 }
 
 int multiprocessor_count() { return live("launch").sms; }
+
+int max_threads_per_block(void* fn) {
+    Runtime& r = live("launch");
+    int n = 0;
+    constexpr int kAttrMaxThreadsPerBlock = 0;  // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+    check(r.cu.cuFuncGetAttribute(&n, kAttrMaxThreadsPerBlock, static_cast<CUfunction>(fn)), "cuFuncGetAttribute");
+    return n;
+}
 
 void launch(void* fn, int64_t n, void** args) {
     if (n <= 0) return;

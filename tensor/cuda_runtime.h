@@ -38,6 +38,8 @@ void* kernel(const std::string& source, const std::string& name);
 // with an explicit grid; `args` are pointers to the kernel's arguments, in order.
 void launch(void* fn, int64_t n, void** args);
 int multiprocessor_count();  // of cuda:0
+// The most threads a block of kernel `fn` can have (its registers per thread decide).
+int max_threads_per_block(void* fn);
 void launch_grid(void* fn, unsigned grid, unsigned block, size_t shared_bytes, void** args);
 
 // Row-major C[batch] = op(A[batch]) @ op(B[batch]), as cblas_?gemm with CblasRowMajor.

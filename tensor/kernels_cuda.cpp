@@ -362,6 +362,8 @@ std::vector<Tensor> backward_to_device(const BackwardArgs& b) { return {b.grad.t
 
 void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
     bool dst_dev = dst.device().type == DeviceType::cuda, src_dev = src.device().type == DeviceType::cuda;
+    if (dst_dev && src_dev && dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype())
+        return cuda::detail::copy_bytes(data(dst), true, data(src), true, dst.nbytes());  // a plain device memcpy
     if (dst_dev && src_dev) return convert(dst, src);
     // Between host and device: contiguous bytes on both sides, then one copy.
     Tensor from = contiguous_as(src, dst.dtype());
@@ -375,6 +377,7 @@ Tensor to_device(const Tensor& x, Device device) {
     if (x.device() == device) return x;
     KILN_CHECK(device.type == DeviceType::cpu || device.index == 0, "to(", device, "): kiln uses cuda:0 only so far");
     detail::require("to(cuda)");
+    NoDispatchHook raw;  // a copy of the data: nothing here is an op a recording should see
     Tensor src = contiguous_as(x.detach(), x.dtype());
     Tensor out = empty(x.shape(), x.dtype(), device);
     detail::copy_bytes(data(out), device.type == DeviceType::cuda, data(src), src.device().type == DeviceType::cuda, out.nbytes());

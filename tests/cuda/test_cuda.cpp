@@ -277,7 +277,14 @@ BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::pre
     check_same(lg, lc, "loss", 1e-5);
     BOOST_TEST(std::abs(lg.item<double>() - lc.item<double>()) < 1e-5);  // item() of a tensor that requires grad
     for (size_t i = 0; i < 3; ++i) check_same(gpu_params[i].grad(), cpu_params[i].grad(), "grad " + std::to_string(i), 1e-4);
-    BOOST_CHECK_THROW(cpu_params[0].cuda(), Error);  // not differentiable across devices yet: says so
+    // Moves are differentiable: a loss computed on the GPU from CPU leaves gives them CPU gradients.
+    for (Tensor& p : cpu_params) p.zero_grad();
+    Tensor lm = loss_of(xin.cuda(), cpu_params[0].cuda(), cpu_params[1].cuda(), cpu_params[2].cuda());
+    lm.backward();
+    for (size_t i = 0; i < 3; ++i) {
+        BOOST_TEST((cpu_params[i].grad().device() == kiln::cpu));
+        check_same(gpu_params[i].grad(), cpu_params[i].grad(), "grad through .cuda() " + std::to_string(i), 1e-4);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_module_moves_in_place_and_trains_on_the_gpu, *utf::precondition(NeedsGpu())) {

@@ -3,6 +3,7 @@
 # (CPU and CUDA tests; the CUDA ones run instead of skipping), then prints a summary.
 #   tests/gpu/run.sh             # dependencies installed system-wide
 #   tests/gpu/run.sh DEPS_DIR    # dependencies packed by shared/gpu/pack-deps.sh (no apt there)
+#   KILN_GPU_TARGETS="test_cuda bench_gpu" tests/gpu/run.sh DEPS_DIR   # build only these, run no tests
 # CPATH is deliberately not set: generated kernels must find xsimd through the include
 # directories CMake found (codegen/cpu_backend.cpp), as for a user with a conda or source install.
 set -euo pipefail
@@ -19,7 +20,10 @@ if [ -n "${1:-}" ]; then
 fi
 start=$(date +%s)
 cmake -S "$root" -B "$build" "${flags[@]}" > "$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" > "$build.build.log" 2>&1 || { grep -E "error" -A3 "$build.build.log" | head -40; exit 1; }
+targets=()
+[ -n "${KILN_GPU_TARGETS:-}" ] && targets=(--target ${KILN_GPU_TARGETS})
+cmake --build "$build" -j "$(nproc)" "${targets[@]}" > "$build.build.log" 2>&1 || { grep -E "error" -A3 "$build.build.log" | head -40; exit 1; }
+if [ -n "${KILN_GPU_TARGETS:-}" ]; then echo "== built ${KILN_GPU_TARGETS} in $(( $(date +%s) - start )) s"; exit 0; fi
 built=$(date +%s)
 cd "$build"
 echo "== GPU: $(nvidia-smi -L 2>/dev/null | head -1 || echo none)"
