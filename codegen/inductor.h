@@ -50,4 +50,8 @@ void wait_for_async_compiles();
 
 inline const bool inductor_registered = (jit::register_backend("inductor", inductor_backend), true);
 
+// NVRTC's cubins kept in the per-user kernel cache (codegen/cuda_cache.cpp), registered the same way.
+bool register_cubin_disk_cache();
+inline const bool cubin_cache_registered = register_cubin_disk_cache();
+
 }  // namespace kiln::codegen

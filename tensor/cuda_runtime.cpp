@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <atomic>
 #include <mutex>
 #include <sstream>
 
@@ -71,6 +72,7 @@ struct Nvrtc {
     nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
     nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
     const char* (*nvrtcGetErrorString)(nvrtcResult);
+    nvrtcResult (*nvrtcVersion)(int*, int*);
 };
 struct Cublas {
     cublasStatus_t (*cublasCreate_v2)(cublasHandle_t*);
@@ -122,7 +124,8 @@ struct NvrtcLibrary {
                   bind(lib, rtc.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", why) &&
                   bind(lib, rtc.nvrtcGetProgramLog, "nvrtcGetProgramLog", why) &&
                   bind(lib, rtc.nvrtcDestroyProgram, "nvrtcDestroyProgram", why) &&
-                  bind(lib, rtc.nvrtcGetErrorString, "nvrtcGetErrorString", why);
+                  bind(lib, rtc.nvrtcGetErrorString, "nvrtcGetErrorString", why) &&
+                  bind(lib, rtc.nvrtcVersion, "nvrtcVersion", why);
         if (!ok) error = "libnvrtc: " + why;
     }
 };
@@ -304,9 +307,53 @@ void memset_zero(void* p, size_t bytes) {
 
 std::string nvrtc_unavailable_reason() { return nvrtc_library().error; }
 
+namespace {
+struct CubinCache {
+    std::mutex mu;
+    CubinStore store;
+    std::atomic<int64_t> compiles{0}, disk_hits{0};
+};
+CubinCache& cubin_cache() {
+    static CubinCache* c = new CubinCache;  // leaked: used until exit
+    return *c;
+}
+}  // namespace
+
+void set_cubin_store(CubinStore store) {
+    std::lock_guard lock(cubin_cache().mu);
+    cubin_cache().store = std::move(store);
+}
+
+CompileStats compile_stats() { return {cubin_cache().compiles.load(), cubin_cache().disk_hits.load()}; }
+
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name, int arch, bool ptx_only);
+
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
     NvrtcLibrary& lib = nvrtc_library();
     KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+    CubinStore store;
+    {
+        std::lock_guard lock(cubin_cache().mu);
+        store = cubin_cache().store;
+    }
+    std::string key;
+    if (!ptx_only && store.load) {  // what decides the bytes: the compiler, the target, the text
+        int major = 0, minor = 0;
+        lib.rtc.nvrtcVersion(&major, &minor);
+        key = "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " sm_" + std::to_string(arch) + " " + name + "\n" + source;
+        if (std::optional<std::string> cached = store.load(key)) {
+            ++cubin_cache().disk_hits;
+            return *cached;
+        }
+    }
+    std::string cubin = compile_with_nvrtc(source, name, arch, ptx_only);
+    ++cubin_cache().compiles;
+    if (!key.empty() && store.save) store.save(key, cubin);
+    return cubin;
+}
+
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name, int arch, bool ptx_only) {
+    NvrtcLibrary& lib = nvrtc_library();
     const Nvrtc& rtc = lib.rtc;
     nvrtcProgram prog = nullptr;
     KILN_CHECK(rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,

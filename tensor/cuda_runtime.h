@@ -8,6 +8,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,21 @@ void memset_zero(void* p, size_t bytes);
 // to PTX for compute_`arch`: the C++ front end without the assembler, for compile-only
 // tests); a compile error raises with NVRTC's log and the source. Why NVRTC cannot load, or "".
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only = false);
+
+// Where cubins persist between processes: `load(key)` returns a stored cubin or nothing,
+// `save(key, bytes)` stores one; the key holds everything that decides the bytes (NVRTC's
+// version, the sm_XX, the kernel's name and source). codegen/ registers kiln's per-user disk
+// cache (codegen/cuda_cache.cpp); without a store every process compiles again.
+struct CubinStore {
+    std::function<std::optional<std::string>(const std::string& key)> load;
+    std::function<void(const std::string& key, const std::string& bytes)> save;
+};
+void set_cubin_store(CubinStore store);
+struct CompileStats {
+    int64_t nvrtc_compiles = 0;  // cubins and PTX built by NVRTC in this process
+    int64_t disk_hits = 0;       // cubins loaded from the store instead
+};
+CompileStats compile_stats();
 std::string nvrtc_unavailable_reason();
 
 // The kernel `name` of CUDA C++ `source`, compiled by NVRTC for this device once per

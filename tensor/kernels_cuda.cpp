@@ -78,6 +78,7 @@ struct ElementwiseKernel {
     DType out;
     std::vector<DType> inputs;
     std::string body;
+    bool flat = false;  // every array contiguous (or one element): element i is at i, no index math
 };
 
 std::string elementwise_source(const ElementwiseKernel& k) {
@@ -87,13 +88,17 @@ std::string elementwise_source(const ElementwiseKernel& k) {
         << "extern \"C\" __global__ void kiln_elementwise(Geometry g, long long n, " << c_type(k.out) << "* out";
     for (size_t i = 0; i < 3; ++i) src << ", const " << (i < k.inputs.size() ? c_type(k.inputs[i]) : "char") << "* in" << i + 1;
     src << ", double scalar) {\n"
-        << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n"
-        << "        long long rest = i, o[4] = {0, 0, 0, 0};\n"
-        << "        for (int d = g.ndim - 1; d >= 0; --d) {\n"
-        << "            long long c = rest % g.size[d];\n"
-        << "            rest /= g.size[d];\n"
-        << "            for (int k = 0; k < 4; ++k) o[k] += c * g.stride[k][d];\n"
-        << "        }\n";
+        << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n";
+    if (k.flat) {
+        src << "        const long long o[4] = {i, i, i, i};  // contiguous arrays\n";
+    } else {
+        src << "        long long rest = i, o[4] = {0, 0, 0, 0};\n"
+            << "        for (int d = g.ndim - 1; d >= 0; --d) {\n"
+            << "            long long c = rest % g.size[d];\n"
+            << "            rest /= g.size[d];\n"
+            << "            for (int k = 0; k < 4; ++k) o[k] += c * g.stride[k][d];\n"
+            << "        }\n";
+    }
     for (size_t i = 0; i < k.inputs.size(); ++i)
         src << "        " << c_type(k.inputs[i]) << " v" << i + 1 << " = in" << i + 1 << "[o[" << i + 1 << "]];\n";
     src << "        " << c_type(k.out) << " r;\n        " << k.body << "\n        out[o[0]] = r;\n    }\n}\n" << kClose;
@@ -126,6 +131,11 @@ void elementwise(const std::string& label, const Tensor& out, const std::vector<
         g.size[g.ndim] = out.shape()[d];
         for (int i = 0; i < arrays; ++i) g.stride[i][g.ndim] = stride_of(i, d);
         ++g.ndim;
+    }
+    k.flat = g.ndim == 0;
+    if (g.ndim == 1) {
+        k.flat = true;
+        for (int i = 0; i < arrays; ++i) k.flat = k.flat && g.stride[i][0] == 1;
     }
     void* fn = kernel(elementwise_source(k), "kiln_elementwise");
     void* out_ptr = data(out);
@@ -219,16 +229,19 @@ std::string reduce_source(OpId op, DType dt) {
     std::ostringstream s;
     s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
       << "__device__ inline Acc combine(Acc a, Acc b) { return " << combine << "; }\n"
-      << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long inner) {\n"
+      << "// Block `task` folds slice task % splits of row task / splits into out[task].\n"
+      << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long inner, long long splits) {\n"
       << "    __shared__ Acc part[256];\n"
-      << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+      << "    const long long chunk = (inner + splits - 1) / splits;\n"
+      << "    for (long long task = blockIdx.x; task < rows * splits; task += gridDim.x) {\n"
+      << "        const long long row = task / splits, begin = task % splits * chunk, end = min(inner, begin + chunk);\n"
       << "        Acc acc = " << init << ";\n"
-      << "        for (long long j = threadIdx.x; j < inner; j += blockDim.x) acc = combine(acc, (Acc)x[row * inner + j]);\n"
+      << "        for (long long j = begin + threadIdx.x; j < end; j += blockDim.x) acc = combine(acc, (Acc)x[row * inner + j]);\n"
       << "        part[threadIdx.x] = acc;\n        __syncthreads();\n"
       << "        for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
       << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + w]);\n"
       << "            __syncthreads();\n        }\n"
-      << "        if (threadIdx.x == 0) out[row] = (T)part[0];\n        __syncthreads();\n    }\n}\n" << kClose;
+      << "        if (threadIdx.x == 0) out[task] = (T)part[0];\n        __syncthreads();\n    }\n}\n" << kClose;
     return s.str();
 }
 
@@ -248,11 +261,22 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     Tensor out = empty(p.out_shape, dt, x.device());
     if (p.outer > 0) {
         void* fn = kernel(reduce_source(op, dt), "kiln_reduce");
-        void* xp = data(src);
-        void* op_ = data(out);
-        long long rows = p.outer, inner = p.inner;
-        void* args[] = {&xp, &op_, &rows, &inner};
-        cuda::detail::launch_grid(fn, unsigned(std::min<int64_t>(p.outer, 65535)), 256, 0, args);
+        auto run = [&](const Tensor& from, const Tensor& to, long long rows, long long inner, long long splits) {
+            void* xp = data(from);
+            void* op_ = data(to);
+            void* args[] = {&xp, &op_, &rows, &inner, &splits};
+            cuda::detail::launch_grid(fn, unsigned(std::min<int64_t>(rows * splits, 65535)), 256, 0, args);
+        };
+        // Few long rows: first each row's slices over many blocks, then the slices' results.
+        int64_t sms = cuda::detail::multiprocessor_count();
+        int64_t splits = p.outer < sms && p.inner >= 65536 ? std::min<int64_t>(p.inner / 16384, 4 * sms / p.outer) : 1;
+        if (splits > 1) {
+            Tensor partial = empty({p.outer * splits}, dt, x.device());
+            run(src, partial, p.outer, p.inner, splits);
+            run(partial, out, p.outer, splits, 1);
+        } else {
+            run(src, out, p.outer, p.inner, 1);
+        }
     }
     return x.dtype() == DType::boolean && !sum ? contiguous_as(out, DType::boolean) : out;
 }
@@ -318,6 +342,9 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
             Tensor x = empty({2}, from);
             add(std::string("cast ") + dtype_name(from) + " to " + dtype_name(to), plan_pointwise(OpId::cast, std::vector<Tensor>{x}, {.dtype = to}));
         }
+    PointwisePlan flat = plan_pointwise(OpId::sigmoid, std::vector<Tensor>{empty({2}, DType::float32)}, {});
+    flat.kernel.flat = true;
+    add("sigmoid float32 contiguous", flat);
     add("where", plan_pointwise(OpId::where, std::vector<Tensor>{empty({2}, DType::boolean), empty({2}), empty({2}, DType::float64)}, {}));
     for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
         for (DType dt : {DType::float32, DType::float64, DType::int64})

@@ -7,6 +7,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 #include <iostream>
 #include <optional>
 
@@ -181,6 +185,55 @@ BOOST_AUTO_TEST_CASE(symbolic_sizes_are_kernel_arguments) {
     BOOST_TEST(count(strided, "float4") == 0);
     BOOST_TEST(count(strided, "rest_j") > 0);
     if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(strided));
+}
+
+// NVRTC's cubins persist in the per-user kernel cache: a second compile of the same source
+// for the same sm_XX loads the file; a damaged entry is compiled again; PTX is not cached.
+BOOST_AUTO_TEST_CASE(cubins_are_kept_in_the_disk_cache) {
+    if (!have_nvrtc()) return;
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("kiln-cubin-cache-" + std::to_string(::getpid()));
+    const char* old = std::getenv("KILN_CACHE_DIR");
+    std::string saved = old ? old : "";
+    setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+    struct Restore {
+        std::string value;
+        bool had;
+        fs::path dir;
+        ~Restore() {
+            if (had) setenv("KILN_CACHE_DIR", value.c_str(), 1);
+            else unsetenv("KILN_CACHE_DIR");
+            std::error_code ec;
+            fs::remove_all(dir, ec);
+        }
+    } restore{saved, old != nullptr, dir};
+    std::string source = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }  // " + dir.string() + "\n";
+    auto before = cuda::detail::compile_stats();
+    std::string first = cuda::detail::compile_cubin(source, "k", 90);
+    auto after_first = cuda::detail::compile_stats();
+    BOOST_TEST(after_first.nvrtc_compiles == before.nvrtc_compiles + 1);
+    std::string second = cuda::detail::compile_cubin(source, "k", 90);
+    auto after_second = cuda::detail::compile_stats();
+    BOOST_TEST(second == first);
+    BOOST_TEST(after_second.nvrtc_compiles == after_first.nvrtc_compiles);  // from the disk
+    BOOST_TEST(after_second.disk_hits == after_first.disk_hits + 1);
+    (void)cuda::detail::compile_cubin(source, "k", 80);  // another architecture: another entry
+    BOOST_TEST(cuda::detail::compile_stats().nvrtc_compiles == after_second.nvrtc_compiles + 1);
+    int cubins = 0;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".cubin") {
+            ++cubins;
+            std::ofstream(e.path(), std::ios::trunc) << "garbage";  // damaged: must not be loaded
+        }
+    BOOST_TEST(cubins == 2);
+    auto before_damaged = cuda::detail::compile_stats();
+    BOOST_TEST(cuda::detail::compile_cubin(source, "k", 90) == first);
+    BOOST_TEST(cuda::detail::compile_stats().nvrtc_compiles == before_damaged.nvrtc_compiles + 1);
+    // PTX (the compile-only tests) is never cached.
+    auto before_ptx = cuda::detail::compile_stats();
+    (void)cuda::detail::compile_cubin(source, "k", 90, /*ptx_only=*/true);
+    (void)cuda::detail::compile_cubin(source, "k", 90, /*ptx_only=*/true);
+    BOOST_TEST(cuda::detail::compile_stats().nvrtc_compiles == before_ptx.nvrtc_compiles + 2);
 }
 
 // ---- on the GPU
