@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev
 
-.PHONY: all deps build test demo demo-all bench bench-compare sanitize clean format fuzz
+.PHONY: all deps build test demo demo-all bench bench-compare bench-gpu sanitize clean format fuzz
 
 all: build
 
@@ -57,6 +57,12 @@ bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b; done
 
 # kiln vs PyTorch (eager and torch.compile) on the CPU, in one session; needs `pip install torch`.
+# On a GPU machine with PyTorch: kiln's and PyTorch's GPU benches, one table (docs/cuda.md).
+bench-gpu: build
+	$(BUILD)/bench_gpu > $(BUILD)/gpu.json
+	python3 bench/torch_gpu.py > $(BUILD)/torch_gpu.json
+	python3 bench/compare_gpu.py $(BUILD)/gpu.json $(BUILD)/torch_gpu.json
+
 bench-compare: build
 	$(BUILD)/bench_cpu_codegen > $(BUILD)/cpu_codegen.json
 	python3 bench/torch_cpu.py > $(BUILD)/torch_cpu.json
