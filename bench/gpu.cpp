@@ -12,6 +12,7 @@
 
 #include "kiln.h"
 #include "tensor/cuda.h"
+#include "codegen/cuda_backend.h"
 #include "tensor/cuda_runtime.h"
 
 using namespace kiln;
@@ -67,11 +68,14 @@ Tensor layernorm_rows(Tensor x, Tensor) {
     return d * rsqrt((d * d).mean({1}, true) + 1e-5);
 }
 
-std::string entry(const char* name, const char* what, double eager, double compiled, double extra = -1, const char* extra_name = nullptr) {
+std::string entry(const char* name, const char* what, double eager, double compiled, double graphed, double extra = -1,
+                  const char* extra_name = nullptr) {
     std::fprintf(stderr, "bench_gpu: %s done\n", name);  // progress, on stderr
     char buf[512];
-    int n = std::snprintf(buf, sizeof buf, "{\"workload\": \"%s\", \"measure\": \"%s\", \"kiln_eager_us\": %.2f, \"kiln_compiled_us\": %.2f",
-                          name, what, eager, compiled);
+    int n = std::snprintf(buf, sizeof buf,
+                          "{\"workload\": \"%s\", \"measure\": \"%s\", \"kiln_eager_us\": %.2f, \"kiln_compiled_us\": %.2f, "
+                          "\"kiln_reduce_overhead_us\": %.2f",
+                          name, what, eager, compiled, graphed);
     if (extra_name) n += std::snprintf(buf + n, sizeof buf - n, ", \"%s\": %.3f", extra_name, extra);
     std::snprintf(buf + n, sizeof buf - n, "}");
     return buf;
@@ -89,7 +93,7 @@ int main() {
     Tensor x = randn({n}).cuda(), y = randn({n}).cuda(), dst = empty({n}, DType::float32, kCuda);
     // The limit: a device-to-device memcpy of 16M floats (reads and writes 2 floats per element).
     double copy_us = median_gpu_us([&] { cuda::detail::copy_bytes(dst.raw_data(), true, x.raw_data(), true, x.nbytes()); });
-    rows.push_back(entry("copy_16M", "gpu", copy_us, copy_us, 2.0 * double(n) * 4 / (copy_us * 1e3), "GBps"));
+    rows.push_back(entry("copy_16M", "gpu", copy_us, copy_us, copy_us, 2.0 * double(n) * 4 / (copy_us * 1e3), "GBps"));
 
     struct Flat {
         const char* name;
@@ -98,30 +102,38 @@ int main() {
     };
     for (const Flat& w : {Flat{"sin_plus_cos_16M", sin_cos, 3}, Flat{"gelu_16M", gelu, 2}, Flat{"modified_sigmoid_16M", modified_sigmoid, 3}}) {
         auto compiled = compile(w.fn);
+        auto graphed = compile(w.fn, {.mode = "reduce-overhead"});
         double eager = median_gpu_us([&] { (void)w.fn(x, y); });
         double comp = median_gpu_us([&] { (void)compiled(x, y); });
+        double ro = median_gpu_us([&] { (void)graphed(x, y); });
         // the fraction of copy bandwidth: a copy moves 2 floats per element
-        rows.push_back(entry(w.name, "gpu", eager, comp, copy_us / 2.0 * w.arrays / comp, "fraction_of_copy_bandwidth"));
+        rows.push_back(entry(w.name, "gpu", eager, comp, ro, copy_us / 2.0 * w.arrays / comp, "fraction_of_copy_bandwidth"));
     }
     for (const Flat& w : {Flat{"softmax_4096x1024", softmax_rows, 2}, Flat{"layernorm_4096x1024", layernorm_rows, 2}}) {
         const char* name = w.name;
         auto fn = w.fn;
         Tensor m = randn({4096, 1024}).cuda();
         auto compiled = compile(fn);
+        auto graphed = compile(fn, {.mode = "reduce-overhead"});
         double eager = median_gpu_us([&] { (void)fn(m, m); });
         double comp = median_gpu_us([&] { (void)compiled(m, m); });
-        rows.push_back(entry(name, "gpu", eager, comp, codegen::last_compiled().generated_kernels, "generated_kernels"));
+        int kernels = codegen::last_compiled().generated_kernels;
+        double ro = median_gpu_us([&] { (void)graphed(m, m); });
+        rows.push_back(entry(name, "gpu", eager, comp, ro, kernels, "generated_kernels"));
     }
     {  // the seed's tiny call: per-call wall time at n = 10
         Tensor a = randn({10}).cuda(), b = randn({10}).cuda();
         auto compiled = compile(sin_cos);
+        auto graphed = compile(sin_cos, {.mode = "reduce-overhead"});
         double eager = wall_us_per_call([&] { (void)sin_cos(a, b); });
         double comp = wall_us_per_call([&] { (void)compiled(a, b); });
-        rows.push_back(entry("sin_plus_cos_n10_call", "wall", eager, comp));
+        double ro = wall_us_per_call([&] { (void)graphed(a, b); });
+        rows.push_back(entry("sin_plus_cos_n10_call", "wall", eager, comp, ro));
     }
     {  // the AOT walk-through: (a + b + c + d).cos().cos(), forward + backward, n = 10
         auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) { return cos(cos(a + b + c + d)); };
         auto compiled = compile(fn);
+        auto graphed = compile(fn, {.mode = "reduce-overhead"});
         std::vector<Tensor> in;
         for (int i = 0; i < 4; ++i) in.push_back(randn({10}).cuda().requires_grad_());
         auto step = [&](auto& f) {
@@ -130,7 +142,8 @@ int main() {
         };
         double eager = wall_us_per_call([&] { step(fn); }, 500);
         double comp = wall_us_per_call([&] { step(compiled); }, 500);
-        rows.push_back(entry("walkthrough_fwd_bwd_n10", "wall", eager, comp));
+        double ro = wall_us_per_call([&] { step(graphed); }, 500);
+        rows.push_back(entry("walkthrough_fwd_bwd_n10", "wall", eager, comp, ro));
     }
     {  // MLP 784-512-512-10 training step, batch 256: forward, backward, SGD update
         manual_seed(0);
@@ -145,6 +158,7 @@ int main() {
             return -(log_softmax(matmul(h, ps[4]) + ps[5], 1) * t).sum() * (1.0 / 256);
         };
         auto compiled = compile(loss_fn);
+        auto graphed = compile(loss_fn, {.mode = "reduce-overhead"});
         auto step = [&](auto& f) {
             for (Tensor& p : ps) p.zero_grad();
             f(xb, onehot).backward();
@@ -153,9 +167,13 @@ int main() {
         };
         double eager = wall_us_per_call([&] { step(loss_fn); }, 200);
         double comp = wall_us_per_call([&] { step(compiled); }, 200);
-        rows.push_back(entry("mlp_train_step_b256", "wall", eager, comp));
+        double ro = wall_us_per_call([&] { step(graphed); }, 200);
+        rows.push_back(entry("mlp_train_step_b256", "wall", eager, comp, ro));
     }
-    std::string out = "{\"bench\": \"gpu\", \"device\": \"" + cuda::device_name() + "\", \"stat\": \"median\", \"rows\": [\n  ";
+    codegen::CudaGraphStats graphs = codegen::cuda_graph_stats();
+    std::string out = "{\"bench\": \"gpu\", \"device\": \"" + cuda::device_name() + "\", \"stat\": \"median\", \"cuda_graphs\": {\"captures\": " +
+                      std::to_string(graphs.captures) + ", \"replays\": " + std::to_string(graphs.replays) + ", \"not_captured\": " +
+                      std::to_string(graphs.not_captured) + "}, \"rows\": [\n  ";
     for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n  " : "") + rows[i];
     out += "\n]}";
     std::printf("%s\n", out.c_str());

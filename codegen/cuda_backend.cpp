@@ -6,16 +6,27 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <sstream>
 
 #include "autograd/node.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/graph_runtime.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/kernels.h"
 
 namespace kiln::codegen {
 
 using namespace detail;
+
+namespace {
+std::string device_text(Device d) {
+    std::ostringstream os;
+    os << d;
+    return os.str();
+}
+}  // namespace
 
 CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : schedule_(std::move(schedule)), source_(std::move(source)) {
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
@@ -27,6 +38,7 @@ CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : sc
         max_block_.push_back(generated ? cuda::detail::max_threads_per_block(kernels_.back()) : 0);
     }
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
+    returned_.insert(schedule_.graph.outputs.begin(), schedule_.graph.outputs.end());
     for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
 }
 
@@ -47,6 +59,14 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
             const LNode& n = graph.nodes[kernel.nodes[0]];
             std::vector<Tensor> in;
             for (int v : n.inputs) in.push_back(value_of(schedule_, v, env, symbols));
+            if (n.op == OpId::full && n.attrs.device != graph.device && !returned_.count(n.out.id)) {
+                // A constant a derivative made on the CPU (scalar_tensor) that only kernels read:
+                // made on the device instead, so no copy from host memory (a CUDA graph can hold it).
+                LNode on_device = n;
+                on_device.attrs.device = graph.device;
+                env[n.out.id] = eval_node(on_device, in, symbols);
+                continue;
+            }
             env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
             continue;
         }
@@ -105,6 +125,70 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
     std::vector<Tensor> outputs;
     outputs.reserve(graph.outputs.size());
     for (int id : graph.outputs) outputs.push_back(value_of(schedule_, id, env, symbols));
+    return outputs;
+}
+
+namespace {
+std::atomic<int64_t> g_captures{0}, g_replays{0}, g_not_captured{0};
+std::mutex g_reason_mu;
+std::string g_reason;
+}
+
+CudaGraphStats cuda_graph_stats() {
+    std::lock_guard lock(g_reason_mu);
+    return {g_captures.load(), g_replays.load(), g_not_captured.load(), g_reason};
+}
+
+CudaGraphReplay::CudaGraphReplay(const CompiledCudaGraph& graph) : graph_(graph) {}
+CudaGraphReplay::~CudaGraphReplay() = default;
+
+std::vector<Tensor> CudaGraphReplay::run(std::span<const Tensor> inputs) {
+    std::lock_guard lock(mu_);  // one capture, one set of static buffers
+    const LGraph& g = graph_.schedule().graph;
+    for (const Tensor& t : inputs)
+        if (disabled_.empty() && t.device() != g.device) disabled_ = "an input on " + device_text(t.device());
+    if (!disabled_.empty() || ++calls_ == 1) return graph_.run(inputs);  // not capturable, or the warm-up
+    autograd::NoGradGuard no_grad;
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    if (!captured_ || shapes != shapes_) {
+        captured_.reset();
+        static_outputs_.clear();
+        static_inputs_.clear();
+        for (const Tensor& t : inputs) {
+            static_inputs_.push_back(empty(t.shape(), t.dtype(), g.device));
+            strided_copy(static_inputs_.back(), t);
+        }
+        auto graph = std::make_unique<cuda::Graph>();
+        try {
+            graph->capture([&] { static_outputs_ = graph_.run(static_inputs_); });
+        } catch (const Error& e) {
+            disabled_ = e.what();
+            static_outputs_.clear();
+            ++g_not_captured;
+            std::lock_guard reason_lock(g_reason_mu);
+            g_reason = disabled_;
+            return graph_.run(inputs);
+        }
+        captured_ = std::move(graph);
+        shapes_ = shapes;
+        ++g_captures;
+    } else {
+        for (size_t i = 0; i < inputs.size(); ++i) strided_copy(static_inputs_[i], inputs[i]);
+    }
+    captured_->replay();
+    ++g_replays;
+    std::vector<Tensor> outputs;
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+        auto in = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const LValue& v) { return v.id == g.outputs[k]; });
+        if (in != g.inputs.end()) {  // an input returned as it is
+            outputs.push_back(contiguous_input(inputs[size_t(in - g.inputs.begin())]));
+            continue;
+        }
+        const Tensor& s = static_outputs_[k];
+        outputs.push_back(empty(s.shape(), s.dtype(), s.device()));
+        strided_copy(outputs.back(), s);
+    }
     return outputs;
 }
 

@@ -2,6 +2,9 @@
 // (emit_cuda.h) -> NVRTC -> a cubin loaded on cuda:0 -> a runnable graph. Blas and fallback
 // kernels run through kiln's eager CUDA kernels (cuBLAS for matmul).
 #pragma once
+#include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -9,6 +12,10 @@
 #include "codegen/lower_input.h"
 #include "codegen/schedule.h"
 #include "tensor/ops.h"
+
+namespace kiln::cuda {
+class Graph;
+}
 
 namespace kiln::codegen {
 
@@ -34,7 +41,39 @@ class CompiledCudaGraph {
     std::vector<int> split_reductions_;          // per kernel: cuda_split_reductions()
     std::vector<int> max_block_;                 // per kernel: the most threads a block can have
     int num_value_ids_ = 0;
+    std::set<int> returned_;  // value ids the graph returns
 };
+
+// mode="reduce-overhead": a compiled graph's launches (kernels, copies, cuBLAS) captured
+// into a CUDA graph and replayed with one launch. The first call runs normally (warm-up:
+// NVRTC, cuBLAS and the allocator are ready after it); the second captures, with inputs
+// copied into static buffers, and replays; later calls copy their inputs in and replay. New
+// input shapes (symbolic sizes) capture again. Outputs are copies of the static outputs
+// (a graph input returned as it is stays itself), so a later replay never changes a result
+// the caller holds. A graph that cannot be captured (it reads a CPU value, which needs a
+// copy from host memory) runs as in the default mode, saying why in why_not_captured().
+class CudaGraphReplay {
+   public:
+    explicit CudaGraphReplay(const CompiledCudaGraph& graph);
+    ~CudaGraphReplay();
+    std::vector<Tensor> run(std::span<const Tensor> inputs);
+    const std::string& why_not_captured() const { return disabled_; }
+
+   private:
+    const CompiledCudaGraph& graph_;
+    int64_t calls_ = 0;
+    std::string disabled_;
+    std::vector<Shape> shapes_;
+    std::vector<Tensor> static_inputs_, static_outputs_;
+    std::unique_ptr<cuda::Graph> captured_;
+    std::mutex mu_;
+};
+
+struct CudaGraphStats {
+    int64_t captures = 0, replays = 0, not_captured = 0;
+    std::string last_not_captured;  // why, for the latest graph that could not be captured
+};
+CudaGraphStats cuda_graph_stats();  // totals since process start
 
 // Several graphs in one translation unit and one NVRTC call. Needs a usable GPU (the cubin
 // is built for its sm_XX); without one, raises naming what is missing.

@@ -142,6 +142,8 @@ struct BuildState {
     std::shared_ptr<const jit::Graph> graph;
     std::optional<CompiledCpuGraph> compiled;  // set once, before `ready` (CPU graphs)
     std::optional<CompiledCudaGraph> cuda;     // ... or this (CUDA graphs)
+    bool reduce_overhead = false;              // mode="reduce-overhead": CUDA graphs replay `cuda`
+    std::unique_ptr<CudaGraphReplay> replay;
     std::atomic<bool> ready{false};
 };
 
@@ -204,7 +206,7 @@ void dump(const CompiledGraphInfo& info) {
 }
 
 // The GraphCompiler: one graph (or AOT half) -> generated kernels, or the interpreter.
-jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph, bool async) {
+jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph, bool async, bool reduce_overhead) {
     ++stats().graphs;
     CompiledGraphInfo info;
     info.id = next_graph_id();
@@ -219,10 +221,14 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     }
     auto state = std::make_shared<BuildState>();
     state->graph = graph;
+    state->reduce_overhead = reduce_overhead;
     auto build = [state, owner, info, lgraph = std::move(*lgraph)]() mutable {
         int64_t timeouts_before = toolchain_stats().compiler_timeouts;
         try {
-            if (lgraph.device.type == DeviceType::cuda) state->cuda.emplace(compile_cuda(lgraph));
+            if (lgraph.device.type == DeviceType::cuda) {
+                state->cuda.emplace(compile_cuda(lgraph));
+                if (state->reduce_overhead) state->replay = std::make_unique<CudaGraphReplay>(*state->cuda);
+            }
             else state->compiled.emplace(compile_cpu(lgraph));
             ++stats().builds;
             state->ready.store(true, std::memory_order_release);
@@ -239,6 +245,7 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     return [state](std::span<const Tensor> inputs) -> std::vector<Tensor> {
         if (state->ready.load(std::memory_order_acquire)) {
             ++stats().calls_compiled;
+            if (state->replay) return state->replay->run(inputs);
             return state->cuda ? state->cuda->run(inputs) : state->compiled->run(inputs);
         }
         ++stats().calls_interpreted;  // still building (async), or the build failed
@@ -251,11 +258,12 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
 jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor> examples) {
     // The halves compile lazily (at the first call, the first backward): copy the options now.
     bool async = jit::backend_options().async_compile;
+    bool reduce_overhead = jit::backend_options().mode == "reduce-overhead";
     const jit::Graph* owner = &graph;
     // backend_compile keeps `graph` alive as long as the result: a non-owning handle.
     std::shared_ptr<const jit::Graph> g(&graph, [](const jit::Graph*) {});
-    return jit::aot::aot_compile(g, examples, [owner, async](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
-        return compile_graph(owner, std::move(half), async);
+    return jit::aot::aot_compile(g, examples, [owner, async, reduce_overhead](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
+        return compile_graph(owner, std::move(half), async, reduce_overhead);
     });
 }
 

@@ -26,6 +26,8 @@ using CUmodule = void*;
 using CUfunction = void*;
 using CUstream = void*;
 using CUevent = void*;
+using CUgraph = void*;
+using CUgraphExec = void*;
 using nvrtcResult = int;
 using nvrtcProgram = void*;
 using cublasStatus_t = int;
@@ -54,6 +56,12 @@ struct Driver {
                                CUstream, void**, void**);
     CUresult (*cuGetErrorString)(CUresult, const char**);
     CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
+    CUresult (*cuStreamBeginCapture)(CUstream, int);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+    CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
+    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec);
+    CUresult (*cuGraphDestroy)(CUgraph);
     CUresult (*cuEventCreate)(CUevent*, unsigned);
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventSynchronize)(CUevent);
@@ -147,6 +155,9 @@ struct Runtime {
     std::map<size_t, std::vector<CUdeviceptr>> free_blocks;
     size_t allocated = 0, cached = 0;
     std::map<std::string, CUmodule> modules;
+    // While a CUDA graph is captured, blocks given back are kept for the graph (its replays
+    // write them) instead of going to the free lists.
+    std::vector<std::pair<CUdeviceptr, size_t>>* capture_held = nullptr;
 
     Runtime() { error = open(); }
     std::string open() {
@@ -175,6 +186,12 @@ struct Runtime {
         KILN_BIND(cuLaunchKernel, "cuLaunchKernel")
         KILN_BIND(cuGetErrorString, "cuGetErrorString")
         KILN_BIND(cuFuncGetAttribute, "cuFuncGetAttribute")
+        KILN_BIND(cuStreamBeginCapture, "cuStreamBeginCapture_v2")
+        KILN_BIND(cuStreamEndCapture, "cuStreamEndCapture")
+        KILN_BIND(cuGraphInstantiate, "cuGraphInstantiateWithFlags")
+        KILN_BIND(cuGraphLaunch, "cuGraphLaunch")
+        KILN_BIND(cuGraphExecDestroy, "cuGraphExecDestroy")
+        KILN_BIND(cuGraphDestroy, "cuGraphDestroy")
         KILN_BIND(cuEventCreate, "cuEventCreate")
         KILN_BIND(cuEventRecord, "cuEventRecord")
         KILN_BIND(cuEventSynchronize, "cuEventSynchronize")
@@ -280,6 +297,11 @@ void* allocate(size_t bytes, size_t& block) {
 void release(void* p, size_t block) {
     Runtime& r = runtime();
     std::lock_guard lock(r.mu);
+    if (r.capture_held) {
+        r.capture_held->push_back({reinterpret_cast<CUdeviceptr>(p), block});
+        r.allocated -= block;
+        return;
+    }
     r.free_blocks[block].push_back(reinterpret_cast<CUdeviceptr>(p));
     r.allocated -= block;
     r.cached += block;
@@ -455,6 +477,52 @@ void synchronize() {
 }
 
 }  // namespace detail
+
+Graph::~Graph() {
+    detail::Runtime& r = detail::runtime();
+    if (exec_) r.cu.cuGraphExecDestroy(exec_);
+    if (graph_) r.cu.cuGraphDestroy(graph_);
+    std::lock_guard lock(r.mu);
+    for (const auto& [p, block] : held_) {
+        r.free_blocks[block].push_back(p);
+        r.cached += block;
+    }
+}
+
+void Graph::capture(const std::function<void()>& work) {
+    detail::Runtime& r = detail::live("CUDA graph capture");
+    KILN_CHECK(!exec_, "CUDA graph: already captured");
+    detail::synchronize();
+    {
+        std::lock_guard lock(r.mu);
+        KILN_CHECK(!r.capture_held, "CUDA graph: a capture is already under way");
+        r.capture_held = &held_;
+    }
+    constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED: the allocator may call cuMemAlloc
+    detail::check(r.cu.cuStreamBeginCapture(r.stream, kRelaxed), "cuStreamBeginCapture");
+    std::string failure;
+    try {
+        work();
+    } catch (const Error& e) {
+        failure = e.what();
+    }
+    void* graph = nullptr;
+    int ended = r.cu.cuStreamEndCapture(r.stream, &graph);
+    {
+        std::lock_guard lock(r.mu);
+        r.capture_held = nullptr;
+    }
+    graph_ = graph;
+    KILN_CHECK(failure.empty(), "CUDA graph capture failed: ", failure);
+    detail::check(ended, "cuStreamEndCapture");
+    detail::check(r.cu.cuGraphInstantiate(&exec_, graph_, 0), "cuGraphInstantiate");
+}
+
+void Graph::replay() {
+    detail::Runtime& r = detail::live("CUDA graph replay");
+    KILN_CHECK(exec_, "CUDA graph: nothing captured");
+    detail::check(r.cu.cuGraphLaunch(exec_, r.stream), "cuGraphLaunch");
+}
 
 Event::Event() {
     detail::Runtime& r = detail::live("cuda::Event");

@@ -67,3 +67,28 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 void synchronize();
 
 }  // namespace kiln::cuda::detail
+
+namespace kiln::cuda {
+
+// A CUDA graph: the kernels, copies and cuBLAS calls `work` issues on kiln's stream,
+// captured once and replayed with one launch. Memory given back during the capture stays
+// reserved for the graph (its replays write it) until the graph is destroyed; tensors the
+// caller keeps from the capture must outlive the graph. Work that must wait for the GPU
+// (copies to or from host memory, item()) cannot be captured: capture() raises and the
+// graph stays empty.
+class Graph {
+   public:
+    Graph() = default;
+    ~Graph();
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+    void capture(const std::function<void()>& work);
+    void replay();
+
+   private:
+    void* graph_ = nullptr;
+    void* exec_ = nullptr;
+    std::vector<std::pair<unsigned long long, size_t>> held_;
+};
+
+}  // namespace kiln::cuda
