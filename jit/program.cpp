@@ -79,7 +79,7 @@ std::vector<Tensor> segment_call(const Segment& seg, std::span<const Tensor> slo
 
 bool truth_value(const Tensor& t) {
     // A CUDA value is copied to the host first (raw, unrecorded: the branch only reads it).
-    Tensor host = t.device().type == DeviceType::cuda ? cuda::to_device(t.detach(), cpu) : t;
+    Tensor host = t.device().type == DeviceType::cuda ? cuda::to_device(t, cpu) : t;
     bool v = false;
     visit_dtype(host.dtype(), [&](auto tag) { v = *static_cast<const decltype(tag)*>(host.raw_data()) != decltype(tag)(0); });
     return v;
