@@ -76,6 +76,8 @@ std::string attrs_print(OpId op, const Attrs& a) {
         case OpId::rand: case OpId::randint: sep() << "shape=" << a.shape << ", low=" << a.lo << ", high=" << a.hi; break;
         case OpId::randn: sep() << "shape=" << a.shape; break;
         case OpId::to_device: sep() << "device=" << a.device; break;
+        case OpId::unfold2d: sep() << "window=" << a.shape << ", pad=" << a.scalar; break;
+        case OpId::fold2d: sep() << "window=" << a.shape << ", size=" << a.dims; break;
         default: break;
     }
     if (op_info(op).kind == OpKind::factory || op_info(op).kind == OpKind::random)

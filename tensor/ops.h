@@ -189,6 +189,20 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor bmm(const Tensor& a, const Tensor& b);  // [B, n, m] @ [B, m, p]
 
+// Convolution and pooling over [N, C, H, W] (tensor/composites_conv.cpp), as torch.nn.functional.
+// Pairs are (height, width). bias may be undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::pair<int64_t, int64_t> stride = {1, 1},
+              std::pair<int64_t, int64_t> padding = {0, 0}, std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1);
+struct Window2d {
+    std::pair<int64_t, int64_t> kernel{1, 1};
+    std::pair<int64_t, int64_t> stride{1, 1};  // PyTorch's default is the kernel size: say so
+    std::pair<int64_t, int64_t> padding{0, 0};
+    std::pair<int64_t, int64_t> dilation{1, 1};
+};
+Tensor max_pool2d(const Tensor& x, const Window2d& window);
+Tensor avg_pool2d(const Tensor& x, const Window2d& window);  // count_include_pad=True
+Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size);
+
 // Operators (thin names over the table ops).
 Tensor operator-(const Tensor& x);
 #define KILN_OPERATOR(sym, op)                                              \

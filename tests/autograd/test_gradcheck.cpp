@@ -76,6 +76,17 @@ std::vector<Case> structural_cases() {
         {OpId::cast, "clone", [](auto& in) { return in[0].clone(); }, {randn({3, 4})}},
         // A move to the device it is on (a copy): the formula; moves to a GPU: tests/cuda.
         {OpId::to_device, "to_device(cpu)", [](auto& in) { return dispatch(OpId::to_device, {in[0]}, {.device = cpu, .from = cpu}); }, {randn({3, 4})}},
+        // unfold2d (im2col) through the composites built on it, and its adjoint fold2d.
+        {OpId::unfold2d, "conv2d(x, w, b, stride (2, 1), padding 1)", [](auto& in) { return conv2d(in[0], in[1], in[2], {2, 1}, {1, 1}); },
+         {randn({2, 3, 5, 4}), randn({4, 3, 3, 2}), randn({4})}},
+        {OpId::unfold2d, "conv2d(groups 2, dilation 2)", [](auto& in) { return conv2d(in[0], in[1], {}, {1, 1}, {0, 0}, {2, 2}, 2); },
+         {randn({1, 4, 6, 6}), randn({2, 2, 2, 2})}},
+        {OpId::unfold2d, "max_pool2d(2x2, padding 1)", [](auto& in) { return max_pool2d(in[0], {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}}); },
+         {randn({1, 2, 4, 5})}},
+        {OpId::unfold2d, "avg_pool2d(3x3, stride 2)", [](auto& in) { return avg_pool2d(in[0], {.kernel = {3, 3}, .stride = {2, 2}}); },
+         {randn({2, 1, 5, 5})}},
+        {OpId::fold2d, "fold2d(2x2 window over 3x3)", [](auto& in) { return dispatch(OpId::fold2d, {in[0]}, {.shape = {2, 2, 1, 1, 0, 0, 1, 1}, .dims = {3, 3}}); },
+         {randn({1, 8, 4})}},
         {OpId::cast, "to(float32).to(float64)", [](auto& in) { return in[0].to(float32).to(float64); }, {randn({3, 4})}, loose},
         {OpId::sum, "sum()", [](auto& in) { return in[0].sum(); }, {randn({3, 4})}},
         {OpId::sum, "sum({1})", [](auto& in) { return in[0].sum({1}); }, {randn({3, 4})}},

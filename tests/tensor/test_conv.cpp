@@ -1,0 +1,175 @@
+// conv2d and pooling (tensor/composites_conv.cpp over unfold2d/fold2d) against direct
+// float64 loops, the errors PyTorch gives, and compiled equal to eager forward and backward.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+// out[n, o, i, j] = b[o] + sum over c in o's group, ki, kj of x[n, c, i*s + ki*d - p, ...] * w[o, c', ki, kj]
+Tensor conv_reference(const Tensor& x, const Tensor& w, const Tensor& b, std::pair<int64_t, int64_t> s, std::pair<int64_t, int64_t> p,
+                      std::pair<int64_t, int64_t> d, int64_t groups) {
+    std::vector<double> xv = x.to(float64).contiguous().to_vector<double>(), wv = w.to(float64).contiguous().to_vector<double>();
+    int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), kh = w.size(2), kw = w.size(3);
+    int64_t OH = (H + 2 * p.first - d.first * (kh - 1) - 1) / s.first + 1, OW = (W + 2 * p.second - d.second * (kw - 1) - 1) / s.second + 1;
+    int64_t Cg = C / groups, Og = O / groups;
+    std::vector<double> out(size_t(N * O * OH * OW));
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t i = 0; i < OH; ++i)
+                for (int64_t j = 0; j < OW; ++j) {
+                    double acc = b.defined() ? b.to(float64).to_vector<double>()[size_t(o)] : 0.0;
+                    for (int64_t c = 0; c < Cg; ++c)
+                        for (int64_t ki = 0; ki < kh; ++ki)
+                            for (int64_t kj = 0; kj < kw; ++kj) {
+                                int64_t h = i * s.first + ki * d.first - p.first, ww = j * s.second + kj * d.second - p.second;
+                                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                                int64_t cin = o / Og * Cg + c;
+                                acc += xv[size_t(((n * C + cin) * H + h) * W + ww)] * wv[size_t(((o * Cg + c) * kh + ki) * kw + kj)];
+                            }
+                    out[size_t(((n * O + o) * OH + i) * OW + j)] = acc;
+                }
+    return tensor(out, {N, O, OH, OW});
+}
+
+Tensor pool_reference(const Tensor& x, const Window2d& win, bool max) {
+    std::vector<double> xv = x.to(float64).contiguous().to_vector<double>();
+    int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+    auto [kh, kw] = win.kernel;
+    auto [sh, sw] = win.stride;
+    auto [ph, pw] = win.padding;
+    int64_t OH = (H + 2 * ph - (kh - 1) - 1) / sh + 1, OW = (W + 2 * pw - (kw - 1) - 1) / sw + 1;
+    std::vector<double> out;
+    for (int64_t nc = 0; nc < N * C; ++nc)
+        for (int64_t i = 0; i < OH; ++i)
+            for (int64_t j = 0; j < OW; ++j) {
+                double acc = max ? -INFINITY : 0.0;
+                for (int64_t ki = 0; ki < kh; ++ki)
+                    for (int64_t kj = 0; kj < kw; ++kj) {
+                        int64_t h = i * sh + ki - ph, w = j * sw + kj - pw;
+                        double v = (h < 0 || h >= H || w < 0 || w >= W) ? (max ? -INFINITY : 0.0) : xv[size_t((nc * H + h) * W + w)];
+                        acc = max ? std::max(acc, v) : acc + v;
+                    }
+                out.push_back(max ? acc : acc / double(kh * kw));
+            }
+    return tensor(out, {N, C, OH, OW});
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+    BOOST_REQUIRE(a.shape() == b.shape());
+    return (a.to(float64) - b.to(float64)).abs().amax().item<double>();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv)
+
+BOOST_AUTO_TEST_CASE(conv2d_matches_direct_loops_over_strides_padding_dilation_and_groups) {
+    manual_seed(11);
+    struct Config {
+        Shape x, w;
+        std::pair<int64_t, int64_t> s, p, d;
+        int64_t groups;
+        bool bias;
+    };
+    const Config configs[] = {
+        {{2, 3, 7, 6}, {5, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},  {{2, 3, 7, 6}, {5, 3, 3, 3}, {2, 1}, {1, 2}, {1, 1}, 1, false},
+        {{1, 4, 8, 8}, {6, 2, 3, 2}, {1, 2}, {1, 0}, {2, 1}, 2, true},  {{3, 2, 5, 5}, {4, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+        {{1, 6, 6, 7}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, false},  // depthwise
+    };
+    int index = 0;
+    for (const Config& c : configs) {
+        ++index;
+        Tensor x = randn(c.x, {.dtype = float64}), w = randn(c.w, {.dtype = float64}), b = c.bias ? randn({c.w[0]}, {.dtype = float64}) : Tensor();
+        Tensor got = conv2d(x, w, b, c.s, c.p, c.d, c.groups);
+        BOOST_TEST(max_diff(got, conv_reference(x, w, b, c.s, c.p, c.d, c.groups)) < 1e-10, "config " << index);
+        Tensor got32 = conv2d(x.to(float32), w.to(float32), c.bias ? b.to(float32) : Tensor(), c.s, c.p, c.d, c.groups);
+        BOOST_TEST(got32.dtype() == float32);
+        BOOST_TEST(max_diff(got32, got) < 1e-4);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(pooling_matches_direct_loops) {
+    manual_seed(12);
+    Tensor x = randn({2, 3, 7, 6});
+    for (Window2d w : {Window2d{.kernel = {2, 2}, .stride = {2, 2}}, Window2d{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}},
+                       Window2d{.kernel = {3, 2}, .stride = {1, 2}, .padding = {1, 0}}}) {
+        BOOST_TEST(max_diff(max_pool2d(x, w), pool_reference(x, w, true)) < 1e-6);
+        BOOST_TEST(max_diff(avg_pool2d(x, w), pool_reference(x, w, false)) < 1e-6);
+    }
+    // adaptive: divisible sizes are one avg_pool2d; others take PyTorch's overlapping bins
+    BOOST_TEST(max_diff(adaptive_avg_pool2d(x, {1, 1}), x.mean({2, 3}, true)) < 1e-6);
+    Tensor a = adaptive_avg_pool2d(x, {3, 4});
+    BOOST_TEST(a.shape() == (Shape{2, 3, 3, 4}));
+    // cell (1, 2): rows [floor(7/3), ceil(14/3)) = [2, 5), cols [floor(12/4), ceil(18/4)) = [3, 5)
+    BOOST_TEST(max_diff(a.slice(2, 1, 2).slice(3, 2, 3), x.slice(2, 2, 5).slice(3, 3, 5).mean({2, 3}, true)) < 1e-6);
+    // a NaN in a window is the window's max (as torch)
+    Tensor n = zeros({1, 1, 2, 2});
+    n = where(arange(4).reshape({1, 1, 2, 2}) == 1.0, full({1, 1, 2, 2}, NAN), n);
+    BOOST_TEST(std::isnan(max_pool2d(n, {.kernel = {2, 2}, .stride = {2, 2}}).item<float>()));
+}
+
+BOOST_AUTO_TEST_CASE(fold2d_adds_overlapping_windows_back) {
+    // fold2d is unfold2d's adjoint: <unfold(x), y> == <x, fold(y)>
+    Tensor x = randn({2, 3, 5, 4}, {.dtype = float64});
+    Attrs w{.shape = {3, 2, 1, 1, 1, 0, 1, 1}};
+    Tensor cols = dispatch(OpId::unfold2d, {x}, w);
+    Tensor y = randn(cols.shape(), {.dtype = float64});
+    Attrs f = w;
+    f.dims = {5, 4};
+    Tensor back = dispatch(OpId::fold2d, {y}, f);
+    BOOST_TEST(back.shape() == x.shape());
+    BOOST_TEST(std::abs((cols * y).sum().item<double>() - (x * back).sum().item<double>()) < 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(bad_shapes_raise_naming_the_op_and_the_values) {
+    Tensor x = randn({1, 3, 5, 5});
+    auto raises = [](auto&& f, const std::string& want) {
+        try {
+            f();
+            BOOST_ERROR("no error, expected one saying: " << want);
+        } catch (const Error& e) {
+            BOOST_TEST(std::string(e.what()).find(want) != std::string::npos, e.what());
+        }
+    };
+    raises([&] { conv2d(x, randn({4, 2, 3, 3})); }, "conv2d: expected input with 2 channels");
+    raises([&] { conv2d(x.reshape({3, 5, 5}), randn({4, 3, 3, 3})); }, "conv2d: expected a 4-D input");
+    raises([&] { conv2d(x, randn({4, 3, 7, 7})); }, "larger than the input");
+    raises([&] { conv2d(x, randn({4, 3, 3, 3}), randn({3})); }, "expected a bias of shape [4]");
+    raises([&] { conv2d(x, randn({4, 1, 3, 3}), {}, {1, 1}, {0, 0}, {1, 1}, 2); }, "divisible by groups");
+    raises([&] { conv2d(x, randn({4, 3, 3, 3}), {}, {0, 1}); }, "stride must be positive");
+    raises([&] { max_pool2d(x, {.kernel = {2, 2}, .padding = {2, 2}}); }, "padding should be at most half of the kernel size");
+    raises([&] { adaptive_avg_pool2d(x, {0, 1}); }, "output size must be positive");
+    raises([&] { max_pool2d(x.to(int64), {.kernel = {2, 2}}); }, "expected a float32 or float64 tensor");
+}
+
+BOOST_AUTO_TEST_CASE(a_compiled_conv_block_equals_eager_forward_and_backward) {
+    manual_seed(13);
+    Tensor w = (randn({8, 3, 3, 3}) * 0.2).requires_grad_(), b = zeros({8}, {.requires_grad = true});
+    auto block = [&](const Tensor& x) {
+        Tensor h = relu(conv2d(x, w, b, {1, 1}, {1, 1}));
+        h = max_pool2d(h, {.kernel = {2, 2}, .stride = {2, 2}});
+        return adaptive_avg_pool2d(h, {1, 1}).reshape({x.size(0), 8}).sum();
+    };
+    auto compiled = compile(block);
+    for (int i = 0; i < 2; ++i) {
+        Tensor x = randn({2, 3, 8, 8});
+        w.zero_grad(), b.zero_grad();
+        Tensor l = block(x);
+        l.backward();
+        Tensor gw = w.grad().clone(), gb = b.grad().clone();
+        w.zero_grad(), b.zero_grad();
+        Tensor lc = compiled(x);
+        lc.backward();
+        BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
+        BOOST_TEST(max_diff(w.grad(), gw) < 1e-4);
+        BOOST_TEST(max_diff(b.grad(), gb) < 1e-4);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
