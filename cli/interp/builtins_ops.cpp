@@ -5,6 +5,7 @@
 // with the others in builtins_tensor.cpp.)
 #include "cli/interp/builtins.h"
 #include "cli/interp/operators.h"
+#include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
 
@@ -88,6 +89,46 @@ Value b_dropout_module(Bound& b) { return ModulePtr(std::make_shared<nn::Dropout
 Value b_gelu_module(Bound& b) { return ModulePtr(std::make_shared<nn::GELU>(b.has(0) ? b.string(0) : "none")); }
 Value b_silu_module(Bound&) { return ModulePtr(std::make_shared<nn::SiLU>()); }
 
+// An int n (n, n) or a pair (h, w), as PyTorch's _pair; `fallback` when the argument is absent or None.
+nn::Pair pair_arg(Bound& b, size_t i, nn::Pair fallback) {
+    if (!b.has(i) || b.value(i).is<None>()) return fallback;
+    if (auto n = as_int(b.value(i))) return {*n, *n};
+    std::vector<int64_t> v;
+    for (const Value& item : iterate(b.in, b.value(i))) {
+        auto n = as_int(item);
+        if (!n) b.type_error(i, "an int or a tuple of 2 ints");
+        v.push_back(*n);
+    }
+    if (v.size() != 2) b.type_error(i, "an int or a tuple of 2 ints");
+    return {v[0], v[1]};
+}
+Value b_conv2d(Bound& b) {
+    Tensor bias = b.has(2) && !b.value(2).is<None>() ? b.tensor(2) : Tensor();
+    return conv2d(b.tensor(0), b.tensor(1), bias, pair_arg(b, 3, {1, 1}), pair_arg(b, 4, {0, 0}), pair_arg(b, 5, {1, 1}),
+                  b.integer_or(6, 1));
+}
+Window2d pool_window(Bound& b, size_t first) {  // kernel_size, stride=None (the kernel), padding=0, dilation=1
+    nn::Pair k = pair_arg(b, first, {0, 0});
+    return {k, pair_arg(b, first + 1, k), pair_arg(b, first + 2, {0, 0}), pair_arg(b, first + 3, {1, 1})};
+}
+Value b_max_pool2d(Bound& b) { return max_pool2d(b.tensor(0), pool_window(b, 1)); }
+Value b_avg_pool2d(Bound& b) { return avg_pool2d(b.tensor(0), pool_window(b, 1)); }
+Value b_adaptive_avg_pool2d(Bound& b) { return adaptive_avg_pool2d(b.tensor(0), pair_arg(b, 1, {1, 1})); }
+Value b_conv2d_module(Bound& b) {
+    return ModulePtr(std::make_shared<nn::Conv2d>(b.integer(0), b.integer(1), pair_arg(b, 2, {1, 1}), pair_arg(b, 3, {1, 1}),
+                                                  pair_arg(b, 4, {0, 0}), pair_arg(b, 5, {1, 1}), b.integer_or(6, 1), b.flag_or(7, true)));
+}
+Value b_max_pool2d_module(Bound& b) {
+    Window2d w = pool_window(b, 0);
+    return ModulePtr(std::make_shared<nn::MaxPool2d>(w.kernel, w.stride, w.padding, w.dilation));
+}
+Value b_avg_pool2d_module(Bound& b) {
+    Window2d w = pool_window(b, 0);
+    return ModulePtr(std::make_shared<nn::AvgPool2d>(w.kernel, w.stride, w.padding));
+}
+Value b_adaptive_avg_pool2d_module(Bound& b) { return ModulePtr(std::make_shared<nn::AdaptiveAvgPool2d>(pair_arg(b, 0, {1, 1}))); }
+Value b_flatten_module(Bound& b) { return ModulePtr(std::make_shared<nn::Flatten>(b.integer_or(0, 1), b.integer_or(1, -1))); }
+
 const Builtin kOps[] = {
     {"stack", "tensors, dim=0", b_stack, "join tensors of one shape along a new dim"},
     {"clamp", "input, min=None, max=None", b_clamp, "min(max(x, min), max)"},
@@ -118,6 +159,16 @@ const Builtin kOps[] = {
     {"nn.Dropout", "p=0.5", b_dropout_module, "dropout while training"},
     {"nn.GELU", "approximate='none'", b_gelu_module, "GELU as a module"},
     {"nn.SiLU", "", b_silu_module, "SiLU as a module"},
+    {"F.conv2d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1", b_conv2d, "2-d convolution over [N, C, H, W]"},
+    {"F.max_pool2d", "input, kernel_size, stride=None, padding=0, dilation=1", b_max_pool2d, "max over each window"},
+    {"F.avg_pool2d", "input, kernel_size, stride=None, padding=0", b_avg_pool2d, "mean over each window (padding counted)"},
+    {"F.adaptive_avg_pool2d", "input, output_size", b_adaptive_avg_pool2d, "mean over PyTorch's bins for the output size"},
+    {"nn.Conv2d", "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True", b_conv2d_module,
+     "2-d convolution layer"},
+    {"nn.MaxPool2d", "kernel_size, stride=None, padding=0, dilation=1", b_max_pool2d_module, "max pooling layer"},
+    {"nn.AvgPool2d", "kernel_size, stride=None, padding=0", b_avg_pool2d_module, "average pooling layer"},
+    {"nn.AdaptiveAvgPool2d", "output_size", b_adaptive_avg_pool2d_module, "adaptive average pooling layer"},
+    {"nn.Flatten", "start_dim=1, end_dim=-1", b_flatten_module, "flatten dims into one"},
 };
 
 }  // namespace
