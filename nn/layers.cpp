@@ -80,4 +80,10 @@ std::string GELU::extra_repr() const { return approximate == "none" ? "" : "appr
 
 Tensor SiLU::forward(const Tensor& x) { return functional::silu(x); }
 
+Embedding::Embedding(int64_t n, int64_t d) : num_embeddings(n), embedding_dim(d) {
+    KILN_CHECK(n > 0 && d > 0, "Embedding: num_embeddings and embedding_dim must be positive, got ", n, " and ", d);
+    weight = register_parameter("weight", randn({n, d}));
+}
+std::string Embedding::extra_repr() const { return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim); }
+
 }  // namespace kiln::nn

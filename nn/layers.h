@@ -1,4 +1,4 @@
-// The basic layers: Linear, ReLU, Sequential to chain them, LayerNorm, Dropout, GELU, SiLU.
+// The basic layers: Linear, ReLU, Sequential to chain them, LayerNorm, Dropout, GELU, SiLU, Embedding.
 #pragma once
 #include <memory>
 #include <type_traits>
@@ -76,6 +76,17 @@ class GELU : public Module {
 class SiLU : public Module {
    public:
     Tensor forward(const Tensor& x) override;
+};
+
+// A table of num_embeddings vectors of embedding_dim, N(0, 1) at the start as in PyTorch;
+// forward(index) looks rows up for an int64 index of any shape.
+class Embedding : public Module {
+   public:
+    Embedding(int64_t num_embeddings, int64_t embedding_dim);
+    Tensor forward(const Tensor& index) override { return embedding(index, weight); }
+    std::string extra_repr() const override;
+    int64_t num_embeddings, embedding_dim;
+    Tensor weight;  // [num_embeddings, embedding_dim]
 };
 
 namespace detail {

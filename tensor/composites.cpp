@@ -152,6 +152,30 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
     return split(x, std::max<int64_t>(size, n == 0 ? 0 : 1), d);
 }
 
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) { return dispatch(OpId::gather, {x, index}, {.dim = dim}); }
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+    return dispatch(OpId::scatter_add, {x, index, src}, {.dim = dim});
+}
+
+// The 1-d index laid along dim and expanded over the other dims: one gather.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+    KILN_CHECK(index.dim() <= 1, "index_select: index should have 1 dim, got shape ", index.shape());
+    KILN_CHECK(index.dtype() == DType::int64, "index_select: expected an int64 index, got ", index.dtype());
+    KILN_CHECK(x.dim() > 0, "index_select: expected a tensor with at least 1 dim");
+    int64_t d = normalize_dim(dim, x.dim(), "index_select");
+    Shape view(size_t(x.dim()), 1), out = x.shape();
+    view[d] = out[d] = index.numel();
+    return gather(x, d, index.reshape(view).expand(out));
+}
+
+Tensor embedding(const Tensor& index, const Tensor& weight) {
+    KILN_CHECK(weight.dim() == 2, "embedding: expected a weight of shape [num_embeddings, embedding_dim], got ", weight.shape());
+    Shape out = index.shape();
+    out.push_back(weight.size(1));
+    return index_select(weight, 0, index.reshape({index.numel()})).reshape(out);
+}
+
 Tensor bmm(const Tensor& a, const Tensor& b) {
     KILN_CHECK(a.dim() == 3, "bmm: batch1 must be a 3D tensor, got shape ", a.shape());
     KILN_CHECK(b.dim() == 3, "bmm: batch2 must be a 3D tensor, got shape ", b.shape());

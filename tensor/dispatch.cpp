@@ -78,6 +78,7 @@ std::string attrs_print(OpId op, const Attrs& a) {
         case OpId::to_device: sep() << "device=" << a.device; break;
         case OpId::unfold2d: sep() << "window=" << a.shape << ", pad=" << a.scalar; break;
         case OpId::fold2d: sep() << "window=" << a.shape << ", size=" << a.dims; break;
+        case OpId::gather: case OpId::scatter_add: sep() << "dim=" << a.dim; break;
         default: break;
     }
     if (op_info(op).kind == OpKind::factory || op_info(op).kind == OpKind::random)

@@ -189,6 +189,15 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor bmm(const Tensor& a, const Tensor& b);  // [B, n, m] @ [B, m, p]
 
+// Indexing along a dim (table ops gather and scatter_add, int64 indices; tensor/composites.cpp).
+// gather: out[..., j, ...] = x[..., index[..., j, ...], ...]; the index has x's rank and sizes
+// outside dim. scatter_add: x with src added at the indexed places. index_select: whole
+// slices at a 1-d index. embedding: rows of weight [V, D] for an index of any shape.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor embedding(const Tensor& index, const Tensor& weight);
+
 // Convolution and pooling over [N, C, H, W] (tensor/composites_conv.cpp), as torch.nn.functional.
 // Pairs are (height, width). bias may be undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::pair<int64_t, int64_t> stride = {1, 1},

@@ -161,6 +161,9 @@ std::optional<Value> module_attr(const ModulePtr& m, const std::string& name) {
         if (name == "out_features") return lin->out_features;
     }
     if (name == "training") return m->is_training();
+    if (name.find('.') == std::string::npos)  // a module's own parameters (Conv2d.weight, Embedding.weight, ...)
+        for (const auto& [param, t] : m->named_parameters())
+            if (param == name) return Value(t);
     for (const auto& [child, module] : m->children())
         if (child == name) return Value(module);
     return std::nullopt;

@@ -127,6 +127,11 @@ Value b_avg_pool2d_module(Bound& b) {
     return ModulePtr(std::make_shared<nn::AvgPool2d>(w.kernel, w.stride, w.padding));
 }
 Value b_adaptive_avg_pool2d_module(Bound& b) { return ModulePtr(std::make_shared<nn::AdaptiveAvgPool2d>(pair_arg(b, 0, {1, 1}))); }
+Value b_gather(Bound& b) { return gather(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2))); }
+Value b_scatter_add(Bound& b) { return scatter_add(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2)), b.tensor(arg(b, 3))); }
+Value b_index_select(Bound& b) { return index_select(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2))); }
+Value b_embedding(Bound& b) { return embedding(b.tensor(0), b.tensor(1)); }
+Value b_embedding_module(Bound& b) { return ModulePtr(std::make_shared<nn::Embedding>(b.integer(0), b.integer(1))); }
 Value b_flatten_module(Bound& b) { return ModulePtr(std::make_shared<nn::Flatten>(b.integer_or(0, 1), b.integer_or(1, -1))); }
 
 const Builtin kOps[] = {
@@ -169,6 +174,14 @@ const Builtin kOps[] = {
     {"nn.AvgPool2d", "kernel_size, stride=None, padding=0", b_avg_pool2d_module, "average pooling layer"},
     {"nn.AdaptiveAvgPool2d", "output_size", b_adaptive_avg_pool2d_module, "adaptive average pooling layer"},
     {"nn.Flatten", "start_dim=1, end_dim=-1", b_flatten_module, "flatten dims into one"},
+    {"gather", "input, dim, index", b_gather, "values at an int64 index along dim"},
+    {"Tensor.gather", "dim, index", b_gather, ""},
+    {"scatter_add", "input, dim, index, src", b_scatter_add, "input with src added at the indexed places"},
+    {"Tensor.scatter_add", "dim, index, src", b_scatter_add, ""},
+    {"index_select", "input, dim, index", b_index_select, "slices at a 1-d int64 index"},
+    {"Tensor.index_select", "dim, index", b_index_select, ""},
+    {"F.embedding", "input, weight", b_embedding, "rows of weight for an int64 index"},
+    {"nn.Embedding", "num_embeddings, embedding_dim", b_embedding_module, "a lookup table of vectors"},
 };
 
 }  // namespace

@@ -67,4 +67,18 @@ BOOST_AUTO_TEST_CASE(a_small_conv_net_trains_eager_and_compiled_alike) {
     for (size_t i = 0; i < eager.size(); ++i) BOOST_TEST(std::abs(eager[i] - jit[i]) < 1e-5 * (1 + eager[i]), "step " << i);
 }
 
+BOOST_AUTO_TEST_CASE(embedding_looks_rows_up_and_trains) {
+    manual_seed(8);
+    nn::Embedding emb(6, 3);
+    BOOST_TEST(emb.weight.shape() == (Shape{6, 3}));
+    BOOST_TEST(emb.extra_repr() == "6, 3");
+    Tensor idx = tensor(std::vector<int64_t>{5, 0, 5}, {3});
+    Tensor rows = emb.forward(idx);
+    BOOST_TEST(allclose(rows.slice(0, 0, 1), emb.weight.slice(0, 5, 6)));
+    rows.sum().backward();
+    BOOST_TEST(emb.weight.grad().slice(0, 5, 6).sum().item<float>() == 6.0f);  // looked up twice, 3 columns
+    BOOST_TEST(emb.weight.grad().slice(0, 1, 5).abs().sum().item<float>() == 0.0f);
+    BOOST_CHECK_THROW(emb.forward(tensor(std::vector<int64_t>{6}, {1})), Error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -412,6 +412,8 @@ BOOST_AUTO_TEST_CASE(every_table_op_has_a_test) {
         {"to_device", "test_ops.cpp to_device_* (moves to a GPU: tests/cuda test_cuda_codegen.cpp)"},
         {"unfold2d", "test_conv.cpp (conv2d, pooling)"},
         {"fold2d", "test_conv.cpp fold2d_*"},
+        {"gather", "test_index.cpp"},
+        {"scatter_add", "test_index.cpp"},
         {"cat", "test_shape.cpp cat_*"},
         {"full", "test_factory.cpp full_*"},
         {"arange", "test_factory.cpp arange_*"},

@@ -1,0 +1,93 @@
+// gather and scatter_add along a dim, the two indexing ops the rest are built from
+// (index_select, embedding: tensor/composites_conv.cpp's neighbour composites.cpp).
+//   gather:      out[i][j][k] = x[i][index[i][j][k]][k]            (dim 1)
+//   scatter_add: out = base; out[i][index[i][j][k]][k] += src[i][j][k]
+// Each is the other's derivative. Indices are int64 and checked against the dim's size.
+#include "tensor/kernels.h"
+
+namespace kiln {
+namespace {
+
+struct IndexPlan {
+    int64_t dim, outer = 1, inner = 1, n_index = 1, n_data = 1;  // index[outer, n_index, inner] over data[outer, n_data, inner]
+};
+
+// The index has the data's rank and, outside `dim`, the data's sizes (PyTorch also allows
+// smaller ones; kiln asks for equal).
+IndexPlan plan_index(const Tensor& data, const Tensor& index, int64_t dim, const char* op) {
+    KILN_CHECK(data.device().type == DeviceType::cpu && index.device().type == DeviceType::cpu, op, ": not on CUDA yet");
+    KILN_CHECK(index.dtype() == DType::int64, op, ": expected an int64 index, got ", index.dtype());
+    KILN_CHECK(index.dim() == data.dim(), op, ": index ", index.shape(), " and input ", data.shape(), " must have the same number of dims");
+    IndexPlan p;
+    p.dim = normalize_dim(dim, std::max<int64_t>(data.dim(), 1), op);
+    for (int64_t d = 0; d < data.dim(); ++d) {
+        if (d != p.dim)
+            KILN_CHECK(index.size(d) == data.size(d), op, ": index ", index.shape(), " must match input ", data.shape(),
+                       " in every dim but ", p.dim);
+        if (d < p.dim) p.outer *= data.size(d);
+        if (d > p.dim) p.inner *= data.size(d);
+    }
+    p.n_index = data.dim() ? index.size(p.dim) : 1;
+    p.n_data = data.dim() ? data.size(p.dim) : 1;
+    return p;
+}
+
+template <class Fn>
+void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, Fn&& fn) {
+    Tensor idx = contiguous_as(index, DType::int64);
+    const int64_t* ip = ptr<int64_t>(idx);
+    for (int64_t o = 0; o < p.outer; ++o)
+        for (int64_t j = 0; j < p.n_index; ++j)
+            for (int64_t k = 0; k < p.inner; ++k) {
+                int64_t at = (o * p.n_index + j) * p.inner + k;
+                int64_t i = ip[at];
+                if (i < 0) i += p.n_data;  // negative indices count from the end, as in PyTorch
+                KILN_CHECK(i >= 0 && i < p.n_data, op, ": index ", ip[at], " is out of bounds for dim ", p.dim, " with size ", p.n_data);
+                fn(at, (o * p.n_data + i) * p.inner + k);
+            }
+}
+
+}  // namespace
+
+Tensor forward_gather(std::span<const Tensor> in, const Attrs& a) {
+    const Tensor& x = in[0];
+    IndexPlan p = plan_index(x, in[1], a.dim, "gather");
+    Tensor src = contiguous_as(x, x.dtype());
+    Tensor out = empty(in[1].shape(), x.dtype());
+    visit_dtype(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* s = ptr<T>(src);
+        T* o = ptr<T>(out);
+        for_each_index(p, in[1], "gather", [&](int64_t at, int64_t from) { o[at] = s[from]; });
+    });
+    return out;
+}
+
+std::vector<Tensor> backward_gather(const BackwardArgs& b) {
+    if (!b.needs(0)) return {Tensor(), Tensor()};
+    Tensor base = zeros(b.input_shapes[0], {.dtype = b.grad.dtype()});
+    return {dispatch(OpId::scatter_add, {base, b.inputs[1], b.grad}, b.attrs), Tensor()};
+}
+
+Tensor forward_scatter_add(std::span<const Tensor> in, const Attrs& a) {
+    const Tensor &base = in[0], &index = in[1], &src_in = in[2];
+    IndexPlan p = plan_index(base, index, a.dim, "scatter_add");
+    KILN_CHECK(src_in.shape() == index.shape(), "scatter_add: src ", src_in.shape(), " must have the index's shape ", index.shape());
+    KILN_CHECK(src_in.dtype() == base.dtype(), "scatter_add: src (", src_in.dtype(), ") and input (", base.dtype(), ") must have one dtype");
+    Tensor out = materialize(base);
+    Tensor src = contiguous_as(src_in, src_in.dtype());
+    visit_dtype(base.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* s = ptr<T>(src);
+        T* o = ptr<T>(out);
+        for_each_index(p, index, "scatter_add", [&](int64_t at, int64_t to) { o[to] = T(o[to] + s[at]); });
+    });
+    return out;
+}
+
+std::vector<Tensor> backward_scatter_add(const BackwardArgs& b) {
+    Tensor grad_src = b.needs(2) ? dispatch(OpId::gather, {b.grad, b.inputs[1]}, b.attrs) : Tensor();
+    return {b.needs(0) ? b.grad : Tensor(), Tensor(), grad_src};
+}
+
+}  // namespace kiln

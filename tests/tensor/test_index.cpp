@@ -1,0 +1,86 @@
+// gather, scatter_add, index_select and embedding: against direct loops, negative indices,
+// PyTorch's errors, and compiled equal to eager with gradients.
+#include <boost/test/unit_test.hpp>
+
+#include "kiln.h"
+
+using namespace kiln;
+
+namespace {
+Tensor ints(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(indexing)
+
+BOOST_AUTO_TEST_CASE(gather_and_scatter_add_follow_the_index_along_a_dim) {
+    Tensor x = arange(12).reshape({3, 4}).to(float32);
+    Tensor g = gather(x, 1, ints({3, 0, 1, 1, -1, 0}, {3, 2}));  // -1: the last
+    BOOST_TEST(g.to_vector<float>() == (std::vector<float>{3, 0, 5, 5, 11, 8}));
+    Tensor g0 = gather(x, 0, ints({2, 0, 1, 2}, {1, 4}));
+    BOOST_TEST(g0.to_vector<float>() == (std::vector<float>{8, 1, 6, 11}));
+    Tensor s = scatter_add(zeros({3, 2}), 0, ints({0, 1, 0, 1, 2, 2, 0, 0}, {4, 2}), ones({4, 2}));
+    BOOST_TEST(s.to_vector<float>() == (std::vector<float>{3, 1, 0, 2, 1, 1}));  // repeated indices add up
+    BOOST_TEST(scatter_add(x, 1, ints({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {3, 4}), x).to_vector<float>()[0] == 0 + 0 + 1 + 2 + 3);
+    Tensor xi = arange(6).reshape({2, 3}).to(int64);
+    BOOST_TEST(gather(xi, 1, ints({2, 1, 0, 0}, {2, 2})).dtype() == DType::int64);  // any dtype
+}
+
+BOOST_AUTO_TEST_CASE(index_select_and_embedding_take_whole_slices) {
+    Tensor w = arange(15).reshape({5, 3}).to(float32);
+    Tensor rows = index_select(w, 0, ints({4, 0, 4}, {3}));
+    BOOST_TEST(rows.shape() == (Shape{3, 3}));
+    BOOST_TEST(rows.to_vector<float>() == (std::vector<float>{12, 13, 14, 0, 1, 2, 12, 13, 14}));
+    Tensor cols = index_select(w, 1, ints({2, 0}, {2}));
+    BOOST_TEST(cols.shape() == (Shape{5, 2}));
+    BOOST_TEST(cols.to_vector<float>()[0] == 2);
+    Tensor e = embedding(ints({1, 2, 4, 1}, {2, 2}), w);
+    BOOST_TEST(e.shape() == (Shape{2, 2, 3}));
+    BOOST_TEST(e.to_vector<float>()[6] == 12);
+}
+
+BOOST_AUTO_TEST_CASE(bad_indices_raise_naming_the_op_and_the_values) {
+    Tensor x = randn({3, 4});
+    auto raises = [](auto&& f, const std::string& want) {
+        try {
+            f();
+            BOOST_ERROR("no error, expected one saying: " << want);
+        } catch (const Error& e) {
+            BOOST_TEST(std::string(e.what()).find(want) != std::string::npos, e.what());
+        }
+    };
+    raises([&] { gather(x, 1, ints({4, 0, 0, 0, 0, 0}, {3, 2})); }, "gather: index 4 is out of bounds for dim 1 with size 4");
+    raises([&] { gather(x, 1, ints({-5, 0, 0, 0, 0, 0}, {3, 2})); }, "index -5 is out of bounds");
+    raises([&] { gather(x, 1, zeros({3, 2})); }, "expected an int64 index");
+    raises([&] { gather(x, 1, ints({0, 0}, {2})); }, "must have the same number of dims");
+    raises([&] { gather(x, 1, ints({0, 0, 0, 0}, {2, 2})); }, "must match input");
+    raises([&] { gather(x, 2, ints({0, 0, 0}, {3, 1})); }, "out of range");
+    raises([&] { scatter_add(x, 0, ints({0, 0, 0, 0}, {1, 4}), ones({2, 4})); }, "src [2, 4] must have the index's shape [1, 4]");
+    raises([&] { embedding(ints({5}, {1}), x.t().contiguous().reshape({4, 3})); }, "out of bounds");
+    raises([&] { index_select(x, 0, ints({0, 1}, {1, 2})); }, "index should have 1 dim");
+}
+
+BOOST_AUTO_TEST_CASE(an_embedding_model_compiles_equal_to_eager_with_gradients) {
+    manual_seed(21);
+    Tensor table = (randn({10, 4}) * 0.5).requires_grad_();
+    Tensor head = randn({4, 3}).requires_grad_();
+    auto loss_fn = [&](const Tensor& tokens, const Tensor& target) {
+        Tensor h = embedding(tokens, table).mean({1});  // [B, 4]
+        return nn::functional::cross_entropy(matmul(h, head), target);
+    };
+    auto compiled = compile(loss_fn);
+    Tensor tokens = ints({1, 3, 3, 9, 0, 2, 7, 7, 7}, {3, 3}), target = ints({2, 0, 1}, {3});
+    table.zero_grad(), head.zero_grad();
+    Tensor l = loss_fn(tokens, target);
+    l.backward();
+    Tensor g_table = table.grad().clone(), g_head = head.grad().clone();
+    table.zero_grad(), head.zero_grad();
+    Tensor lc = compiled(tokens, target);
+    lc.backward();
+    BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-5);
+    BOOST_TEST(allclose(table.grad(), g_table, 1e-5, 1e-6));
+    BOOST_TEST(allclose(head.grad(), g_head, 1e-5, 1e-6));
+    BOOST_TEST(g_table.slice(0, 4, 5).abs().sum().item<float>() == 0);  // row 4 never looked up
+    BOOST_TEST(g_table.slice(0, 7, 8).abs().sum().item<float>() > 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
