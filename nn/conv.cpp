@@ -2,6 +2,9 @@
 #include "nn/conv.h"
 
 #include <cmath>
+#include <sstream>
+
+#include "nn/functional.h"
 
 namespace kiln::nn {
 namespace {
@@ -47,6 +50,29 @@ std::string AvgPool2d::extra_repr() const {
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair size) : output_size(size) {}
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + pair_text(output_size); }
+
+BatchNorm2d::BatchNorm2d(int64_t c, double eps_, double momentum_, bool affine) : num_features(c), eps(eps_), momentum(momentum_) {
+    KILN_CHECK(c > 0, "BatchNorm2d: num_features must be positive, got ", c);
+    if (affine) {
+        weight = register_parameter("weight", ones({c}));
+        bias = register_parameter("bias", zeros({c}));
+    }
+    running_mean = zeros({c});
+    running_var = ones({c});
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+    KILN_CHECK(x.dim() == 4, "BatchNorm2d: expected a 4-D input [N, C, H, W], got shape ", x.shape());
+    KILN_CHECK(x.size(1) == num_features, "BatchNorm2d: expected ", num_features, " channels, got input of shape ", x.shape());
+    return functional::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+}
+
+std::string BatchNorm2d::extra_repr() const {
+    std::ostringstream os;
+    os << num_features << ", eps=" << eps << ", momentum=" << momentum << ", affine=" << (weight.defined() ? "True" : "False")
+       << ", track_running_stats=True";
+    return os.str();
+}
 
 Tensor Flatten::forward(const Tensor& x) {
     int64_t rank = std::max<int64_t>(x.dim(), 1);

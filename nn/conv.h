@@ -49,6 +49,19 @@ class AdaptiveAvgPool2d : public Module {
     Pair output_size;
 };
 
+// Batch normalization per channel of [N, C, H, W]: weight (ones) and bias (zeros) when
+// affine; running_mean (zeros) and running_var (ones) updated by `momentum` while training,
+// used in eval(), as PyTorch.
+class BatchNorm2d : public Module {
+   public:
+    explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
+    Tensor forward(const Tensor& x) override;
+    std::string extra_repr() const override;
+    int64_t num_features;
+    double eps, momentum;
+    Tensor weight, bias, running_mean, running_var;
+};
+
 // Flattens dims start_dim..end_dim into one (default: everything but the batch dim).
 class Flatten : public Module {
    public:

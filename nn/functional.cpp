@@ -1,6 +1,10 @@
 // Losses as compositions of table ops: class picking is a where() over a one-hot mask.
 #include "nn/functional.h"
 
+#include <cmath>
+
+#include "autograd/node.h"
+
 namespace kiln::nn::functional {
 namespace {
 
@@ -101,6 +105,60 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     if (weight.defined()) out = out * weight;
     if (bias.defined()) out = out + bias;
     return out;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                  bool training, double momentum, double eps) {
+    KILN_CHECK(x.dim() >= 2, "batch_norm: expected an input [N, C, ...], got shape ", x.shape());
+    int64_t C = x.size(1);
+    for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+        KILN_CHECK(!t->defined() || t->shape() == Shape{C}, "batch_norm: expected per-channel tensors of shape [", C, "], got ",
+                   t->shape());
+    Shape dims = {0}, per_channel(size_t(x.dim()), 1);
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    per_channel[1] = C;
+    Tensor mean, var;
+    if (training) {
+        int64_t n = x.numel() / std::max<int64_t>(C, 1);
+        KILN_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ", x.shape());
+        mean = x.mean(dims, true);
+        Tensor centered = x - mean;
+        var = (centered * centered).mean(dims, true);
+        if (running_mean.defined() && running_var.defined()) {
+            autograd::NoGradGuard no_grad;
+            Tensor(running_mean).assign_(running_mean * (1 - momentum) + mean.detach().reshape({C}) * momentum);
+            Tensor(running_var).assign_(running_var * (1 - momentum) + var.detach().reshape({C}) * (momentum * double(n) / double(n - 1)));
+        }
+    } else {
+        KILN_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: running_mean and running_var are needed in eval mode");
+        mean = running_mean.reshape(per_channel);
+        var = running_var.reshape(per_channel);
+    }
+    Tensor out = (x - mean) * rsqrt(var + eps);
+    if (weight.defined()) out = out * weight.reshape(per_channel);
+    if (bias.defined()) out = out + bias.reshape(per_channel);
+    return out;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, bool is_causal,
+                                    std::optional<double> scale) {
+    KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "scaled_dot_product_attention: expected q, k, v with at least 2 dims, got ",
+               q.shape(), ", ", k.shape(), ", ", v.shape());
+    KILN_CHECK(q.size(-1) == k.size(-1), "scaled_dot_product_attention: q ", q.shape(), " and k ", k.shape(),
+               " must have the same last dim");
+    KILN_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: k ", k.shape(), " and v ", v.shape(),
+               " must have the same number of positions");
+    KILN_CHECK(!(is_causal && attn_mask.defined()), "scaled_dot_product_attention: give attn_mask or is_causal, not both");
+    double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+    Tensor scores = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
+    int64_t L = q.size(-2), S = k.size(-2);
+    if (is_causal) {
+        Tensor above = arange(double(L)).unsqueeze(1) < arange(double(S)).unsqueeze(0);  // key after the query
+        scores = masked_fill(scores, above, -INFINITY);
+    } else if (attn_mask.defined()) {
+        scores = attn_mask.dtype() == DType::boolean ? masked_fill(scores, eq(attn_mask, 0.0), -INFINITY) : scores + attn_mask;
+    }
+    return matmul(kiln::softmax(scores, -1), v);
 }
 
 }  // namespace kiln::nn::functional

@@ -1,6 +1,7 @@
 // Stateless layers and losses (PyTorch's torch.nn.functional), made of table ops only,
 // so autograd and the JIT see through them.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "tensor/ops.h"
@@ -30,6 +31,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction = Reduction::mean);
 // nll_loss(log_softmax(logits)). targets: int64 class indices [N], or probabilities [N, C].
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
+// Batch normalization over [N, C, ...] per channel C. training: normalize with the batch's
+// mean and biased variance, and (when given) move running_mean/running_var toward the
+// batch's mean and unbiased variance by `momentum`, in place, as PyTorch; otherwise
+// normalize with the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
+// softmax(q k^T * scale + mask) v over the last two dims ([..., L, E] queries, [..., S, E] keys,
+// [..., S, Ev] values); scale defaults to 1/sqrt(E); is_causal masks key j > query i;
+// attn_mask: bool (True = take part) or float (added).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
 // (input - target)^2; the shapes must match.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 

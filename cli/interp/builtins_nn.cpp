@@ -3,6 +3,7 @@
 #include "cli/interp/builtins.h"
 #include "cli/interp/operators.h"
 #include "nn/functional.h"
+#include "nn/conv.h"
 #include "nn/layers.h"
 
 namespace kiln::interp {
@@ -159,6 +160,10 @@ std::optional<Value> module_attr(const ModulePtr& m, const std::string& name) {
         if (name == "bias") return lin->bias.defined() ? Value(lin->bias) : Value(None{});
         if (name == "in_features") return lin->in_features;
         if (name == "out_features") return lin->out_features;
+    }
+    if (auto bn = dynamic_cast<nn::BatchNorm2d*>(m.get())) {
+        if (name == "running_mean") return Value(bn->running_mean);
+        if (name == "running_var") return Value(bn->running_var);
     }
     if (name == "training") return m->is_training();
     if (name.find('.') == std::string::npos)  // a module's own parameters (Conv2d.weight, Embedding.weight, ...)

@@ -132,6 +132,19 @@ Value b_scatter_add(Bound& b) { return scatter_add(input(b), b.integer(arg(b, 1)
 Value b_index_select(Bound& b) { return index_select(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2))); }
 Value b_embedding(Bound& b) { return embedding(b.tensor(0), b.tensor(1)); }
 Value b_embedding_module(Bound& b) { return ModulePtr(std::make_shared<nn::Embedding>(b.integer(0), b.integer(1))); }
+Value b_batch_norm(Bound& b) {
+    auto opt = [&](size_t i) { return b.has(i) && !b.value(i).is<None>() ? b.tensor(i) : Tensor(); };
+    return Fn::batch_norm(b.tensor(0), opt(1), opt(2), opt(3), opt(4), b.flag_or(5, false), b.number_or(6, 0.1), b.number_or(7, 1e-5));
+}
+Value b_batch_norm_module(Bound& b) {
+    return ModulePtr(std::make_shared<nn::BatchNorm2d>(b.integer(0), b.number_or(1, 1e-5), b.number_or(2, 0.1), b.flag_or(3, true)));
+}
+Value b_sdpa(Bound& b) {
+    Tensor mask = b.has(3) && !b.value(3).is<None>() ? b.tensor(3) : Tensor();
+    std::optional<double> scale;
+    if (b.has(5) && !b.value(5).is<None>()) scale = b.number(5);
+    return Fn::scaled_dot_product_attention(b.tensor(0), b.tensor(1), b.tensor(2), mask, b.flag_or(4, false), scale);
+}
 Value b_flatten_module(Bound& b) { return ModulePtr(std::make_shared<nn::Flatten>(b.integer_or(0, 1), b.integer_or(1, -1))); }
 
 const Builtin kOps[] = {
@@ -182,6 +195,11 @@ const Builtin kOps[] = {
     {"Tensor.index_select", "dim, index", b_index_select, ""},
     {"F.embedding", "input, weight", b_embedding, "rows of weight for an int64 index"},
     {"nn.Embedding", "num_embeddings, embedding_dim", b_embedding_module, "a lookup table of vectors"},
+    {"F.batch_norm", "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05", b_batch_norm,
+     "normalize per channel (batch or running statistics)"},
+    {"nn.BatchNorm2d", "num_features, eps=1e-05, momentum=0.1, affine=True", b_batch_norm_module, "batch normalization layer"},
+    {"F.scaled_dot_product_attention", "query, key, value, attn_mask=None, is_causal=False, scale=None", b_sdpa,
+     "softmax(q k^T * scale) v, optionally causal"},
 };
 
 }  // namespace

@@ -1,0 +1,104 @@
+// batch_norm / BatchNorm2d (running statistics as PyTorch, train and eval, compiled) and
+// scaled_dot_product_attention (against the formula, causal masks, compiled with gradients).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "kiln.h"
+
+using namespace kiln;
+namespace F = kiln::nn::functional;
+
+BOOST_AUTO_TEST_SUITE(norm_attention)
+
+BOOST_AUTO_TEST_CASE(batch_norm_normalizes_per_channel_and_tracks_running_statistics) {
+    manual_seed(31);
+    Tensor x = randn({4, 3, 5, 5}) * 3.0 + 2.0;
+    nn::BatchNorm2d bn(3);
+    Tensor y = bn.forward(x);
+    Tensor m = y.mean({0, 2, 3}), v = (y * y).mean({0, 2, 3});
+    BOOST_TEST(m.abs().amax().item<float>() < 1e-5);
+    BOOST_TEST((v - 1.0).abs().amax().item<float>() < 1e-3);
+    // running = 0.9 * running + 0.1 * batch (mean; unbiased variance), as PyTorch
+    Tensor batch_mean = x.mean({0, 2, 3}), batch_var = var(x, {0, 2, 3}, 1);
+    BOOST_TEST(allclose(bn.running_mean, batch_mean * 0.1, 1e-4, 1e-5));
+    BOOST_TEST(allclose(bn.running_var, batch_var * 0.1 + 0.9, 1e-4, 1e-5));
+    bn.eval();
+    Tensor e = bn.forward(x);
+    Tensor want = (x - bn.running_mean.reshape({1, 3, 1, 1})) / sqrt(bn.running_var.reshape({1, 3, 1, 1}) + 1e-5);
+    BOOST_TEST(allclose(e, want, 1e-4, 1e-5));
+    BOOST_TEST(allclose(bn.running_mean, batch_mean * 0.1, 1e-4, 1e-5));  // eval does not update
+    BOOST_CHECK_THROW(bn.forward(randn({2, 4, 3, 3})), Error);
+    nn::BatchNorm2d one(2);
+    BOOST_CHECK_THROW(one.forward(randn({1, 2, 1, 1})), Error);  // one value per channel while training
+}
+
+BOOST_AUTO_TEST_CASE(a_compiled_conv_bn_relu_step_equals_eager_including_running_statistics) {
+    auto run = [](bool compiled) {
+        manual_seed(32);
+        auto net = nn::sequential(nn::Conv2d(2, 4, {3, 3}, {1, 1}, {1, 1}), nn::BatchNorm2d(4), nn::ReLU(), nn::AdaptiveAvgPool2d({1, 1}),
+                                  nn::Flatten());
+        Tensor x = randn({3, 2, 6, 6});
+        auto loss_fn = [&](const Tensor& input) { return net->forward(input).sum(); };
+        auto step = compile(loss_fn);
+        std::vector<double> out;
+        for (int i = 0; i < 3; ++i) {
+            Tensor l = compiled ? step(x * double(i + 1)) : loss_fn(x * double(i + 1));
+            l.backward();
+            out.push_back(l.item<double>());
+        }
+        auto* bn = dynamic_cast<nn::BatchNorm2d*>((*net)[1].get());
+        for (float v : bn->running_mean.to_vector<float>()) out.push_back(v);
+        for (float v : bn->running_var.to_vector<float>()) out.push_back(v);
+        for (float v : net->parameters()[0].grad().flatten().to_vector<float>()) out.push_back(v);
+        return out;
+    };
+    std::vector<double> eager = run(false), jit = run(true);
+    BOOST_REQUIRE(eager.size() == jit.size());
+    for (size_t i = 0; i < eager.size(); ++i) BOOST_TEST(std::abs(eager[i] - jit[i]) < 1e-4 * (1 + std::abs(eager[i])), "value " << i);
+}
+
+BOOST_AUTO_TEST_CASE(attention_matches_the_formula_and_masks_the_future) {
+    manual_seed(33);
+    Tensor q = randn({2, 3, 5, 8}), k = randn({2, 3, 7, 8}), v = randn({2, 3, 7, 4});
+    Tensor want = matmul(softmax(matmul(q, k.transpose(-2, -1)) / std::sqrt(8.0), -1), v);
+    BOOST_TEST(allclose(F::scaled_dot_product_attention(q, k, v), want, 1e-4, 1e-5));
+    BOOST_TEST(allclose(F::scaled_dot_product_attention(q, k, v, {}, false, 0.5), matmul(softmax(matmul(q, k.transpose(-2, -1)) * 0.5, -1), v),
+                        1e-4, 1e-5));
+    // causal: query i sees keys 0..i only, so changing the last value moves only the last row
+    Tensor s = randn({1, 4, 8}), sv = randn({1, 4, 8});
+    Tensor a = F::scaled_dot_product_attention(s, s, sv, {}, true);
+    Tensor sv2 = sv.clone();
+    sv2 = sv2 + where(arange(4).reshape({1, 4, 1}) == 3.0, ones({1, 4, 8}), zeros({1, 4, 8}));
+    Tensor b = F::scaled_dot_product_attention(s, s, sv2, {}, true);
+    BOOST_TEST((a - b).slice(1, 0, 3).abs().amax().item<float>() == 0.0f);
+    BOOST_TEST((a - b).slice(1, 3, 4).abs().amax().item<float>() > 0.5f);
+    BOOST_TEST(allclose(a.slice(1, 0, 1), sv.slice(1, 0, 1)));  // the first query sees only the first key
+    // a bool mask (True = attend) equals the causal one when it is the lower triangle
+    Tensor lower = arange(4).unsqueeze(1) >= arange(4).unsqueeze(0);
+    BOOST_TEST(allclose(F::scaled_dot_product_attention(s, s, sv, lower), a, 1e-5, 1e-6));
+    BOOST_CHECK_THROW(F::scaled_dot_product_attention(q, randn({2, 3, 7, 6}), v), Error);
+    BOOST_CHECK_THROW(F::scaled_dot_product_attention(s, s, sv, lower, true), Error);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_causal_attention_equals_eager_with_gradients) {
+    manual_seed(34);
+    Tensor w = (randn({16, 48}) * 0.2).requires_grad_();
+    auto block = [&](const Tensor& x) {  // one head, qkv from one projection, causal
+        std::vector<Tensor> qkv = chunk(matmul(x, w), 3, -1);
+        return F::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {}, true).sum();
+    };
+    auto compiled = compile(block);
+    Tensor x = randn({2, 6, 16});
+    w.zero_grad();
+    Tensor l = block(x);
+    l.backward();
+    Tensor g = w.grad().clone();
+    w.zero_grad();
+    Tensor lc = compiled(x);
+    lc.backward();
+    BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
+    BOOST_TEST(allclose(w.grad(), g, 1e-4, 1e-5));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
