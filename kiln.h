@@ -4,6 +4,7 @@
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "nn/attention.h"
 #include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
