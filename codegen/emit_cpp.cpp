@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/kernel_view.h"
 #include "tensor/error.h"
 
 namespace kiln::codegen {
@@ -41,6 +42,8 @@ std::string math_text(const std::string& math, const std::string& x, const std::
 
 namespace {
 
+using namespace emit_detail;
+
 std::string float_literal(double value) {
     float f = float(value);
     if (std::isnan(f)) return "std::numeric_limits<float>::quiet_NaN()";
@@ -52,20 +55,6 @@ std::string float_literal(double value) {
     text += "f";
     return f < 0 ? "(" + text + ")" : text;
 }
-
-std::string product_cpp(const Shape& shape, size_t begin, size_t end) {
-    SizeExpr e{1, {}};
-    for (size_t d = begin; d < end; ++d) e = e * size_expr(shape[d]);
-    return to_cpp(e);
-}
-
-// How a loop reads one value: fixed for the whole row, contiguous along it, or strided.
-enum class LoadKind { constant, contiguous, strided };
-struct LoadPlan {
-    LoadKind kind = LoadKind::constant;
-    std::string base;                           // offset + outer index terms
-    std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the row
-};
 
 struct Reduction {
     const char* init;  // identity element
@@ -82,10 +71,9 @@ Reduction reduction_of(OpId op) {
     return {"std::numeric_limits<float>::infinity()", "fold_min"};
 }
 
-class KernelEmitter {
+class KernelEmitter : KernelView {
    public:
-    KernelEmitter(const Schedule& s, int index, std::ostream& os)
-        : s_(s), k_(s.kernels[index]), index_(index), os_(os), rank_(int(k_.domain.size())) {}
+    KernelEmitter(const Schedule& s, int index, std::ostream& os) : KernelView(s, index, 0), os_(os) {}
 
     void emit() {
         choose_loop();
@@ -125,24 +113,11 @@ class KernelEmitter {
     }
 
    private:
-    const Schedule& s_;
-    const Kernel& k_;
-    int index_;
     std::ostream& os_;
-    int rank_;
-    int outer_ = 0;       // leading domain dims indexed by `row`
     bool flat_ = false;   // no rows: [begin, end) are element indices
     bool vector_ = true;  // every element load is constant or contiguous along the row
     std::set<int> row_scope_loads_;
 
-    bool in_kernel(int v) const {
-        const ValueInfo& info = s_.values.at(v);
-        return info.kernel == index_ && info.home != Home::view && s_.producer.count(v) &&
-               std::find(k_.nodes.begin(), k_.nodes.end(), s_.producer.at(v)) != k_.nodes.end();
-    }
-    bool per_row(int v) const { return in_kernel(v) && s_.values.at(v).per_row; }
-    const LNode& node(int index) const { return s_.graph.nodes[index]; }
-    bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
 
     std::string describe() const {
         std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
@@ -165,47 +140,6 @@ class KernelEmitter {
         if (outer_ > 0) os_ << indent << "const int64_t i0 = rest;\n";
     }
 
-    // Value v read by a node whose shape has `consumer_rank` dims (aligned right, NumPy-style).
-    LoadPlan plan_load(int v, size_t consumer_rank, bool row_context) const {
-        const Access& a = s_.values.at(v).access;
-        const Shape& shape = s_.value(v).shape;
-        LoadPlan p;
-        std::vector<SizeExpr> base = a.offset;
-        std::string outer_terms;
-        for (size_t d = 0; d < shape.size(); ++d) {
-            if (shape[d] == 1) continue;  // broadcast (or a dim of one): index 0
-            int dim = int(consumer_rank - shape.size() + d);
-            std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
-            if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
-            else if (!row_context) p.inner.push_back({dim, a.strides[d]});
-        }
-        p.base = to_cpp(base) + outer_terms;
-        if (p.base.rfind("0 + ", 0) == 0) p.base = p.base.substr(4);
-        if (p.inner.empty()) return p;
-        std::vector<SizeExpr> want = contiguous_stride_exprs(Shape(k_.domain.begin() + outer_, k_.domain.end()));
-        size_t matched = 0;
-        for (int d = outer_; d < rank_; ++d) {
-            if (k_.domain[d] == 1) continue;
-            auto it = std::find_if(p.inner.begin(), p.inner.end(), [&](const auto& t) { return t.first == d; });
-            if (it == p.inner.end() || !(it->second == want[d - outer_])) return p.kind = LoadKind::strided, p;
-            ++matched;
-        }
-        p.kind = matched == p.inner.size() ? LoadKind::contiguous : LoadKind::strided;
-        return p;
-    }
-
-    // Element loads of every node that runs along the row.
-    std::vector<LoadPlan> element_loads() const {
-        std::vector<LoadPlan> plans;
-        for (int index : k_.nodes) {
-            if (!is_reduction(index) && per_row(node(index).out.id)) continue;
-            for (int v : node(index).inputs)
-                if (!in_kernel(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
-            for (int v : k_.stores)
-                if (v == node(index).out.id && !per_row(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
-        }
-        return plans;
-    }
 
     void choose_loop() {
         auto all_vector = [&] {
@@ -255,19 +189,6 @@ class KernelEmitter {
         return "B(" + ptr + "[" + index + "])";
     }
 
-    // Element nodes of this kernel that `targets` need, in execution order.
-    std::vector<int> element_closure(const std::vector<int>& targets) const {
-        std::set<int> seen;
-        std::function<void(int)> visit = [&](int index) {
-            for (int v : node(index).inputs)
-                if (in_kernel(v) && !per_row(v) && seen.insert(s_.producer.at(v)).second) visit(s_.producer.at(v));
-        };
-        for (int t : targets) {
-            if (!is_reduction(t)) seen.insert(t);
-            visit(t);
-        }
-        return std::vector<int>(seen.begin(), seen.end());  // node indices are execution order
-    }
 
     // One loop along the row: computes `reductions` and writes `stores` (element values).
     void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores,
@@ -353,12 +274,6 @@ class KernelEmitter {
         emit_row_store(ind, n.out.id);
     }
 
-    bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {
-        for (int index : nodes)
-            for (int v : node(index).inputs)
-                if (values.count(v)) return true;
-        return false;
-    }
 
     // Reductions are grouped into one pass while none needs another's result.
     void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {

@@ -14,11 +14,14 @@
 #include <sstream>
 
 #include "codegen/emit_cpp.h"
+#include "codegen/kernel_view.h"
 #include "tensor/error.h"
 #include "tensor/kernels.h"
 
 namespace kiln::codegen {
 namespace {
+
+using namespace emit_detail;
 
 std::string float_literal(double value) {
     float f = float(value);
@@ -32,25 +35,10 @@ std::string float_literal(double value) {
     return f < 0 ? "(" + text + ")" : text;
 }
 
-std::string product_cpp(const Shape& shape, size_t begin, size_t end) {
-    SizeExpr e{1, {}};
-    for (size_t d = begin; d < end; ++d) e = e * size_expr(shape[d]);
-    return to_cpp(e);
-}
-
 std::string strip_zero(std::string index) {
     if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
     return index;
 }
-
-// How a loop reads (or writes) one value: fixed for the whole row, contiguous along it
-// (element j of the row is at base + j), or strided (base + sum of k_d * stride_d).
-enum class LoadKind { constant, contiguous, strided };
-struct LoadPlan {
-    LoadKind kind = LoadKind::constant;
-    std::string base;                             // offset + outer index terms
-    std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the row
-};
 
 struct Reduction {
     const char* init;
@@ -65,11 +53,11 @@ Reduction reduction_of(OpId op) {
     return {"infinity<float>()", "block_min"};
 }
 
-class CudaKernelEmitter {
+class CudaKernelEmitter : KernelView {
    public:
     CudaKernelEmitter(const Schedule& s, int index, std::ostream& os)
-        : s_(s), k_(s.kernels[index]), index_(index), os_(os), rank_(int(k_.domain.size())),
-          outer_(k_.kind == KernelKind::row ? k_.outer_dims : 0), row_(k_.kind == KernelKind::row) {}
+        : KernelView(s, index, s.kernels[index].kind == KernelKind::row ? s.kernels[index].outer_dims : 0), os_(os),
+          row_(k_.kind == KernelKind::row) {}
 
     void emit() {
         bool all_contiguous = true;
@@ -92,24 +80,11 @@ class CudaKernelEmitter {
     }
 
    private:
-    const Schedule& s_;
-    const Kernel& k_;
-    int index_;
     std::ostream& os_;
-    int rank_;
-    int outer_ = 0;      // leading domain dims indexed by `row`
     bool row_ = false;
     bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
     std::set<int> row_scope_loads_;
 
-    bool in_kernel(int v) const {
-        const ValueInfo& info = s_.values.at(v);
-        return info.kernel == index_ && info.home != Home::view && s_.producer.count(v) &&
-               std::find(k_.nodes.begin(), k_.nodes.end(), s_.producer.at(v)) != k_.nodes.end();
-    }
-    bool per_row(int v) const { return in_kernel(v) && s_.values.at(v).per_row; }
-    const LNode& node(int index) const { return s_.graph.nodes[index]; }
-    bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
 
     std::string describe() const {
         if (row_)
@@ -118,44 +93,6 @@ class CudaKernelEmitter {
         return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : " (strided loads)");
     }
 
-    // Value v read by a node whose shape has `consumer_rank` dims (aligned right, NumPy-style).
-    LoadPlan plan_load(int v, size_t consumer_rank, bool row_context) const {
-        const Access& a = s_.values.at(v).access;
-        const Shape& shape = s_.value(v).shape;
-        LoadPlan p;
-        std::string outer_terms;
-        for (size_t d = 0; d < shape.size(); ++d) {
-            if (shape[d] == 1) continue;  // broadcast (or a dim of one): index 0
-            int dim = int(consumer_rank - shape.size() + d);
-            std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
-            if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
-            else if (!row_context) p.inner.push_back({dim, a.strides[d]});
-        }
-        p.base = strip_zero(to_cpp(a.offset) + outer_terms);
-        if (p.inner.empty()) return p;
-        std::vector<SizeExpr> want = contiguous_stride_exprs(Shape(k_.domain.begin() + outer_, k_.domain.end()));
-        size_t matched = 0;
-        for (int d = outer_; d < rank_; ++d) {
-            if (k_.domain[d] == 1) continue;
-            auto it = std::find_if(p.inner.begin(), p.inner.end(), [&](const auto& t) { return t.first == d; });
-            if (it == p.inner.end() || !(it->second == want[d - outer_])) return p.kind = LoadKind::strided, p;
-            ++matched;
-        }
-        p.kind = matched == p.inner.size() ? LoadKind::contiguous : LoadKind::strided;
-        return p;
-    }
-
-    std::vector<LoadPlan> element_loads() const {
-        std::vector<LoadPlan> plans;
-        for (int index : k_.nodes) {
-            if (!is_reduction(index) && per_row(node(index).out.id)) continue;
-            for (int v : node(index).inputs)
-                if (!in_kernel(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
-            for (int v : k_.stores)
-                if (v == node(index).out.id && !per_row(v)) plans.push_back(plan_load(v, k_.domain.size(), false));
-        }
-        return plans;
-    }
 
     std::string index_text(const LoadPlan& p) const {
         std::string index = p.base;
@@ -177,19 +114,6 @@ class CudaKernelEmitter {
         return math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
     }
 
-    // Element nodes of this kernel that `targets` need, in execution order.
-    std::vector<int> element_closure(const std::vector<int>& targets) const {
-        std::set<int> seen;
-        std::function<void(int)> visit = [&](int index) {
-            for (int v : node(index).inputs)
-                if (in_kernel(v) && !per_row(v) && seen.insert(s_.producer.at(v)).second) visit(s_.producer.at(v));
-        };
-        for (int t : targets) {
-            if (!is_reduction(t)) seen.insert(t);
-            visit(t);
-        }
-        return std::vector<int>(seen.begin(), seen.end());
-    }
 
     // The k_d of element j of the row (only when some array is strided along it).
     void emit_inner_indices(const std::string& ind) {
@@ -321,12 +245,6 @@ class CudaKernelEmitter {
         }
     }
 
-    bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {
-        for (int index : nodes)
-            for (int v : node(index).inputs)
-                if (values.count(v)) return true;
-        return false;
-    }
 
     // The steps of a row kernel, in order: passes along the row (reductions folded, element
     // values stored) and values computed once per row. Reductions share a pass while none

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "kiln.h"
+#include "tests/cuda/needs_gpu.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
@@ -19,18 +20,7 @@ namespace utf = boost::unit_test;
 
 namespace {
 
-const Device kCuda{DeviceType::cuda, 0};
-
-// The precondition of every GPU case: prints why it is skipped, so a skip is never silent.
-struct NeedsGpu {
-    boost::test_tools::assertion_result operator()(utf::test_unit_id) {
-        if (cuda::is_available()) return true;
-        std::cout << "cuda: SKIPPED (no usable GPU: " << cuda::unavailable_reason() << ")\n";
-        boost::test_tools::assertion_result r(false);
-        r.message() << "no usable GPU: " << cuda::unavailable_reason();
-        return r;
-    }
-};
+using kiln_test::kCuda;
 
 // The CUDA result, brought back, equals the CPU result: shape, dtype, values (NaN == NaN).
 void check_same(const Tensor& gpu, const Tensor& cpu_result, const std::string& what, double tol = 1e-5) {
@@ -140,7 +130,7 @@ BOOST_AUTO_TEST_CASE(every_eager_kernel_source_compiles_with_nvrtc) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(round_trips_every_dtype_and_layout, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(round_trips_every_dtype_and_layout, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
         Tensor x = sample({4, 5}, dt);
         check_same(x.cuda(), x, std::string("round trip ") + dtype_name(dt), 0);
@@ -154,7 +144,7 @@ BOOST_AUTO_TEST_CASE(round_trips_every_dtype_and_layout, *utf::precondition(Need
     BOOST_CHECK_THROW(ones({2}).cuda().data_ptr<float>(), Error);  // the host cannot read it
 }
 
-BOOST_AUTO_TEST_CASE(every_pointwise_op_of_the_table_matches_the_cpu, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(every_pointwise_op_of_the_table_matches_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     int tested = 0;
     for (int i = 0; i < kOpCount; ++i) {
         OpId op = OpId(i);
@@ -187,7 +177,7 @@ BOOST_AUTO_TEST_CASE(every_pointwise_op_of_the_table_matches_the_cpu, *utf::prec
     check_same(a.cuda().to(DType::boolean), a.to(DType::boolean), "cast to bool");
 }
 
-BOOST_AUTO_TEST_CASE(reductions_over_any_dims_match_the_cpu, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(reductions_over_any_dims_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     Tensor x = randn({4, 5, 6});
     for (Shape dims : std::vector<Shape>{{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {0, 1, 2}})
         for (bool keep : {false, true}) {
@@ -214,7 +204,7 @@ BOOST_AUTO_TEST_CASE(reductions_over_any_dims_match_the_cpu, *utf::precondition(
     check_same(s.cuda().log_softmax(0), s.log_softmax(0), "log_softmax", 1e-5);
 }
 
-BOOST_AUTO_TEST_CASE(views_copies_and_in_place_writes_match_the_cpu, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(views_copies_and_in_place_writes_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     Tensor x = randn({4, 6});
     Tensor g = x.cuda();
     check_same(g.reshape({6, 4}), x.reshape({6, 4}), "reshape", 0);
@@ -245,7 +235,7 @@ BOOST_AUTO_TEST_CASE(views_copies_and_in_place_writes_match_the_cpu, *utf::preco
     }
 }
 
-BOOST_AUTO_TEST_CASE(matmul_through_cublas_matches_blas, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(matmul_through_cublas_matches_blas, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     struct Case {
         Shape a, b;
     };
@@ -261,7 +251,7 @@ BOOST_AUTO_TEST_CASE(matmul_through_cublas_matches_blas, *utf::precondition(Need
     BOOST_CHECK_THROW(matmul(randn({2, 3}).cuda(), randn({4, 2}).cuda()), Error);
 }
 
-BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     Tensor w1 = randn({8, 5}) * 0.3, b1 = randn({8}) * 0.1, w2 = randn({3, 8}) * 0.3, xin = randn({16, 5});
     auto loss_of = [](const Tensor& x, const Tensor& wa, const Tensor& ba, const Tensor& wb) {
         Tensor h = relu(matmul(x, wa.t()) + ba);
@@ -287,7 +277,7 @@ BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::pre
     }
 }
 
-BOOST_AUTO_TEST_CASE(a_module_moves_in_place_and_trains_on_the_gpu, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(a_module_moves_in_place_and_trains_on_the_gpu, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     manual_seed(7);
     auto cpu_model = nn::sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 2));
     manual_seed(7);
@@ -312,7 +302,7 @@ BOOST_AUTO_TEST_CASE(a_module_moves_in_place_and_trains_on_the_gpu, *utf::precon
     BOOST_TEST(gpu_model->parameters()[0].device() == kiln::cpu);
 }
 
-BOOST_AUTO_TEST_CASE(fills_are_made_on_the_device, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(fills_are_made_on_the_device, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
         check_same(full({3, 4}, 7, {.dtype = dt, .device = kCuda}), full({3, 4}, 7, {.dtype = dt}), std::string("full ") + dtype_name(dt), 0);
         check_same(zeros({5}, {.dtype = dt, .device = kCuda}), zeros({5}, {.dtype = dt}), "zeros", 0);
@@ -327,7 +317,7 @@ BOOST_AUTO_TEST_CASE(fills_are_made_on_the_device, *utf::precondition(NeedsGpu()
     BOOST_CHECK_THROW(full({-1}, 0, {.device = kCuda}), Error);
 }
 
-BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     cuda::synchronize();
     size_t before = cuda::memory_allocated();
     {
@@ -343,7 +333,7 @@ BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::p
     BOOST_TEST(cuda::memory_cached() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(compiled_functions_run_cuda_arguments_eagerly_and_correctly, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(compiled_functions_run_cuda_arguments_eagerly_and_correctly, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     auto fn = [](const Tensor& x) { return sigmoid(x) * 2.0 + x.sum(); };
     auto compiled = compile(fn, {.backend = "inductor"});
     Tensor x = randn({32});

@@ -20,6 +20,7 @@
 #include "codegen/lower_graph.h"
 #include "jit/aot/aot.h"
 #include "kiln.h"
+#include "tests/cuda/needs_gpu.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tests/codegen/compare.h"
@@ -32,17 +33,7 @@ namespace utf = boost::unit_test;
 
 namespace {
 
-const Device kCuda{DeviceType::cuda, 0};
-
-struct NeedsGpu {
-    boost::test_tools::assertion_result operator()(utf::test_unit_id) {
-        if (cuda::is_available()) return true;
-        std::cout << "cuda codegen: SKIPPED (no usable GPU: " << cuda::unavailable_reason() << ")\n";
-        boost::test_tools::assertion_result r(false);
-        r.message() << "no usable GPU: " << cuda::unavailable_reason();
-        return r;
-    }
-};
+using kiln_test::kCuda;
 
 bool have_nvrtc() {
     if (cuda::detail::nvrtc_unavailable_reason().empty()) return true;
@@ -238,7 +229,7 @@ BOOST_AUTO_TEST_CASE(cubins_are_kept_in_the_disk_cache) {
 
 // ---- on the GPU
 
-BOOST_AUTO_TEST_CASE(random_programs_on_the_gpu_match_eager_cpu, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(random_programs_on_the_gpu_match_eager_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     constexpr int kPrograms = 192;
     Programs p = random_programs(kPrograms, 20240614, kCuda);
     auto start = std::chrono::steady_clock::now();
@@ -286,7 +277,7 @@ BOOST_AUTO_TEST_CASE(random_programs_on_the_gpu_match_eager_cpu, *utf::precondit
     BOOST_TEST(failures == 0);
 }
 
-BOOST_AUTO_TEST_CASE(compiled_functions_on_cuda_use_generated_kernels, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(compiled_functions_on_cuda_use_generated_kernels, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     // foo from the seeds: one fused kernel, equal to eager.
     auto foo = [](const Tensor& x, const Tensor& y) { return sin(x) + cos(y); };
     auto cfoo = compile(foo);
@@ -337,7 +328,7 @@ BOOST_AUTO_TEST_CASE(compiled_functions_on_cuda_use_generated_kernels, *utf::pre
 
 // Few long rows: each row is split over many blocks, whose partials the last block of the
 // row combines (in a fixed order); repeated calls reuse the per-row counters.
-BOOST_AUTO_TEST_CASE(long_reductions_split_over_blocks_match_the_cpu, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(long_reductions_split_over_blocks_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     auto fn = [](const Tensor& t, const Tensor& u) {
         Tensor e = exp(t * 0.01);
         return std::vector<Tensor>{e.sum() * 0.5, t.amax(), t.amin(), e, (u * u).sum({-1}), u.amax({-1}, true) - u};
@@ -360,7 +351,7 @@ Tensor modified_sigmoid(Tensor x, Tensor y) {
 
 // The seed's modified_sigmoid on CUDA tensors that need grad: two compiles (sizes 10, then
 // 8 made dynamic), then hits at new sizes; values and gradients equal eager on the CPU.
-BOOST_AUTO_TEST_CASE(modified_sigmoid_on_cuda_compiles_twice_with_gradients, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(modified_sigmoid_on_cuda_compiles_twice_with_gradients, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     jit::reset();
     auto f = compile(modified_sigmoid, {.arg_names = {"x", "y"}});
     for (int64_t n : {10, 8, 10, 8, 12, 1000, 1 << 20}) {
@@ -384,7 +375,7 @@ BOOST_AUTO_TEST_CASE(modified_sigmoid_on_cuda_compiles_twice_with_gradients, *ut
 // graph, later ones replay it; results equal the default mode's (the same kernels: exactly),
 // results already returned are not overwritten by later replays, new shapes capture again,
 // and a training step (cuBLAS inside the graph, forward and backward halves) trains alike.
-BOOST_AUTO_TEST_CASE(reduce_overhead_replays_cuda_graphs_like_the_default_mode, *utf::precondition(NeedsGpu())) {
+BOOST_AUTO_TEST_CASE(reduce_overhead_replays_cuda_graphs_like_the_default_mode, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     auto foo = [](const Tensor& x, const Tensor& y) { return sin(x) + cos(y) * x.sum(); };
     auto plain = compile(foo), graphed = compile(foo, {.mode = "reduce-overhead"});
     codegen::CudaGraphStats before = codegen::cuda_graph_stats();
