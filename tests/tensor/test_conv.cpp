@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "kiln.h"
 
@@ -169,6 +170,38 @@ BOOST_AUTO_TEST_CASE(a_compiled_conv_block_equals_eager_forward_and_backward) {
         BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
         BOOST_TEST(max_diff(w.grad(), gw) < 1e-4);
         BOOST_TEST(max_diff(b.grad(), gb) < 1e-4);
+    }
+}
+
+// Sizes that change from call to call (the JIT's dynamic shapes), a strided view as the
+// input, an in-place write inside the function, and backward, all at once: every call
+// equals eager, values and gradients.
+BOOST_AUTO_TEST_CASE(compiled_conv_pool_gather_over_changing_sizes_views_and_in_place_writes) {
+    manual_seed(14);
+    Tensor w = (randn({4, 3, 3, 3}) * 0.3).requires_grad_();
+    auto fn = [&](const Tensor& x, const Tensor& idx) {
+        Tensor y = conv2d(x, w, {}, {2, 1}, {1, 1});
+        y.mul_(0.5);                                              // in place on an intermediate
+        Tensor p = max_pool2d(relu(y), {.kernel = {2, 2}, .stride = {1, 2}, .padding = {1, 1}});
+        Tensor flat = p.reshape({p.size(0), p.size(1), p.size(2) * p.size(3)});
+        return gather(flat, 2, idx).sum() + avg_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}}).sum();
+    };
+    auto compiled = compile(fn);
+    for (auto [n, h, wd] : {std::tuple{2, 8, 9}, {3, 10, 7}, {2, 8, 9}, {1, 12, 12}, {4, 9, 10}}) {
+        Tensor base = randn({n, 3, wd, h});
+        Tensor x = base.transpose(2, 3);                          // a strided view [n, 3, h, wd]
+        Tensor probe = conv2d(x, w.detach(), {}, {2, 1}, {1, 1});
+        int64_t cells = ((probe.size(2) + 2 - 2) / 1 + 1) * ((probe.size(3) + 2 - 2) / 2 + 1);
+        Tensor idx = randint(0, cells, {n, 4, 5});
+        w.zero_grad();
+        Tensor want = fn(x, idx);
+        want.backward();
+        Tensor gw = w.grad().clone();
+        w.zero_grad();
+        Tensor got = compiled(x, idx);
+        got.backward();
+        BOOST_TEST(std::abs(got.item<float>() - want.item<float>()) < 1e-3 * (1 + std::abs(want.item<float>())), "n " << n << " h " << h);
+        BOOST_TEST(max_diff(w.grad(), gw) < 1e-3, "n " << n << " h " << h);
     }
 }
 
