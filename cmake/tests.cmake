@@ -76,3 +76,7 @@ foreach(dir ${kiln_test_dirs})
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
   endif()
 endforeach()
+
+# CUDA libraries hidden (LD_LIBRARY_PATH pointing nowhere): kiln still starts and says why
+# CUDA is unavailable (tests/cuda/hidden_libraries.sh).
+add_test(NAME cuda.hidden_libraries COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda/hidden_libraries.sh $<TARGET_FILE:kiln_cli>)

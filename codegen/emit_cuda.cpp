@@ -84,6 +84,13 @@ class CudaKernelEmitter : KernelView {
     bool row_ = false;
     bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
     std::set<int> row_scope_loads_;
+    // Row kernels whose passes read an array more than once keep a thread's share of the row
+    // in registers (kRowCache elements a thread) when the row fits: one read from memory.
+    static constexpr int kRowCache = 8;
+    std::set<int> cache_;   // element loads that more than one pass reads
+    bool caching_ = false;  // emitting the register-cached variant
+    std::set<int> cached_;  // values already in registers (filled by an earlier pass)
+    std::set<int> filled_;  // values the current pass puts in registers
 
 
     std::string describe() const {
@@ -135,8 +142,11 @@ class CudaKernelEmitter : KernelView {
         auto load = [&](int v) {
             if (in_kernel(v) || !loaded.insert(v).second) return;
             LoadPlan p = plan_load(v, rank_, false);
-            if (lane && p.kind == LoadKind::contiguous) os_ << ind << "const float " << s_.value_name(v) << " = " << s_.value_name(v) << "_v[c];\n";
-            else os_ << ind << "const float " << s_.value_name(v) << " = " << ptr(v) << "[" << index_text(p) << "];\n";
+            std::string name = s_.value_name(v);
+            if (lane && p.kind == LoadKind::contiguous) os_ << ind << "const float " << name << " = " << name << "_v[c];\n";
+            else if (cached_.count(v)) os_ << ind << "const float " << name << " = " << name << "_c[c];\n";
+            else os_ << ind << "const float " << name << " = " << ptr(v) << "[" << index_text(p) << "];\n";
+            if (caching_ && cache_.count(v) && !cached_.count(v)) os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
         };
         std::vector<int> all = body;
         all.insert(all.end(), reductions.begin(), reductions.end());
@@ -234,10 +244,19 @@ class CudaKernelEmitter : KernelView {
         for (int t : targets) names += " " + s_.value_name(node(t).out.id);
         os_ << ind << "// pass along the row computing" << names << "\n";
         for (int r : reductions) os_ << ind << "float " << s_.value_name(node(r).out.id) << " = " << reduction_of(node(r).op).init << ";\n";
-        os_ << ind << "for (long long j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {\n";
+        if (caching_) {
+            os_ << ind << "#pragma unroll\n";
+            os_ << ind << "for (int c = 0; c < " << kRowCache << "; ++c) {\n";
+            os_ << ind << "    const long long j = j_begin + threadIdx.x + c * (long long)blockDim.x;\n";
+            os_ << ind << "    if (j >= j_end) break;\n";
+        } else {
+            os_ << ind << "for (long long j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {\n";
+        }
         emit_inner_indices(ind + "    ");
         emit_element(ind + "    ", body, reductions, stores, false);
         os_ << ind << "}\n";
+        cached_.insert(filled_.begin(), filled_.end());
+        filled_.clear();
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             os_ << ind << name << " = " << reduction_of(node(r).op).block << "(" << name << ", shared);\n";
@@ -340,9 +359,26 @@ class CudaKernelEmitter : KernelView {
             os_ << ind << "const long long i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
                 << to_cpp(size_expr(k_.domain[d])) << ";\n";
         if (outer_ > 0) os_ << ind << "const long long i0 = rest;\n";
+        cache_ = split ? std::set<int>{} : reread_loads(steps);
+        if (cache_.empty()) {
+            emit_row_steps(ind, steps, split);
+        } else {
+            os_ << ind << "if (row_size <= " << kRowCache << " * (long long)blockDim.x) {  // the row in registers: one read\n";
+            for (int v : cache_) os_ << ind << "    float " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
+            caching_ = true;
+            emit_row_steps(ind + "    ", steps, split);
+            caching_ = false;
+            cached_.clear();
+            os_ << ind << "} else {  // a long row: each pass reads it again\n";
+            emit_row_steps(ind + "    ", steps, split);
+            os_ << ind << "}\n";
+        }
+        os_ << "    }\n";
+    }
+
+    void emit_row_steps(const std::string& ind, const std::vector<Step>& steps, int split) {
         row_scope_loads_.clear();
-        for (size_t i = 0; i < steps.size(); ++i) {
-            const Step& st = steps[i];
+        for (const Step& st : steps) {
             if (!st.pass) {
                 emit_per_row_node(ind, st.node);
                 continue;
@@ -350,7 +386,27 @@ class CudaKernelEmitter : KernelView {
             emit_pass(ind, st.reductions, st.stores, split != 0);
             if (split) emit_split_combine(ind, st.reductions);
         }
-        os_ << "    }\n";
+    }
+
+    // Element loads (from memory, along the row) that more than one pass reads.
+    std::set<int> reread_loads(const std::vector<Step>& steps) const {
+        std::map<int, int> passes_reading;
+        for (const Step& st : steps) {
+            if (!st.pass) continue;
+            std::vector<int> targets = st.reductions;
+            for (int v : st.stores) targets.push_back(s_.producer.at(v));
+            std::vector<int> all = element_closure(targets);
+            all.insert(all.end(), st.reductions.begin(), st.reductions.end());
+            std::set<int> reads;
+            for (int index : all)
+                for (int v : node(index).inputs)
+                    if (!in_kernel(v) && !per_row(v)) reads.insert(v);
+            for (int v : reads) ++passes_reading[v];
+        }
+        std::set<int> out;
+        for (const auto& [v, n] : passes_reading)
+            if (n > 1) out.insert(v);
+        return out;
     }
 
     // After a split pass: slice partials to memory; the last block of the row combines them.

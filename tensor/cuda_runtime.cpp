@@ -12,6 +12,7 @@
 
 #include "tensor/cuda.h"
 #include "tensor/error.h"
+#include "tensor/ops.h"
 
 namespace kiln::cuda {
 namespace detail {
@@ -50,6 +51,7 @@ struct Driver {
     CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
     CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
     CUresult (*cuModuleLoadData)(CUmodule*, const void*);
     CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -158,6 +160,7 @@ struct Runtime {
     // While a CUDA graph is captured, blocks given back are kept for the graph (its replays
     // write them) instead of going to the free lists.
     std::vector<std::pair<CUdeviceptr, size_t>>* capture_held = nullptr;
+    Graph* capturing = nullptr;  // the graph under capture, for its random draws
 
     Runtime() { error = open(); }
     std::string open() {
@@ -181,6 +184,7 @@ struct Runtime {
         KILN_BIND(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
         KILN_BIND(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
         KILN_BIND(cuMemsetD8Async, "cuMemsetD8Async")
+        KILN_BIND(cuMemsetD32Async, "cuMemsetD32Async")
         KILN_BIND(cuModuleLoadData, "cuModuleLoadData")
         KILN_BIND(cuModuleGetFunction, "cuModuleGetFunction")
         KILN_BIND(cuLaunchKernel, "cuLaunchKernel")
@@ -480,6 +484,7 @@ void synchronize() {
 
 Graph::~Graph() {
     detail::Runtime& r = detail::runtime();
+    if (random_state_) r.cu.cuMemFree(random_state_);
     if (exec_) r.cu.cuGraphExecDestroy(exec_);
     if (graph_) r.cu.cuGraphDestroy(graph_);
     std::lock_guard lock(r.mu);
@@ -493,10 +498,12 @@ void Graph::capture(const std::function<void()>& work) {
     detail::Runtime& r = detail::live("CUDA graph capture");
     KILN_CHECK(!exec_, "CUDA graph: already captured");
     detail::synchronize();
+    if (!random_state_) detail::check(r.cu.cuMemAlloc(&random_state_, 2 * sizeof(uint64_t)), "cuMemAlloc (graph random state)");
     {
         std::lock_guard lock(r.mu);
         KILN_CHECK(!r.capture_held, "CUDA graph: a capture is already under way");
         r.capture_held = &held_;
+        r.capturing = this;
     }
     constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED: the allocator may call cuMemAlloc
     detail::check(r.cu.cuStreamBeginCapture(r.stream, kRelaxed), "cuStreamBeginCapture");
@@ -511,6 +518,7 @@ void Graph::capture(const std::function<void()>& work) {
     {
         std::lock_guard lock(r.mu);
         r.capture_held = nullptr;
+        r.capturing = nullptr;
     }
     graph_ = graph;
     KILN_CHECK(failure.empty(), "CUDA graph capture failed: ", failure);
@@ -521,8 +529,30 @@ void Graph::capture(const std::function<void()>& work) {
 void Graph::replay() {
     detail::Runtime& r = detail::live("CUDA graph replay");
     KILN_CHECK(exec_, "CUDA graph: nothing captured");
+    if (random_draws_) {  // this replay's draws: (seed, offset) written where its kernels read them
+        RngState at = reserve_random(random_draws_);
+        unsigned words[4] = {unsigned(at.seed), unsigned(at.seed >> 32), unsigned(at.offset), unsigned(at.offset >> 32)};
+        for (int i = 0; i < 4; ++i)
+            detail::check(r.cu.cuMemsetD32Async(random_state_ + 4 * i, words[i], 1, r.stream), "cuMemsetD32Async");
+    }
     detail::check(r.cu.cuGraphLaunch(exec_, r.stream), "cuGraphLaunch");
 }
+
+namespace detail {
+RandomDraws reserve_random_draws(uint64_t count) {
+    Runtime& r = runtime();
+    {
+        std::lock_guard lock(r.mu);
+        if (Graph* g = r.capturing) {  // draws relative to the replay's offset, read from the device
+            RandomDraws d{0, g->random_draws_, reinterpret_cast<const void*>(g->random_state_)};
+            g->random_draws_ += count;
+            return d;
+        }
+    }
+    RngState at = reserve_random(count);
+    return {at.seed, at.offset, nullptr};
+}
+}  // namespace detail
 
 Event::Event() {
     detail::Runtime& r = detail::live("cuda::Event");

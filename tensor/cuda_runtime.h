@@ -66,6 +66,16 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 void synchronize();
 
+// The draws of one random kernel of `count` elements: element i uses (seed, offset + i).
+// Outside a capture these come from the global generator. While a Graph is captured,
+// graph_state points at the graph's device copy of (seed, offset), which each replay fills
+// with fresh draws, and `offset` is relative to it: a replay never repeats its numbers.
+struct RandomDraws {
+    uint64_t seed = 0, offset = 0;
+    const void* graph_state = nullptr;
+};
+RandomDraws reserve_random_draws(uint64_t count);
+
 }  // namespace kiln::cuda::detail
 
 namespace kiln::cuda {
@@ -86,8 +96,11 @@ class Graph {
     void replay();
 
    private:
+    friend detail::RandomDraws detail::reserve_random_draws(uint64_t);
     void* graph_ = nullptr;
     void* exec_ = nullptr;
+    unsigned long long random_state_ = 0;  // device memory: (seed, offset) of this replay's draws
+    uint64_t random_draws_ = 0;            // draws one replay makes
     std::vector<std::pair<unsigned long long, size_t>> held_;
 };
 

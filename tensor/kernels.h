@@ -47,6 +47,8 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src);
 // A tensor of `value` made on the device (full/zeros/ones and *_like of CUDA tensors: no
 // host buffer, no copy).
 Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device);
+// rand/randn/randint drawn on the device with the CPU's Philox draws (tensor/philox.h).
+Tensor cuda_random(OpId op, const Attrs& attrs);
 // full's check that `v` fits `t` (kernels_factory.cpp), shared by the CUDA fill.
 void check_fits(double v, DType t, const char* op);
 // The vocabulary of ops.def's math for CUDA C++ (exp, maximum, sign, infinity<T>() ... for

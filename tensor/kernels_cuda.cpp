@@ -12,6 +12,7 @@
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
+#include "tensor/philox.h"
 
 namespace kiln {
 namespace {
@@ -102,6 +103,28 @@ std::string elementwise_source(const ElementwiseKernel& k) {
     for (size_t i = 0; i < k.inputs.size(); ++i)
         src << "        " << c_type(k.inputs[i]) << " v" << i + 1 << " = in" << i + 1 << "[o[" << i + 1 << "]];\n";
     src << "        " << c_type(k.out) << " r;\n        " << k.body << "\n        out[o[0]] = r;\n    }\n}\n" << kClose;
+    return src.str();
+}
+
+// One random op's kernel: element i draws with (seed, offset + i); under a CUDA graph,
+// (seed, offset) are read from graph_state, which each replay fills (cuda_runtime.h).
+std::string random_source(OpId op, DType out) {
+    const char* t = c_type(out);
+    std::ostringstream src;
+    src << kPrelude << kOpen << "#define KILN_HD __device__\nnamespace kiln_random {\n" << kiln_random::kRandomSource << "\n}\n"
+        << "extern \"C\" __global__ void kiln_random(long long n, " << t << "* out, unsigned long long seed,\n"
+        << "        unsigned long long offset, const unsigned long long* graph_state, double lo, double hi,\n"
+        << "        long long int_lo, unsigned long long range) {\n"
+        << "    if (graph_state) seed = graph_state[0], offset += graph_state[1];\n"
+        << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n";
+    if (op == OpId::randn) src << "        out[i] = (" << t << ")kiln_random::draw_normal(seed, offset + i);\n";
+    if (op == OpId::randint) src << "        out[i] = (" << t << ")kiln_random::draw_int(seed, offset + i, int_lo, range);\n";
+    if (op == OpId::rand) {  // rounded to the dtype and kept below hi, as on the CPU
+        const char* next = out == DType::float32 ? "nextafterf" : "nextafter";
+        src << "        " << t << " r = (" << t << ")kiln_random::draw_uniform(seed, offset + i, lo, hi);\n"
+            << "        out[i] = ((double)r >= hi && hi > lo) ? " << next << "((" << t << ")hi, (" << t << ")lo) : r;\n";
+    }
+    src << "    }\n}\n" << kClose;
     return src.str();
 }
 
@@ -349,13 +372,18 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
         for (DType dt : {DType::float32, DType::float64, DType::int64})
             out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt), reduce_source(op, dt));
+    for (OpId op : {OpId::rand, OpId::randn, OpId::randint})
+        for (DType dt : {DType::float32, DType::float64, DType::int64})
+            if (op == OpId::randint || dt != DType::int64)
+                out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt), random_source(op, dt));
     return out;
 }
 
 Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
-    if (raw.empty()) {  // a factory: full fills on the device; the others fill on the host (one seed, same numbers) and copy
+    if (raw.empty()) {  // a factory, filled on the device
         if (op == OpId::full) return cuda_full(a.shape, a.scalar, a.dtype, a.device);
-        Attrs host = a;
+        if (op_info(op).kind == OpKind::random) return cuda_random(op, a);
+        Attrs host = a;  // arange
         host.device = cpu;
         return cuda::to_device(op_info(op).forward({}, host), a.device);
     }
@@ -370,6 +398,33 @@ Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
         case OpKind::matmul: return matmul(in);
         default: return op_info(op).forward(in, a);  // views, contiguous, cat, slice_backward
     }
+}
+
+// rand, randn and randint on the device: each element's draw from tensor/philox.h, the same
+// function of (seed, offset + i) as the CPU kernel, so a seed gives the same numbers on
+// either device (to the last ulp of the device's log and cos for randn).
+Tensor cuda_random(OpId op, const Attrs& a) {
+    Attrs host = a;  // the CPU kernel checks the arguments: an empty draw of the same request
+    host.device = cpu;
+    host.shape = Shape(a.shape.size(), 0);
+    Tensor checked = op_info(op).forward({}, host);
+    Tensor out = empty(a.shape, checked.dtype(), a.device);
+    int64_t n = out.numel();
+    if (n == 0) return out;
+    void* fn = kernel(random_source(op, out.dtype()), "kiln_random");
+    cuda::detail::RandomDraws d = cuda::detail::reserve_random_draws(uint64_t(n));
+    long long count = n, int_lo = 0;
+    unsigned long long range = 0;
+    if (op == OpId::randint) {
+        int64_t last = a.hi >= 9223372036854775808.0 ? std::numeric_limits<int64_t>::max() : int64_t(a.hi) - 1;
+        int_lo = int64_t(a.lo);
+        range = uint64_t(last) - uint64_t(int_lo) + 1;
+    }
+    void* out_ptr = data(out);
+    double lo = a.lo, hi = a.hi;
+    void* args[] = {&count, &out_ptr, &d.seed, &d.offset, &d.graph_state, &lo, &hi, &int_lo, &range};
+    launch(fn, n, args);
+    return out;
 }
 
 Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device) {

@@ -1,34 +1,46 @@
-// Factories: full, arange and the random ones. One global generator, seeded by manual_seed.
+// Factories: full, arange and the random ones. One global generator, seeded by manual_seed:
+// Philox (tensor/philox.h), so a random op's element i is a function of (seed, offset + i)
+// and the CPU and CUDA kernels draw the same numbers for a seed.
 #include <cfloat>
 #include <cmath>
 #include <mutex>
-#include <random>
-#include <sstream>
 
 #include "tensor/kernels.h"
+#include "tensor/parallel.h"
+#include "tensor/philox.h"
 
 namespace kiln {
 namespace {
 
 struct Generator {
     std::mutex mu;
-    std::mt19937_64 engine{0x6b696c6e};  // "kiln"
+    RngState state{.seed = kDefaultSeed, .offset = 0};
 };
 Generator& generator() {
     static Generator g;
     return g;
 }
 
-template <class Fill>
-Tensor random_fill(const Attrs& a, Fill fill) {
+// Fills a new contiguous tensor with draw(seed, first + i) for element i.
+template <class Draw>
+Tensor random_fill(const Attrs& a, Draw draw) {
     Tensor out = empty(a.shape, a.dtype);
-    std::lock_guard lock(generator().mu);
+    RngState at = reserve_random(uint64_t(out.numel()));
     visit_dtype(a.dtype, [&](auto tag) {
         using T = decltype(tag);
         T* p = ptr<T>(out);
-        for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = static_cast<T>(fill(generator().engine));
+        parallel_for(out.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) p[i] = static_cast<T>(draw(at.seed, at.offset + uint64_t(i)));
+        });
     });
     return out;
+}
+
+// A uniform draw rounded to T, kept below hi as PyTorch's rand is.
+template <class T>
+T uniform_below(double v, double lo, double hi) {
+    T r = static_cast<T>(v);
+    return (double(r) >= hi && hi > lo) ? std::nextafter(static_cast<T>(hi), static_cast<T>(lo)) : r;
 }
 
 void check_shape(const Shape& s, const char* op) { checked_numel(s, op); }
@@ -51,20 +63,24 @@ void fill_value(const Tensor& out, double v) {
 
 void manual_seed(uint64_t seed) {
     std::lock_guard lock(generator().mu);
-    generator().engine.seed(seed);
+    generator().state = {.seed = seed, .offset = 0};
 }
 
 RngState get_rng_state() {
     std::lock_guard lock(generator().mu);
-    std::ostringstream os;
-    os << generator().engine;
-    return {os.str()};
+    return generator().state;
 }
 
 void set_rng_state(const RngState& state) {
     std::lock_guard lock(generator().mu);
-    std::istringstream is(state.engine);
-    is >> generator().engine;
+    generator().state = state;
+}
+
+RngState reserve_random(uint64_t count) {
+    std::lock_guard lock(generator().mu);
+    RngState at = generator().state;
+    generator().state.offset += count;
+    return at;
 }
 
 void check_fits(double v, DType t, const char* op) {
@@ -108,16 +124,16 @@ Tensor forward_rand(std::span<const Tensor>, const Attrs& a) {
     check_shape(a.shape, "rand");
     check_floating(a.dtype, "rand");
     KILN_CHECK(std::isfinite(a.lo) && std::isfinite(a.hi) && a.lo <= a.hi, "rand: expected a finite range low <= high, got [", a.lo, ", ", a.hi, ")");
-    std::uniform_real_distribution<double> u(a.lo, a.hi);
-    return random_fill(a, [&](auto& e) { return u(e); });
+    if (a.dtype == DType::float32)
+        return random_fill(a, [&](uint64_t seed, uint64_t i) { return uniform_below<float>(kiln_random::draw_uniform(seed, i, a.lo, a.hi), a.lo, a.hi); });
+    return random_fill(a, [&](uint64_t seed, uint64_t i) { return uniform_below<double>(kiln_random::draw_uniform(seed, i, a.lo, a.hi), a.lo, a.hi); });
 }
 std::vector<Tensor> backward_rand(const BackwardArgs&) { return {}; }
 
 Tensor forward_randn(std::span<const Tensor>, const Attrs& a) {
     check_shape(a.shape, "randn");
     check_floating(a.dtype, "randn");
-    std::normal_distribution<double> n(0.0, 1.0);
-    return random_fill(a, [&](auto& e) { return n(e); });
+    return random_fill(a, [](uint64_t seed, uint64_t i) { return kiln_random::draw_normal(seed, i); });
 }
 std::vector<Tensor> backward_randn(const BackwardArgs&) { return {}; }
 
@@ -127,8 +143,8 @@ Tensor forward_randint(std::span<const Tensor>, const Attrs& a) {
     check_fits(a.lo, DType::int64, "randint");
     // high is exclusive; int64's largest value arrives here rounded up to 2^63.
     int64_t last = a.hi >= kTwo63 ? std::numeric_limits<int64_t>::max() : int64_t(a.hi) - 1;
-    std::uniform_int_distribution<int64_t> u(int64_t(a.lo), last);
-    return random_fill(a, [&](auto& e) { return u(e); });
+    uint64_t range = uint64_t(last) - uint64_t(int64_t(a.lo)) + 1;  // 0: all 2^64 values
+    return random_fill(a, [&](uint64_t seed, uint64_t i) { return kiln_random::draw_int(seed, i, int64_t(a.lo), range); });
 }
 std::vector<Tensor> backward_randint(const BackwardArgs&) { return {}; }
 

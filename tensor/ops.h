@@ -250,12 +250,17 @@ Tensor randn(const Shape& shape, TensorOptions opt = {});
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt = {.dtype = DType::int64});
 Tensor randn_like(const Tensor& x);
 void manual_seed(uint64_t seed);
-// The global generator's state (PyTorch's get_rng_state/set_rng_state).
+// The global generator's state (PyTorch's get_rng_state/set_rng_state): Philox's key and
+// the counter of the next draw (tensor/philox.h).
+inline constexpr uint64_t kDefaultSeed = 0x6b696c6e;  // "kiln"
 struct RngState {
-    std::string engine;  // the engine, serialized
+    uint64_t seed = kDefaultSeed;
+    uint64_t offset = 0;  // draws made since manual_seed
 };
 RngState get_rng_state();
 void set_rng_state(const RngState& state);
+// Takes the next `count` draws for one random op: element i uses (seed, offset + i).
+RngState reserve_random(uint64_t count);
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, TensorOptions opt = {.dtype = dtype_of<T>()});
 Tensor tensor(std::initializer_list<double> values, TensorOptions opt = {});

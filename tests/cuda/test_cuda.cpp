@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(every_eager_kernel_source_compiles_with_nvrtc) {
             BOOST_REQUIRE(body != std::string::npos && end != std::string::npos && end > body);
             if (i == first) program = src.substr(0, body);  // the prelude, once
             std::string part = src.substr(body + open.size(), end - body - open.size());
-            for (const std::string entry : {"kiln_elementwise", "kiln_reduce"})
+            for (const std::string entry : {"kiln_elementwise", "kiln_reduce", "kiln_random"})
                 if (size_t at = part.find(entry + "("); at != std::string::npos) part.replace(at, entry.size(), "k" + std::to_string(i));
             program += "namespace kiln_math { namespace s" + std::to_string(i) + " {\n" + part + "}}\n";
         }
@@ -112,7 +112,9 @@ BOOST_AUTO_TEST_CASE(every_eager_kernel_source_compiles_with_nvrtc) {
             compiled += last - first;
         } catch (const Error&) {
             for (size_t i = first; i < last; ++i) {
-                std::string name = sources[i].second.find("kiln_reduce(") != std::string::npos ? "kiln_reduce" : "kiln_elementwise";
+                std::string name = "kiln_elementwise";
+                for (const char* entry : {"kiln_reduce", "kiln_random"})
+                    if (sources[i].second.find(std::string(entry) + "(") != std::string::npos) name = entry;
                 BOOST_TEST_CONTEXT(sources[i].first) { BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(sources[i].second, name, 90, true)); }
             }
         }

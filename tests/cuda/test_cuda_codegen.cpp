@@ -151,7 +151,14 @@ BOOST_AUTO_TEST_CASE(softmax_and_layernorm_are_one_cuda_kernel_each) {
             BOOST_TEST(generated == 1);
             std::string source = emit_cuda(s);
             BOOST_TEST(count(source, "__global__ void") == 1);
-            BOOST_TEST(count(source, "= block_sum(") + count(source, "= block_max(") == 2);  // two block-wide combines in it
+            // Two block-wide combines in each variant: the row kept in registers, and a long row read again.
+            BOOST_TEST(count(source, "= block_sum(") + count(source, "= block_max(") == 4);
+            size_t other = source.find("} else {  // a long row");
+            BOOST_REQUIRE(other != std::string::npos);
+            std::string cached = source.substr(0, other);
+            BOOST_TEST(count(cached, "x_0_ptr[") == 1, "the cached variant reads the row from memory once");
+            BOOST_TEST(count(cached, "x_0_c[c] = x_0;") == 1);
+            BOOST_TEST(count(source.substr(other), "x_0_ptr[") >= 2);
             if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(source));
         }
     }
@@ -428,6 +435,60 @@ BOOST_AUTO_TEST_CASE(reduce_overhead_replays_cuda_graphs_like_the_default_mode, 
     BOOST_TEST(mlp_after.not_captured == mlp_before.not_captured, "not captured: " << mlp_after.last_not_captured.substr(0, 300));
     std::cout << "cuda codegen: reduce-overhead: " << mlp_after.captures << " captures, " << mlp_after.replays << " replays, "
               << mlp_after.not_captured << " graphs not capturable\n";
+}
+
+BOOST_AUTO_TEST_CASE(row_kernels_in_registers_or_not_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
+    // Rows that fit a block's registers (1024 of 256 threads, 5000 of 1024) and rows that do
+    // not (3000 of 256 threads, 9000 of 1024): both variants of the kernel, against the CPU.
+    auto softmax_fn = [](const Tensor& x) { return softmax(x, 1); };
+    auto layernorm_fn = [](const Tensor& x) {
+        Tensor m = x.mean({1}, true), d = x - m;
+        return d / sqrt((d * d).mean({1}, true) + 1e-5);
+    };
+    auto f = compile(softmax_fn), g = compile(layernorm_fn);
+    for (Shape shape : {Shape{4096, 1024}, Shape{200, 3000}, Shape{10, 5000}, Shape{7, 9000}}) {
+        Tensor x = randn(shape) * 3.0;
+        BOOST_TEST(kiln_test::relative_error(f(x.cuda()).cpu(), softmax_fn(x)) < 1e-5, "softmax " << shape[0] << "x" << shape[1]);
+        BOOST_TEST(kiln_test::relative_error(g(x.cuda()).cpu(), layernorm_fn(x)) < 1e-5, "layernorm " << shape[0] << "x" << shape[1]);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(random_ops_draw_on_the_device_the_cpu_numbers_and_replays_draw_anew, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
+    // The same seed gives the same numbers on either device (Philox, tensor/philox.h).
+    auto draw = [](Device d) {
+        manual_seed(11);
+        std::vector<Tensor> out = {rand({3000}, {.device = d}), randn({3000}, {.device = d}),
+                                   randint(-5, 5, {3000}, {.device = d}), randn({257}, {.dtype = float64, .device = d})};
+        for (Tensor& t : out) t = t.cpu();
+        return out;
+    };
+    std::vector<Tensor> on_cpu = draw(kiln::cpu), on_gpu = draw(kCuda);
+    BOOST_TEST(kiln_test::relative_error(on_gpu[0], on_cpu[0]) < 1e-7);
+    BOOST_TEST(kiln_test::relative_error(on_gpu[1], on_cpu[1]) < 1e-6);
+    BOOST_TEST((on_gpu[2].to_vector<int64_t>() == on_cpu[2].to_vector<int64_t>()));
+    BOOST_TEST(kiln_test::relative_error(on_gpu[3], on_cpu[3]) < 1e-12);
+
+    // Under reduce-overhead a captured graph's random kernels read (seed, offset) that each
+    // replay takes from the generator: every call equals eager with the same seed, and no
+    // two calls share a mask.
+    auto dropout_like = [](const Tensor& x) { return x * (rand(x.shape(), {.device = x.device()}) > 0.5) * 2.0; };
+    auto graphed = compile(dropout_like, {.mode = "reduce-overhead"});
+    Tensor x = randn({4096}).cuda();
+    codegen::CudaGraphStats before = codegen::cuda_graph_stats();
+    std::vector<std::vector<float>> masks;
+    for (int i = 0; i < 5; ++i) {
+        manual_seed(100 + i);
+        Tensor want = dropout_like(x).cpu();
+        manual_seed(100 + i);
+        Tensor got = graphed(x).cpu();
+        BOOST_TEST(kiln_test::relative_error(got, want) == 0.0, "call " << i);
+        BOOST_TEST(get_rng_state().offset == 4096u, "call " << i << " took one draw per element");
+        masks.push_back(got.to_vector<float>());
+    }
+    for (size_t i = 1; i < masks.size(); ++i) BOOST_TEST((masks[i] != masks[0]));
+    codegen::CudaGraphStats after = codegen::cuda_graph_stats();
+    BOOST_TEST(after.captures - before.captures == 1);
+    BOOST_TEST(after.replays - before.replays == 4);
 }
 
 BOOST_AUTO_TEST_CASE(moves_between_devices_are_recorded_and_differentiable) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "reference.h"
+#include "tensor/philox.h"
 
 using namespace kiln_test;
 
@@ -89,6 +90,50 @@ BOOST_AUTO_TEST_CASE(manual_seed_makes_random_factories_repeatable) {
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(tensor_values)
+
+BOOST_AUTO_TEST_CASE(philox_matches_random123_known_answers) {
+    using kiln_random::Philox4;
+    struct Kat {
+        Philox4 counter;
+        unsigned k0, k1;
+        Philox4 want;
+    };
+    // Random123's tests/kat_vectors, the three "philox4x32 10" lines.
+    const Kat kats[] = {
+        {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
+        {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}}, 0xffffffff, 0xffffffff, {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
+        {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822, 0x299f31d0, {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
+    };
+    for (const Kat& k : kats) {
+        Philox4 got = kiln_random::philox_block(k.counter, k.k0, k.k1);
+        for (int i = 0; i < 4; ++i) BOOST_TEST(got.v[i] == k.want.v[i]);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(random_ops_draw_element_i_from_seed_and_offset_plus_i) {
+    kiln::manual_seed(7);
+    BOOST_TEST(kiln::get_rng_state().offset == 0u);
+    std::vector<double> a = kiln::rand({5}, {.dtype = kiln::float64}).to_vector<double>();
+    BOOST_TEST(kiln::get_rng_state().offset == 5u);  // one counter per element
+    std::vector<double> b = kiln::randn({3}, {.dtype = kiln::float64}).to_vector<double>();
+    for (int i = 0; i < 5; ++i) BOOST_TEST(a[size_t(i)] == kiln_random::draw_uniform(7, uint64_t(i), 0.0, 1.0));
+    for (int i = 0; i < 3; ++i) BOOST_TEST(b[size_t(i)] == kiln_random::draw_normal(7, uint64_t(5 + i)));
+    // A large fill runs on several threads and still draws element i from offset + i.
+    kiln::RngState before = kiln::get_rng_state();
+    std::vector<float> big = kiln::randn({1 << 18}).to_vector<float>();
+    for (size_t i : {size_t(0), size_t(77777), size_t((1 << 18) - 1)})
+        BOOST_TEST(big[i] == float(kiln_random::draw_normal(before.seed, before.offset + i)));
+    // Saving and restoring the state replays the same draws.
+    kiln::set_rng_state(before);
+    BOOST_TEST((kiln::randn({1 << 18}).to_vector<float>() == big));
+}
+
+BOOST_AUTO_TEST_CASE(rand_stays_below_high_after_rounding_to_float32) {
+    // [1, 1 + 2^-30): almost every double draw rounds up to 1 + 2^-30 in float32; none may.
+    double lo = 1.0, hi = 1.0 + std::ldexp(1.0, -30);
+    kiln::Tensor r = kiln::dispatch(kiln::OpId::rand, {}, {.shape = {4096}, .lo = lo, .hi = hi, .dtype = kiln::float32});
+    for (float x : r.to_vector<float>()) BOOST_TEST((double(x) >= lo && double(x) < hi));
+}
 
 BOOST_AUTO_TEST_CASE(tensor_from_vectors_and_initializer_lists) {
     Tensor a = kiln::tensor({1.0, 2.0, 3.0});
