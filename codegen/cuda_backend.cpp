@@ -97,7 +97,8 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
             int64_t row_size = shape_numel(Shape(domain.begin() + kernel.outer_dims, domain.end()));
             if (rows == 0) continue;
             if (!sms) sms = cuda::detail::multiprocessor_count();
-            // Few long rows: each row split over blocks of ~16K elements, up to ~4 blocks per SM;
+            // Few long rows: each row split over blocks of >= 4K elements, up to ~16 blocks per SM
+            // (enough loads in flight to reach the memory's bandwidth);
             // the slices' partials and a per-row count of finished slices live in scratch memory.
             long long splits = 1;
             Tensor partials, counters;
@@ -105,7 +106,7 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
             void* counters_ptr = nullptr;
             if (int r = split_reductions_[k]) {
                 if (rows < sms && row_size >= 32768)
-                    splits = std::max<int64_t>(1, std::min<int64_t>(row_size / 16384, 4 * int64_t(sms) / rows));
+                    splits = std::max<int64_t>(1, std::min<int64_t>(row_size / 4096, 16 * int64_t(sms) / rows));
                 if (splits > 1) {
                     partials = empty({rows * splits * r}, DType::float32, graph.device);
                     counters = empty({rows}, DType::float32, graph.device);  // 4-byte unsigned counts

@@ -409,7 +409,9 @@ class CudaKernelEmitter : KernelView {
         return out;
     }
 
-    // After a split pass: slice partials to memory; the last block of the row combines them.
+    // After a split pass: slice partials to memory; the last block of the row combines them,
+    // its threads striding over the partials, then one block-wide combine (a fixed order for
+    // a given launch, so results repeat).
     void emit_split_combine(const std::string& ind, const std::vector<int>& reductions) {
         size_t r = reductions.size();
         os_ << ind << "if (splits > 1) {\n";
@@ -426,8 +428,9 @@ class CudaKernelEmitter : KernelView {
             int n = reductions[k];
             std::string name = s_.value_name(node(n).out.id);
             os_ << ind << "    " << name << " = " << reduction_of(node(n).op).init << ";\n";
-            os_ << ind << "    for (long long p = 0; p < splits; ++p) " << name << " = "
+            os_ << ind << "    for (long long p = threadIdx.x; p < splits; p += blockDim.x) " << name << " = "
                 << reduction_of(node(n).op).update(node(n).op, name, "__ldcg(&partials[(row * splits + p) * " + std::to_string(r) + " + " + std::to_string(k) + "])") << ";\n";
+            os_ << ind << "    " << name << " = " << reduction_of(node(n).op).block << "(" << name << ", shared);\n";
         }
         os_ << ind << "    if (threadIdx.x == 0) counters[row] = 0;  // ready for the next launch\n";
         os_ << ind << "}\n";

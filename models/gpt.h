@@ -60,7 +60,7 @@ class Gpt : public nn::Module {
     Tensor forward(const Tensor& tokens) override {
         KILN_CHECK(tokens.dim() == 2 && tokens.size(1) <= config.max_positions, "Gpt: expected tokens [B, T] with T <= ",
                    config.max_positions, ", got ", tokens.shape());
-        Tensor positions = arange(double(tokens.size(1))).to(DType::int64);
+        Tensor positions = arange(double(tokens.size(1)), {.dtype = DType::int64, .device = tokens.device()});
         Tensor x = wte->forward(tokens) + wpe->forward(positions);
         x = ln_f->forward(blocks->forward(x));
         return matmul(x, wte->weight.t());

@@ -27,7 +27,7 @@ Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op) {
         KILN_CHECK(lo >= 0 && hi < num_classes, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ",
                    num_classes, " classes");
     }
-    return arange(double(num_classes), {.dtype = int64}) == targets.unsqueeze(1);
+    return arange(double(num_classes), {.dtype = int64, .device = targets.device()}) == targets.unsqueeze(1);
 }
 
 }  // namespace
@@ -153,7 +153,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     Tensor scores = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
     int64_t L = q.size(-2), S = k.size(-2);
     if (is_causal) {
-        Tensor above = arange(double(L)).unsqueeze(1) < arange(double(S)).unsqueeze(0);  // key after the query
+        TensorOptions on = {.device = scores.device()};
+        Tensor above = arange(double(L), on).unsqueeze(1) < arange(double(S), on).unsqueeze(0);  // key after the query
         scores = masked_fill(scores, above, -INFINITY);
     } else if (attn_mask.defined()) {
         scores = attn_mask.dtype() == DType::boolean ? masked_fill(scores, eq(attn_mask, 0.0), -INFINITY) : scores + attn_mask;

@@ -71,7 +71,7 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
     }
     if (x.dim() == 0) {
         normalize_dim(*dim, 0, op);  // 0-d: dim 0 or -1 only, as torch
-        return zeros({}, {.dtype = DType::int64});
+        return zeros({}, {.dtype = DType::int64, .device = x.device()});
     }
     int64_t d = normalize_dim(*dim, x.dim(), op);
     int64_t n = x.size(d);
@@ -79,7 +79,7 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
     KILN_CHECK(x.dtype() != DType::boolean, op, ": not implemented for bool tensors");
     Shape index_shape(size_t(x.dim()), 1);
     index_shape[d] = n;
-    Tensor index = arange(double(n), {.dtype = DType::int64}).reshape(index_shape);
+    Tensor index = arange(double(n), {.dtype = DType::int64, .device = x.device()}).reshape(index_shape);
     Tensor extreme = largest ? x.amax({d}, true) : x.amin({d}, true);
     Tensor hit = where(x != x, index, where(x == extreme, index, double(n)));
     return hit.amin({d}, keepdim);

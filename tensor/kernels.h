@@ -47,6 +47,16 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src);
 // A tensor of `value` made on the device (full/zeros/ones and *_like of CUDA tensors: no
 // host buffer, no copy).
 Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device);
+// The window and index ops on the device (kernels_cuda_index.cpp); the CPU files check the
+// arguments and work out the sizes for both devices.
+struct IndexSizes {
+    int64_t dim = 0, outer = 1, inner = 1, n_index = 1, n_data = 1;  // index[outer, n_index, inner] over data[outer, n_data, inner]
+};
+Tensor cuda_unfold2d(const Tensor& x, const Shape& window, int64_t OH, int64_t OW, double pad);
+Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW);
+Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);
+Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src, const IndexSizes& sizes);
+std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources();  // for compile-only tests
 // rand/randn/randint drawn on the device with the CPU's Philox draws (tensor/philox.h).
 Tensor cuda_random(OpId op, const Attrs& attrs);
 // full's check that `v` fits `t` (kernels_factory.cpp), shared by the CUDA fill.

@@ -26,7 +26,6 @@ Window window_of(const Attrs& a, const char* op) {
 }
 
 void check_float(const Tensor& x, const char* op) {
-    KILN_CHECK(x.device().type == DeviceType::cpu, op, ": not on CUDA yet (got a tensor on ", x.device(), ")");
     KILN_CHECK(is_floating(x.dtype()), op, ": expected a float32 or float64 tensor, got ", x.dtype());
 }
 
@@ -41,6 +40,7 @@ Tensor forward_unfold2d(std::span<const Tensor> in, const Attrs& a) {
     int64_t OH = w.out_h(H), OW = w.out_w(W);
     KILN_CHECK(OH > 0 && OW > 0, "unfold2d: a ", w.kh, "x", w.kw, " window (dilation ", w.dh, "x", w.dw, ", padding ", w.ph, "x",
                w.pw, ") does not fit an input of ", H, "x", W);
+    if (x.device().type == DeviceType::cuda) return cuda_unfold2d(x, a.shape, OH, OW, a.scalar);
     Tensor src = contiguous_as(x, x.dtype());
     Tensor out = empty({N, C * w.kh * w.kw, OH * OW}, x.dtype());
     visit_dtype(x.dtype(), [&](auto tag) {
@@ -87,6 +87,7 @@ Tensor forward_fold2d(std::span<const Tensor> in, const Attrs& a) {
     KILN_CHECK(cols.dim() == 3 && cols.size(1) % (w.kh * w.kw) == 0 && cols.size(2) == OH * OW, "fold2d: columns of shape ",
                cols.shape(), " do not match a ", w.kh, "x", w.kw, " window over ", H, "x", W);
     int64_t N = cols.size(0), C = cols.size(1) / (w.kh * w.kw);
+    if (cols.device().type == DeviceType::cuda) return cuda_fold2d(cols, a.shape, C, H, W, OH, OW);
     Tensor src = contiguous_as(cols, cols.dtype());
     Tensor out = zeros({N, C, H, W}, {.dtype = cols.dtype()});
     visit_dtype(cols.dtype(), [&](auto tag) {

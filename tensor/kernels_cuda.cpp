@@ -112,7 +112,7 @@ std::string random_source(OpId op, DType out) {
     const char* t = c_type(out);
     std::ostringstream src;
     src << kPrelude << kOpen << "#define KILN_HD __device__\nnamespace kiln_random {\n" << kiln_random::kRandomSource << "\n}\n"
-        << "extern \"C\" __global__ void kiln_random(long long n, " << t << "* out, unsigned long long seed,\n"
+        << "extern \"C\" __global__ void kiln_draw(long long n, " << t << "* out, unsigned long long seed,\n"
         << "        unsigned long long offset, const unsigned long long* graph_state, double lo, double hi,\n"
         << "        long long int_lo, unsigned long long range) {\n"
         << "    if (graph_state) seed = graph_state[0], offset += graph_state[1];\n"
@@ -411,7 +411,7 @@ Tensor cuda_random(OpId op, const Attrs& a) {
     Tensor out = empty(a.shape, checked.dtype(), a.device);
     int64_t n = out.numel();
     if (n == 0) return out;
-    void* fn = kernel(random_source(op, out.dtype()), "kiln_random");
+    void* fn = kernel(random_source(op, out.dtype()), "kiln_draw");
     cuda::detail::RandomDraws d = cuda::detail::reserve_random_draws(uint64_t(n));
     long long count = n, int_lo = 0;
     unsigned long long range = 0;

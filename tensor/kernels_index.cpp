@@ -8,14 +8,12 @@
 namespace kiln {
 namespace {
 
-struct IndexPlan {
-    int64_t dim, outer = 1, inner = 1, n_index = 1, n_data = 1;  // index[outer, n_index, inner] over data[outer, n_data, inner]
-};
+using IndexPlan = IndexSizes;
 
 // The index has the data's rank and, outside `dim`, the data's sizes (PyTorch also allows
 // smaller ones; kiln asks for equal).
 IndexPlan plan_index(const Tensor& data, const Tensor& index, int64_t dim, const char* op) {
-    KILN_CHECK(data.device().type == DeviceType::cpu && index.device().type == DeviceType::cpu, op, ": not on CUDA yet");
+    KILN_CHECK(data.device() == index.device(), op, ": index on ", index.device(), " and input on ", data.device(), " must share a device");
     KILN_CHECK(index.dtype() == DType::int64, op, ": expected an int64 index, got ", index.dtype());
     KILN_CHECK(index.dim() == data.dim(), op, ": index ", index.shape(), " and input ", data.shape(), " must have the same number of dims");
     IndexPlan p;
@@ -52,6 +50,7 @@ void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, Fn&
 Tensor forward_gather(std::span<const Tensor> in, const Attrs& a) {
     const Tensor& x = in[0];
     IndexPlan p = plan_index(x, in[1], a.dim, "gather");
+    if (x.device().type == DeviceType::cuda) return cuda_gather(x, in[1], p);
     Tensor src = contiguous_as(x, x.dtype());
     Tensor out = empty(in[1].shape(), x.dtype());
     visit_dtype(x.dtype(), [&](auto tag) {
@@ -65,7 +64,7 @@ Tensor forward_gather(std::span<const Tensor> in, const Attrs& a) {
 
 std::vector<Tensor> backward_gather(const BackwardArgs& b) {
     if (!b.needs(0)) return {Tensor(), Tensor()};
-    Tensor base = zeros(b.input_shapes[0], {.dtype = b.grad.dtype()});
+    Tensor base = zeros(b.input_shapes[0], {.dtype = b.grad.dtype(), .device = b.grad.device()});
     return {dispatch(OpId::scatter_add, {base, b.inputs[1], b.grad}, b.attrs), Tensor()};
 }
 
@@ -74,6 +73,7 @@ Tensor forward_scatter_add(std::span<const Tensor> in, const Attrs& a) {
     IndexPlan p = plan_index(base, index, a.dim, "scatter_add");
     KILN_CHECK(src_in.shape() == index.shape(), "scatter_add: src ", src_in.shape(), " must have the index's shape ", index.shape());
     KILN_CHECK(src_in.dtype() == base.dtype(), "scatter_add: src (", src_in.dtype(), ") and input (", base.dtype(), ") must have one dtype");
+    if (base.device().type == DeviceType::cuda) return cuda_scatter_add(base, index, src_in, p);
     Tensor out = materialize(base);
     Tensor src = contiguous_as(src_in, src_in.dtype());
     visit_dtype(base.dtype(), [&](auto tag) {

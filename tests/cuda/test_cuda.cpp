@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(every_eager_kernel_source_compiles_with_nvrtc) {
             BOOST_REQUIRE(body != std::string::npos && end != std::string::npos && end > body);
             if (i == first) program = src.substr(0, body);  // the prelude, once
             std::string part = src.substr(body + open.size(), end - body - open.size());
-            for (const std::string entry : {"kiln_elementwise", "kiln_reduce", "kiln_random"})
+            for (const std::string entry : {"kiln_elementwise", "kiln_reduce", "kiln_draw"})
                 if (size_t at = part.find(entry + "("); at != std::string::npos) part.replace(at, entry.size(), "k" + std::to_string(i));
             program += "namespace kiln_math { namespace s" + std::to_string(i) + " {\n" + part + "}}\n";
         }
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(every_eager_kernel_source_compiles_with_nvrtc) {
         } catch (const Error&) {
             for (size_t i = first; i < last; ++i) {
                 std::string name = "kiln_elementwise";
-                for (const char* entry : {"kiln_reduce", "kiln_random"})
+                for (const char* entry : {"kiln_reduce", "kiln_draw"})
                     if (sources[i].second.find(std::string(entry) + "(") != std::string::npos) name = entry;
                 BOOST_TEST_CONTEXT(sources[i].first) { BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(sources[i].second, name, 90, true)); }
             }
@@ -122,6 +122,12 @@ BOOST_AUTO_TEST_CASE(every_eager_kernel_source_compiles_with_nvrtc) {
     BOOST_TEST(compiled == sources.size());
     std::cout << "cuda: " << compiled << " eager kernel sources compiled with NVRTC (to PTX for compute_90)\n";
     BOOST_TEST(cuda::detail::compile_cubin(sources[0].second, "kiln_elementwise", 90).size() > 100u);  // and one to a cubin
+    // The batches rename entry points; one source of each kind also compiles exactly as launched.
+    for (const char* entry : {"kiln_reduce", "kiln_draw"}) {
+        auto it = std::find_if(sources.begin(), sources.end(), [&](const auto& s) { return s.second.find(std::string(entry) + "(") != std::string::npos; });
+        BOOST_REQUIRE(it != sources.end());
+        BOOST_TEST_CONTEXT(it->first) { BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(it->second, entry, 90, true)); }
+    }
     // A source with an error raises with NVRTC's log, naming the kernel.
     try {
         cuda::detail::compile_cubin("extern \"C\" __global__ void k() { undefined_thing(); }", "k", 90);

@@ -1,0 +1,138 @@
+// The model ops on CUDA tensors (issue 14 on the GPU): unfold2d/fold2d (so conv2d and the
+// pooling composites), gather/scatter_add (index_select, embedding, cross_entropy), batch norm
+// and attention, forward and backward, against the CPU; the GPT decoder trained on the GPU
+// equal to the CPU one. Compile-only: every window/index kernel source through NVRTC (CI).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <iostream>
+
+#include "kiln.h"
+#include "models/gpt.h"
+#include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
+#include "tensor/kernels.h"
+#include "tests/cuda/needs_gpu.h"
+
+using namespace kiln;
+namespace F = kiln::nn::functional;
+namespace utf = boost::unit_test;
+
+namespace {
+
+using kiln_test::kCuda;
+
+double max_relative(const Tensor& gpu, const Tensor& cpu_result) {
+    Tensor a = gpu.detach().cpu().to(DType::float64), b = cpu_result.detach().to(DType::float64);
+    BOOST_REQUIRE(a.shape() == b.shape());
+    double scale = std::max(1.0, b.abs().amax().item<double>());
+    return (a - b).abs().amax().item<double>() / scale;
+}
+
+// f on CPU leaves and on their CUDA copies: outputs and every leaf's gradient agree.
+void check_forward_backward(const std::string& what, const std::vector<Tensor>& leaves,
+                            const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol = 1e-4) {
+    BOOST_TEST_CONTEXT(what) {
+        std::vector<Tensor> on_cpu, on_gpu;
+        for (const Tensor& t : leaves) {
+            bool grad = is_floating(t.dtype());
+            on_cpu.push_back(grad ? t.clone().requires_grad_() : t);
+            on_gpu.push_back(grad ? t.cuda().requires_grad_() : t.cuda());
+        }
+        Tensor yc = f(on_cpu), yg = f(on_gpu);
+        BOOST_TEST((yg.device() == kCuda));
+        BOOST_TEST(max_relative(yg, yc) < tol);
+        Tensor w = randn(yc.shape());  // a random weighting, so every output element matters
+        (yc * w).sum().backward();
+        (yg * w.cuda()).sum().backward();
+        for (size_t i = 0; i < leaves.size(); ++i)
+            if (on_cpu[i].requires_grad()) BOOST_TEST(max_relative(on_gpu[i].grad(), on_cpu[i].grad()) < tol, "grad of leaf " << i);
+    }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_models)
+
+BOOST_AUTO_TEST_CASE(window_and_index_kernel_sources_compile_with_nvrtc) {
+    if (!cuda::detail::nvrtc_unavailable_reason().empty()) {
+        std::cout << "cuda models: SKIPPED compile-only test (" << cuda::detail::nvrtc_unavailable_reason() << ")\n";
+        return;
+    }
+    auto sources = cuda_index_kernel_sources();
+    BOOST_TEST(sources.size() == 11u);
+    for (const auto& [label, source] : sources) {
+        std::string entry = "kiln_" + label.substr(0, label.find(' '));
+        BOOST_TEST_CONTEXT(label) { BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(source, entry, 90, /*ptx_only=*/true)); }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(conv_and_pooling_match_the_cpu_forward_and_backward, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    manual_seed(21);
+    Tensor x = randn({2, 4, 9, 11});
+    check_forward_backward("conv2d stride 2 padding 1", {x, randn({6, 4, 3, 3}) * 0.2, randn({6})},
+                           [](const auto& t) { return conv2d(t[0], t[1], t[2], {2, 2}, {1, 1}); });
+    check_forward_backward("conv2d dilation 2, groups 2", {x, randn({4, 2, 3, 2}) * 0.2},
+                           [](const auto& t) { return conv2d(t[0], t[1], {}, {1, 2}, {2, 0}, {2, 1}, 2); });
+    check_forward_backward("max_pool2d 3x3 stride 2 padding 1", {x},
+                           [](const auto& t) { return max_pool2d(t[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); });
+    check_forward_backward("avg_pool2d 2x2", {x}, [](const auto& t) { return avg_pool2d(t[0], {.kernel = {2, 2}, .stride = {2, 2}}); });
+    check_forward_backward("adaptive_avg_pool2d to 4x3", {x}, [](const auto& t) { return adaptive_avg_pool2d(t[0], {4, 3}); });
+    check_forward_backward("conv2d float64", {x.to(DType::float64), (randn({3, 4, 2, 2}) * 0.3).to(DType::float64)},
+                           [](const auto& t) { return conv2d(t[0], t[1]); }, 1e-10);
+}
+
+BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    manual_seed(22);
+    Tensor x = randn({5, 7}), idx = randint(-7, 7, {5, 4});
+    check_forward_backward("gather dim 1 (negative indices)", {x, idx}, [](const auto& t) { return gather(t[0], 1, t[1]); });
+    check_forward_backward("scatter_add dim 0", {x, randint(0, 5, {3, 7}), randn({3, 7})},
+                           [](const auto& t) { return scatter_add(t[0], 0, t[1], t[2]); });
+    check_forward_backward("embedding", {randint(0, 10, {3, 4}), randn({10, 6})}, [](const auto& t) { return embedding(t[0], t[1]); });
+    check_forward_backward("cross_entropy with class targets", {randn({8, 5}), randint(0, 5, {8})},
+                           [](const auto& t) { return F::cross_entropy(t[0], t[1]); });
+    check_forward_backward("batch_norm, batch statistics", {randn({4, 3, 5, 5}) * 2 + 1, randn({3}), randn({3})}, [](const auto& t) {
+        Tensor mean = zeros({3}, {.device = t[0].device()}), var = ones({3}, {.device = t[0].device()});
+        return F::batch_norm(t[0], mean, var, t[1], t[2], /*training=*/true);
+    });
+    check_forward_backward("causal attention", {randn({2, 3, 6, 8}), randn({2, 3, 6, 8}), randn({2, 3, 6, 8})},
+                           [](const auto& t) { return F::scaled_dot_product_attention(t[0], t[1], t[2], {}, true); });
+    check_forward_backward("argmax", {randn({4, 9})}, [](const auto& t) { return argmax(t[0], 1).to(DType::float32) * t[0].sum(); });
+
+    // An index out of range raises naming it, and the GPU stays usable.
+    try {
+        gather(x.cuda(), 1, full({5, 4}, 9, {.dtype = DType::int64}).cuda());
+        BOOST_ERROR("an index out of range was accepted");
+    } catch (const Error& e) {
+        std::string m = e.what();
+        BOOST_TEST(m.find("index 9 is out of bounds for dim 1 with size 7") != std::string::npos, m);
+    }
+    BOOST_CHECK_THROW(gather(x.cuda(), 1, idx), Error);  // index on the CPU, data on the GPU
+    BOOST_TEST(max_relative(gather(x.cuda(), 1, idx.cuda()), gather(x, 1, idx)) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_gpt_decoder_trains_on_the_gpu_like_on_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    models::GptConfig c{.vocab_size = 40, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4};
+    manual_seed(5);
+    models::Gpt on_cpu(c);
+    manual_seed(5);
+    models::Gpt on_gpu(c);
+    on_gpu.to(kCuda);
+    Tensor tokens = randint(0, 40, {3, 12}), targets = randint(0, 40, {3 * 12});
+    auto step = [&](models::Gpt& net, const Tensor& tok, const Tensor& tgt) {
+        for (Tensor& p : net.parameters()) p.zero_grad();
+        Tensor loss = F::cross_entropy(net.forward(tok).reshape({3 * 12, 40}), tgt);
+        loss.backward();
+        autograd::NoGradGuard no_grad;
+        for (Tensor& p : net.parameters()) p.add_(p.grad(), -0.1);
+        return loss.item<double>();
+    };
+    for (int i = 0; i < 3; ++i) {
+        double lc = step(on_cpu, tokens, targets), lg = step(on_gpu, tokens.cuda(), targets.cuda());
+        BOOST_TEST(std::abs(lc - lg) < 1e-4 * (1 + std::abs(lc)), "step " << i << ": " << lc << " vs " << lg);
+    }
+    std::vector<Tensor> pc = on_cpu.parameters(), pg = on_gpu.parameters();
+    for (size_t i = 0; i < pc.size(); ++i) BOOST_TEST(max_relative(pg[i], pc[i]) < 1e-4, "parameter " << i);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
