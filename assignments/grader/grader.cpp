@@ -108,8 +108,12 @@ int grade(const GradeOptions& options, std::ostream& out) {
         for (const std::string& c : cases) {
             RunResult r = run(bin + " --run_test=" + suite + "/" + c +
                               " --log_level=error --report_level=no --catch_system_errors=no --color_output=no");
-            if (is_report) {
-                reports += r.output;
+            if (is_report) {  // its printed lines (indented), or why there are none
+                std::istringstream lines(r.output);
+                std::string line;
+                while (std::getline(lines, line))
+                    if (line.rfind("  ", 0) == 0) reports += line + "\n";
+                if (r.status != 0) reports += "  " + suite + "/" + c + ": not available until the tasks pass\n";
                 continue;
             }
             if (r.status == 0) {
