@@ -34,7 +34,8 @@ VarPtr make_op(OpId op, std::vector<VarPtr> parents, const kiln::Attrs& attrs) {
         std::vector<kiln::Shape> shapes;
         std::vector<kiln::DType> dtypes;
         for (const Tensor& t : inputs) shapes.push_back(t.shape()), dtypes.push_back(t.dtype());
-        kiln::BackwardArgs args{inputs, out, grad, attrs, shapes, dtypes, (1u << inputs.size()) - 1};
+        kiln::BackwardArgs args{
+            inputs, out, grad, attrs, shapes, dtypes, (1u << inputs.size()) - 1};
         kiln::NoGradGuard no_grad;
         return kiln::op_info(op).backward(args);
     };

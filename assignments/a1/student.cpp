@@ -9,8 +9,8 @@ Tensor unary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor
     throw kiln::Error("TODO(task 1.1): unary_backward");
 }
 
-std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                                          const Tensor& out) {
+std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Tensor& x,
+                                          const Tensor& y, const Tensor& out) {
     (void)op, (void)grad, (void)x, (void)y, (void)out;
     throw kiln::Error("TODO(task 1.2): binary_backward");
 }

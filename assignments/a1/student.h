@@ -24,19 +24,19 @@ Tensor unary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor
 // --- Task 1.2: the gradients of a binary op with respect to x and to y. Ops: add, sub, mul,
 // div. x and y may broadcast against each other: each gradient must have its input's
 // shape (kiln::sum_to reduces a gradient back to a shape).
-std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                                          const Tensor& out);
+std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Tensor& x,
+                                          const Tensor& y, const Tensor& out);
 
 // --- A small autograd engine (micrograd's, over kiln Tensors). Given: building the graph.
 // A Var is one value of the graph; `backward_fn` maps the gradient of this Var to the
 // gradients of its parents (in `parents` order). Leaves have no parents.
 struct Var {
     Tensor value;
-    Tensor grad;                   // undefined until backward reaches this Var
+    Tensor grad;  // undefined until backward reaches this Var
     std::vector<std::shared_ptr<Var>> parents;
     std::function<std::vector<Tensor>(const Tensor& grad)> backward_fn;
     std::string op = "leaf";
-    int backward_calls = 0;        // how often run_backward ran (the tests read it)
+    int backward_calls = 0;  // how often run_backward ran (the tests read it)
 
     // Runs backward_fn once, counting the call. Use this, not backward_fn directly.
     std::vector<Tensor> run_backward(const Tensor& g);

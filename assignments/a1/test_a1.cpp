@@ -1,7 +1,7 @@
 // Assignment 1's tests, one suite per task (task_1_1 ...). Derivatives are graded by
 // gradcheck (central differences in float64) and against kiln's own autograd.
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <random>
 #include <set>
 
@@ -15,7 +15,8 @@ namespace {
 // compares the student's derivative with finite differences.
 struct StudentUnary : autograd::Function<StudentUnary> {
     static Tensor forward(const Tensor& x, OpId op) { return dispatch(op, {x}); }
-    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs, const Tensor& out) {
+    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs,
+                              const Tensor& out) {
         ctx.save_for_backward(inputs[0], out);
     }
     static std::vector<Tensor> backward(autograd::Ctx& ctx, const Tensor& grad) {
@@ -24,8 +25,11 @@ struct StudentUnary : autograd::Function<StudentUnary> {
     }
 };
 struct StudentBinary : autograd::Function<StudentBinary> {
-    static Tensor forward(const Tensor& x, const Tensor& y, OpId op) { return dispatch(op, {x, y}); }
-    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs, const Tensor& out) {
+    static Tensor forward(const Tensor& x, const Tensor& y, OpId op) {
+        return dispatch(op, {x, y});
+    }
+    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs,
+                              const Tensor& out) {
         ctx.save_for_backward(inputs[0], inputs[1], out);
     }
     static std::vector<Tensor> backward(autograd::Ctx& ctx, const Tensor& grad) {
@@ -36,12 +40,13 @@ struct StudentBinary : autograd::Function<StudentBinary> {
 };
 
 bool check_unary(OpId op, const Tensor& x) {
-    return gradcheck([op](const std::vector<Tensor>& in) { return StudentUnary::apply(in[0], op); }, {x},
-                     {.raise_exception = false});
+    return gradcheck([op](const std::vector<Tensor>& in) { return StudentUnary::apply(in[0], op); },
+                     {x}, {.raise_exception = false});
 }
 bool check_binary(OpId op, const Tensor& x, const Tensor& y) {
-    return gradcheck([op](const std::vector<Tensor>& in) { return StudentBinary::apply(in[0], in[1], op); }, {x, y},
-                     {.raise_exception = false});
+    return gradcheck(
+        [op](const std::vector<Tensor>& in) { return StudentBinary::apply(in[0], in[1], op); },
+        {x, y}, {.raise_exception = false});
 }
 
 Tensor away_from_zero(const Shape& shape) {  // |x| >= 0.2: relu's kink stays out of the differences
@@ -76,7 +81,8 @@ BOOST_AUTO_TEST_CASE(sigmoid_relu_pass_gradcheck) {
 BOOST_AUTO_TEST_CASE(equal_kiln_autograd_on_a_chain) {
     manual_seed(4);
     Tensor x = (rand({8}) + 0.5).requires_grad_();
-    Tensor y = StudentUnary::apply(StudentUnary::apply(StudentUnary::apply(x, OpId::sqrt), OpId::sin), OpId::exp);
+    Tensor y = StudentUnary::apply(
+        StudentUnary::apply(StudentUnary::apply(x, OpId::sqrt), OpId::sin), OpId::exp);
     y.sum().backward();
     Tensor x2 = x.detach().requires_grad_();
     exp(sin(sqrt(x2))).sum().backward();
@@ -165,7 +171,8 @@ BOOST_AUTO_TEST_CASE(every_edge_points_forward_in_a_random_dag) {
     const OpId binary[] = {OpId::add, OpId::mul, OpId::sub};
     for (int i = 0; i < 40; ++i) {
         auto pick = [&] { return vars[rng() % vars.size()]; };
-        vars.push_back(rng() % 2 ? student::apply(unary[rng() % 3], pick()) : student::apply(binary[rng() % 3], pick(), pick()));
+        vars.push_back(rng() % 2 ? student::apply(unary[rng() % 3], pick())
+                                 : student::apply(binary[rng() % 3], pick(), pick()));
     }
     auto root = vars.back();
     auto order = student::topo_order(root);
@@ -200,7 +207,9 @@ BOOST_AUTO_TEST_CASE(gradients_equal_central_differences) {
     auto x = student::leaf(xv), y = student::leaf(yv);
     student::backward(expression(x, y));
     BOOST_TEST_REQUIRE(x->grad.defined());
-    auto f = [&](const Tensor& a) { return expression(student::leaf(a), student::leaf(yv))->value.item<double>(); };
+    auto f = [&](const Tensor& a) {
+        return expression(student::leaf(a), student::leaf(yv))->value.item<double>();
+    };
     std::vector<double> analytic = x->grad.to_vector<double>();
     for (int64_t i = 0; i < 5; ++i) {
         Tensor plus = xv.clone(), minus = xv.clone();

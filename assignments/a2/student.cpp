@@ -28,7 +28,8 @@ std::shared_ptr<const Graph> Recorder::finish(const Tensor& output) {
     throw Error("TODO(task 2.1): Recorder::finish");
 }
 
-std::shared_ptr<const Graph> trace(const Fn& fn, const std::vector<Tensor>& tensors, const std::vector<double>& scalars) {
+std::shared_ptr<const Graph> trace(const Fn& fn, const std::vector<Tensor>& tensors,
+                                   const std::vector<double>& scalars) {
     (void)fn, (void)tensors, (void)scalars;
     throw Error("TODO(task 2.1): trace");
 }
@@ -38,12 +39,14 @@ Guard guard_build(const std::vector<Tensor>& tensors, const std::vector<double>&
     throw Error("TODO(task 2.2): guard_build");
 }
 
-std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors, const std::vector<double>& scalars) {
+std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors,
+                        const std::vector<double>& scalars) {
     (void)guard, (void)tensors, (void)scalars;
     throw Error("TODO(task 2.2): guard_check");
 }
 
-Tensor CompiledFunction::operator()(const std::vector<Tensor>& tensors, const std::vector<double>& scalars) {
+Tensor CompiledFunction::operator()(const std::vector<Tensor>& tensors,
+                                    const std::vector<double>& scalars) {
     (void)tensors, (void)scalars;
     throw Error("TODO(task 2.3): CompiledFunction::operator()");
 }

@@ -18,7 +18,8 @@ using kiln::Tensor;
 using kiln::jit::Graph;
 
 // The functions this assignment compiles: tensors and numbers in, one tensor out.
-using Fn = std::function<Tensor(const std::vector<Tensor>& tensors, const std::vector<double>& scalars)>;
+using Fn =
+    std::function<Tensor(const std::vector<Tensor>& tensors, const std::vector<double>& scalars)>;
 
 // --- Task 2.1: the recorder. While installed (kiln::set_dispatch_hook), every op fn runs
 // arrives at call(): run it eagerly (kiln::dispatch_eager, under kiln::NoDispatchHook) and
@@ -42,7 +43,8 @@ class Recorder final : public kiln::DispatchHook {
 
 // Task 2.1 too: runs fn(tensors, scalars) with a Recorder installed and returns its graph.
 // The hook is removed again when fn returns or throws.
-std::shared_ptr<const Graph> trace(const Fn& fn, const std::vector<Tensor>& tensors, const std::vector<double>& scalars);
+std::shared_ptr<const Graph> trace(const Fn& fn, const std::vector<Tensor>& tensors,
+                                   const std::vector<double>& scalars);
 
 // --- Task 2.2: guards. A graph recorded for some arguments is valid for other arguments
 // when every tensor has the same dtype, sizes and requires_grad, and every number is the
@@ -59,7 +61,8 @@ struct Guard {
 Guard guard_build(const std::vector<Tensor>& tensors, const std::vector<double>& scalars);
 // "" when the arguments pass, else the first failure, naming it: "tensors[1]: ..." or
 // "scalars[0]: ..." (or "number of tensors ..." / "number of scalars ...").
-std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors, const std::vector<double>& scalars);
+std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors,
+                        const std::vector<double>& scalars);
 std::string guard_print(const Guard& guard);  // given: one line per guard
 
 // --- Task 2.3: the cache. A call checks each entry's guard in order; on a hit it runs that

@@ -12,8 +12,12 @@ namespace {
 
 // Seed-style functions (the tutorials' foo, the walk-through's log(mod(x)), the design
 // card's modified sigmoid without its branch), tensors and numbers in.
-Tensor foo(const std::vector<Tensor>& t, const std::vector<double>&) { return sin(t[0]) + cos(t[1]); }
-Tensor log_of_module(const std::vector<Tensor>& t, const std::vector<double>& s) { return log(exp(s[0] * t[0])); }
+Tensor foo(const std::vector<Tensor>& t, const std::vector<double>&) {
+    return sin(t[0]) + cos(t[1]);
+}
+Tensor log_of_module(const std::vector<Tensor>& t, const std::vector<double>& s) {
+    return log(exp(s[0] * t[0]));
+}
 Tensor modified_sigmoid(const std::vector<Tensor>& t, const std::vector<double>&) {
     Tensor x = 1.0 / (exp(-t[0]) + 5);
     return x * t[1];
@@ -24,14 +28,16 @@ Tensor norm_rows(const std::vector<Tensor>& t, const std::vector<double>& s) {
 }
 
 // The op names of the graph kiln's own JIT records for fn.
-std::vector<std::string> kiln_graph_ops(const Fn& fn, const std::vector<Tensor>& t, const std::vector<double>& s) {
+std::vector<std::string> kiln_graph_ops(const Fn& fn, const std::vector<Tensor>& t,
+                                        const std::vector<double>& s) {
     std::vector<std::string> names;
     auto backend = [&names](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
         names = g.op_names();
         return [&g](std::span<const Tensor> in) { return jit::interpret(g, in); };
     };
-    auto compiled = compile([fn](const std::vector<Tensor>& t, const std::vector<double>& s) { return fn(t, s); },
-                            {.backend = backend});
+    auto compiled = compile(
+        [fn](const std::vector<Tensor>& t, const std::vector<double>& s) { return fn(t, s); },
+        {.backend = backend});
     compiled(t, s);
     return names;
 }
@@ -49,7 +55,8 @@ BOOST_AUTO_TEST_CASE(records_the_ops_and_replays_on_new_values) {
     std::vector<std::string> ops = g->op_names();
     BOOST_TEST_REQUIRE(ops.size() == 3u, g->str());
     BOOST_TEST(ops[2] == "add");
-    BOOST_TEST((std::multiset<std::string>(ops.begin(), ops.end()) == std::multiset<std::string>{"add", "cos", "sin"}));
+    BOOST_TEST((std::multiset<std::string>(ops.begin(), ops.end()) ==
+                std::multiset<std::string>{"add", "cos", "sin"}));
     Tensor a = randn({4}), b = randn({4});
     std::vector<Tensor> in{a, b};
     BOOST_TEST(allclose(jit::interpret(*g, in).at(0), foo(in, {})));
@@ -83,15 +90,18 @@ BOOST_AUTO_TEST_CASE(the_hook_is_removed_after_fn_returns_or_throws) {
         Tensor y = sin(t[0]);
         throw std::logic_error("fn failed");
     };
-    BOOST_CHECK_EXCEPTION(student::trace(throws, {randn({2})}, {}), std::logic_error,
-                          [](const std::logic_error& e) { return std::string(e.what()) == "fn failed"; });
+    BOOST_CHECK_EXCEPTION(
+        student::trace(throws, {randn({2})}, {}), std::logic_error,
+        [](const std::logic_error& e) { return std::string(e.what()) == "fn failed"; });
     BOOST_TEST(dispatch_hook() == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(captured_tensors_and_breaks_are_refused) {
     BOOST_TEST_REQUIRE(student::trace(foo, {randn({2}), randn({2})}, {}));  // a plain fn traces
     Tensor outside = randn({3});
-    Fn captures = [outside](const std::vector<Tensor>& t, const std::vector<double>&) { return t[0] * outside; };
+    Fn captures = [outside](const std::vector<Tensor>& t, const std::vector<double>&) {
+        return t[0] * outside;
+    };
     BOOST_CHECK_THROW(student::trace(captures, {randn({3})}, {}), kiln::Error);
     BOOST_TEST(dispatch_hook() == nullptr);
     Fn branches = [](const std::vector<Tensor>& t, const std::vector<double>&) {
@@ -116,21 +126,25 @@ BOOST_AUTO_TEST_CASE(a_changed_tensor_fails_and_is_named) {
     auto g = student::guard_build({randn({3, 4}), randn({4})}, {});
     auto fails_on = [&](std::vector<Tensor> t, const std::string& who) {
         std::string why = student::guard_check(g, t, {});
-        BOOST_TEST(why.find(who) != std::string::npos, "expected a failure naming " << who << ", got '" << why << "'");
+        BOOST_TEST(why.find(who) != std::string::npos,
+                   "expected a failure naming " << who << ", got '" << why << "'");
     };
-    fails_on({randn({3, 5}), randn({4})}, "tensors[0]");                  // a size
-    fails_on({randn({3, 4}), randn({1, 4})}, "tensors[1]");               // the rank
-    fails_on({randn({3, 4}), randn({4}).to(float64)}, "tensors[1]");      // the dtype
-    fails_on({randn({3, 4}).requires_grad_(), randn({4})}, "tensors[0]"); // requires_grad
+    fails_on({randn({3, 5}), randn({4})}, "tensors[0]");                   // a size
+    fails_on({randn({3, 4}), randn({1, 4})}, "tensors[1]");                // the rank
+    fails_on({randn({3, 4}), randn({4}).to(float64)}, "tensors[1]");       // the dtype
+    fails_on({randn({3, 4}).requires_grad_(), randn({4})}, "tensors[0]");  // requires_grad
     fails_on({randn({3, 4})}, "number of tensors");
 }
 
 BOOST_AUTO_TEST_CASE(a_changed_number_fails_bit_for_bit) {
     auto g = student::guard_build({randn({2})}, {0.3});
     BOOST_TEST(student::guard_check(g, {randn({2})}, {0.3}) == "");
-    BOOST_TEST(student::guard_check(g, {randn({2})}, {0.1 + 0.2}).find("scalars[0]") != std::string::npos);
-    BOOST_TEST(student::guard_check(g, {randn({2})}, {2.0}).find("scalars[0]") != std::string::npos);
-    BOOST_TEST(student::guard_check(g, {randn({2})}, {}).find("number of scalars") != std::string::npos);
+    BOOST_TEST(student::guard_check(g, {randn({2})}, {0.1 + 0.2}).find("scalars[0]") !=
+               std::string::npos);
+    BOOST_TEST(student::guard_check(g, {randn({2})}, {2.0}).find("scalars[0]") !=
+               std::string::npos);
+    BOOST_TEST(student::guard_check(g, {randn({2})}, {}).find("number of scalars") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -139,10 +153,16 @@ BOOST_AUTO_TEST_SUITE(task_2_3)
 
 BOOST_AUTO_TEST_CASE(a_hit_reuses_the_graph_without_running_fn) {
     int fn_runs = 0, backend_calls = 0, code_runs = 0;
-    Fn counted = [&](const std::vector<Tensor>& t, const std::vector<double>& s) { ++fn_runs; return foo(t, s); };
+    Fn counted = [&](const std::vector<Tensor>& t, const std::vector<double>& s) {
+        ++fn_runs;
+        return foo(t, s);
+    };
     auto backend = [&](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
         ++backend_calls;
-        return [&g, &code_runs](std::span<const Tensor> in) { ++code_runs; return jit::interpret(g, in); };
+        return [&g, &code_runs](std::span<const Tensor> in) {
+            ++code_runs;
+            return jit::interpret(g, in);
+        };
     };
     student::CompiledFunction f(counted, backend);
     for (int i = 0; i < 5; ++i) {
@@ -159,15 +179,18 @@ BOOST_AUTO_TEST_CASE(a_hit_reuses_the_graph_without_running_fn) {
 BOOST_AUTO_TEST_CASE(entries_equal_kilns_static_jit_on_the_same_calls) {
     manual_seed(3);
     std::vector<std::pair<std::vector<Tensor>, std::vector<double>>> calls{
-        {{randn({10})}, {2.0}}, {{randn({10})}, {2.0}},  // hit
-        {{randn({8})}, {2.0}},                          // a new size
-        {{randn({10})}, {-1.0}},                        // a new number (the walk-through's other module)
-        {{randn({10}).to(float64)}, {2.0}},             // a new dtype
-        {{randn({8})}, {2.0}}, {{randn({10})}, {-1.0}}, // hits of earlier entries
+        {{randn({10})}, {2.0}},
+        {{randn({10})}, {2.0}},              // hit
+        {{randn({8})}, {2.0}},               // a new size
+        {{randn({10})}, {-1.0}},             // a new number (the walk-through's other module)
+        {{randn({10}).to(float64)}, {2.0}},  // a new dtype
+        {{randn({8})}, {2.0}},
+        {{randn({10})}, {-1.0}},  // hits of earlier entries
     };
     student::CompiledFunction mine(log_of_module);
     jit::reset();
-    auto theirs = compile([](const std::vector<Tensor>& t, const std::vector<double>& s) { return log_of_module(t, s); },
+    auto theirs = compile([](const std::vector<Tensor>& t,
+                             const std::vector<double>& s) { return log_of_module(t, s); },
                           {.backend = "eager", .dynamic = jit::Dynamic::never});
     size_t i = 0;
     for (auto& [t, s] : calls) {

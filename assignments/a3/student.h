@@ -62,12 +62,13 @@ class SegmentRecorder final : public kiln::DispatchHook {
    private:
     void end_segment();
     Trace trace_;
-    std::unordered_map<const kiln::TensorImpl*, ValueRef> refs_;  // args and earlier segments' values
-    std::unique_ptr<kiln::jit::GraphBuilder> builder_;             // the current segment
-    std::unordered_map<const kiln::TensorImpl*, int> ids_;         // tensor -> id in builder_
-    std::vector<int> computed_;                                    // builder ids of its calls, in order
+    std::unordered_map<const kiln::TensorImpl*, ValueRef>
+        refs_;                                              // args and earlier segments' values
+    std::unique_ptr<kiln::jit::GraphBuilder> builder_;      // the current segment
+    std::unordered_map<const kiln::TensorImpl*, int> ids_;  // tensor -> id in builder_
+    std::vector<int> computed_;                             // builder ids of its calls, in order
     std::vector<const kiln::TensorImpl*> computed_tensors_;
-    std::vector<ValueRef> inputs_;                                 // its placeholders' sources
+    std::vector<ValueRef> inputs_;  // its placeholders' sources
     std::vector<Tensor> alive_;
 };
 
@@ -83,11 +84,12 @@ struct ProgramNode {
     Segment segment;
     kiln::jit::CompiledFn code;
     bool ends_in_branch = false;
-    ValueRef condition;  // when ends_in_branch
-    ValueRef result;     // when not
+    ValueRef condition;                    // when ends_in_branch
+    ValueRef result;                       // when not
     std::unique_ptr<ProgramNode> next[2];  // next[false], next[true]
 };
-int graft(std::unique_ptr<ProgramNode>& root, const Trace& trace, const kiln::jit::Backend& backend);
+int graft(std::unique_ptr<ProgramNode>& root, const Trace& trace,
+          const kiln::jit::Backend& backend);
 
 // --- Task 3.3: running the tree. run_program runs the root's code on its inputs, then
 // follows the branch outcomes; it returns the result, or nothing when it reaches an

@@ -19,10 +19,14 @@ Tensor bar(const std::vector<Tensor>& in) {
 // Two branches in a row: a tree of 1 + 2 + 4 segments once every outcome is seen.
 Tensor two_ifs(const std::vector<Tensor>& in) {
     Tensor x = in[0] * 2;
-    if (x.sum() > 0) x = x + 1;
-    else x = x - 1;
-    if (x.mean() > 0.5) x = x * 3;
-    else x = x * -0.5;
+    if (x.sum() > 0)
+        x = x + 1;
+    else
+        x = x - 1;
+    if (x.mean() > 0.5)
+        x = x * 3;
+    else
+        x = x * -0.5;
     return x * in[1];
 }
 
@@ -38,7 +42,9 @@ std::vector<Tensor> bar_inputs(bool negative_sum) {
 // Runs a trace's segments in order, by the test's own interpreter.
 Tensor run_trace(const student::Trace& t, const std::vector<Tensor>& args) {
     std::vector<std::vector<Tensor>> outs;
-    auto value = [&](student::ValueRef r) { return r.segment < 0 ? args.at(r.index) : outs.at(r.segment).at(r.index); };
+    auto value = [&](student::ValueRef r) {
+        return r.segment < 0 ? args.at(r.index) : outs.at(r.segment).at(r.index);
+    };
     for (const auto& s : t.segments) {
         std::vector<Tensor> in;
         for (auto r : s.inputs) in.push_back(value(r));
@@ -48,7 +54,8 @@ Tensor run_trace(const student::Trace& t, const std::vector<Tensor>& args) {
 }
 
 // Graphs kiln's own JIT compiles for fn over the calls, and whether its results were eager's.
-int64_t kiln_graphs(Tensor (*fn)(const std::vector<Tensor>&), const std::vector<std::vector<Tensor>>& calls) {
+int64_t kiln_graphs(Tensor (*fn)(const std::vector<Tensor>&),
+                    const std::vector<std::vector<Tensor>>& calls) {
     jit::reset();
     auto compiled = compile([fn](Tensor a, Tensor b) { return fn({a, b}); }, {.backend = "eager"});
     for (const auto& c : calls) compiled(c[0], c[1]);
@@ -66,10 +73,12 @@ BOOST_AUTO_TEST_CASE(bar_splits_into_two_segments_at_its_branch) {
     BOOST_TEST_REQUIRE(t.segments.size() == 2u);
     BOOST_TEST(t.conditions.size() == 1u);
     BOOST_TEST((t.outcomes == std::vector<bool>{true}));
-    BOOST_TEST((t.segments[0].graph->op_names() == std::vector<std::string>{"abs", "add", "div", "sum", "lt"}));
+    BOOST_TEST((t.segments[0].graph->op_names() ==
+                std::vector<std::string>{"abs", "add", "div", "sum", "lt"}));
     BOOST_TEST((t.segments[1].graph->op_names() == std::vector<std::string>{"mul", "mul"}));
     BOOST_TEST(t.conditions[0].segment == 0);  // the condition was computed by segment 0 ...
-    BOOST_TEST(t.segments[1].inputs.size() == 2u);  // ... which also hands x on, with the argument b
+    BOOST_TEST(t.segments[1].inputs.size() ==
+               2u);  // ... which also hands x on, with the argument b
     BOOST_TEST(allclose(t.value, bar(in)));
     BOOST_TEST(dispatch_hook() == nullptr);
 }
@@ -107,10 +116,12 @@ BOOST_AUTO_TEST_SUITE(task_3_2)
 
 BOOST_AUTO_TEST_CASE(bar_grows_to_three_graphs_as_kilns_does) {
     manual_seed(3);
-    std::vector<std::vector<Tensor>> calls{bar_inputs(true), bar_inputs(false), bar_inputs(true), bar_inputs(false)};
+    std::vector<std::vector<Tensor>> calls{bar_inputs(true), bar_inputs(false), bar_inputs(true),
+                                           bar_inputs(false)};
     std::unique_ptr<student::ProgramNode> root;
     std::vector<int> compiled;
-    for (const auto& c : calls) compiled.push_back(student::graft(root, student::record(bar, c), "eager"));
+    for (const auto& c : calls)
+        compiled.push_back(student::graft(root, student::record(bar, c), "eager"));
     BOOST_TEST((compiled == std::vector<int>{2, 1, 0, 0}));
     BOOST_TEST(kiln_graphs(bar, calls) == 3);
     BOOST_TEST_REQUIRE(root);
@@ -156,7 +167,10 @@ BOOST_AUTO_TEST_SUITE(task_3_3)
 BOOST_AUTO_TEST_CASE(bar_is_right_on_both_branches) {
     manual_seed(5);
     int fn_runs = 0;
-    student::CompiledFunction f([&](const std::vector<Tensor>& in) { ++fn_runs; return bar(in); });
+    student::CompiledFunction f([&](const std::vector<Tensor>& in) {
+        ++fn_runs;
+        return bar(in);
+    });
     for (int i = 0; i < 8; ++i) {
         auto in = bar_inputs(i % 2 == 0);
         BOOST_TEST(allclose(f(in), bar(in)), "call " << i);

@@ -14,7 +14,8 @@ std::vector<bool> backward_only(const std::vector<PartitionNode>& g) {
 
 namespace {
 // Marks everything `need` reads, transitively, stopping at `stop` values.
-std::vector<bool> closure(const std::vector<PartitionNode>& g, std::vector<bool> need, const std::vector<bool>& stop) {
+std::vector<bool> closure(const std::vector<PartitionNode>& g, std::vector<bool> need,
+                          const std::vector<bool>& stop) {
     for (int i = int(g.size()) - 1; i >= 0; --i)
         if (need[i] && !stop[i])
             for (int p : g[i].inputs) need[p] = true;

@@ -25,12 +25,15 @@ struct Case {
     Tensor (*fn)(Tensor, Tensor);
     Shape x, y;
 };
-const Case kCases[] = {{"cos_cos", cos_cos, {16}, {16}},     {"sin_exp", sin_exp, {4, 8}, {4, 8}},
-                       {"tanh_chain", tanh_chain, {32}, {32}}, {"centered", centered, {3, 5}, {3, 5}},
+const Case kCases[] = {{"cos_cos", cos_cos, {16}, {16}},
+                       {"sin_exp", sin_exp, {4, 8}, {4, 8}},
+                       {"tanh_chain", tanh_chain, {32}, {32}},
+                       {"centered", centered, {3, 5}, {3, 5}},
                        {"linear_relu", linear_relu, {6, 4}, {4, 5}}};
 
 // The forward graph kiln's JIT records for fn (a custom backend keeps a copy).
-std::shared_ptr<const jit::Graph> forward_graph(Tensor (*fn)(Tensor, Tensor), const Tensor& x, const Tensor& y) {
+std::shared_ptr<const jit::Graph> forward_graph(Tensor (*fn)(Tensor, Tensor), const Tensor& x,
+                                                const Tensor& y) {
     std::shared_ptr<const jit::Graph> kept;
     auto backend = [&kept](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
         kept = std::make_shared<jit::Graph>(g);
@@ -44,7 +47,8 @@ std::shared_ptr<const jit::Graph> forward_graph(Tensor (*fn)(Tensor, Tensor), co
 struct Example {
     aot::AotPlan plan;           // kiln's: joint graph, partition, memory report
     std::vector<Tensor> inputs;  // x, y
-    std::vector<int> primal_arg; // per primal of the graphs: 0 for x, 1 for y (in order of first use)
+    std::vector<int>
+        primal_arg;  // per primal of the graphs: 0 for x, 1 for y (in order of first use)
 };
 Example example(const Case& c) {
     manual_seed(42);
@@ -81,7 +85,8 @@ std::vector<student::PartitionNode> reference_input(const aot::JointGraph& j) {
 // Runs the joint graph as the partition says: the forward computes its nodes and keeps only
 // the saved values; the backward starts from those and the tangents and may read nothing
 // else. Returns the input gradients (throws if the backward lacks a value).
-std::vector<Tensor> run_partitioned(const aot::JointGraph& j, const student::Partition& p, const std::vector<Tensor>& primals,
+std::vector<Tensor> run_partitioned(const aot::JointGraph& j, const student::Partition& p,
+                                    const std::vector<Tensor>& primals,
                                     const std::vector<Tensor>& tangents) {
     NoGradGuard no_grad;
     const auto& nodes = j.graph->nodes();
@@ -89,7 +94,8 @@ std::vector<Tensor> run_partitioned(const aot::JointGraph& j, const student::Par
         const jit::Node& n = nodes[i];
         std::vector<Tensor> args;
         for (int a : n.args) {
-            KILN_CHECK(env[a].defined(), "node ", n.name, " reads ", nodes[a].name, ", which its half lacks");
+            KILN_CHECK(env[a].defined(), "node ", n.name, " reads ", nodes[a].name,
+                       ", which its half lacks");
             args.push_back(env[a]);
         }
         env[i] = n.kind == jit::NodeKind::detach ? args[0].detach() : dispatch(n.op, args, n.attrs);
@@ -109,7 +115,8 @@ std::vector<Tensor> run_partitioned(const aot::JointGraph& j, const student::Par
     return grads;
 }
 
-int64_t cut_capacity(int n, const std::vector<student::FlowEdge>& edges, const std::vector<bool>& s_side) {
+int64_t cut_capacity(int n, const std::vector<student::FlowEdge>& edges,
+                     const std::vector<bool>& s_side) {
     (void)n;
     int64_t c = 0;
     for (const auto& e : edges)
@@ -167,7 +174,7 @@ BOOST_AUTO_TEST_SUITE(task_4_2)
 
 BOOST_AUTO_TEST_CASE(the_textbook_network_has_max_flow_23) {
     // CLRS figure 26.1: s=0, v1..v4 = 1..4, t=5.
-    std::vector<student::FlowEdge> e{{0, 1, 16}, {0, 2, 13}, {2, 1, 4}, {1, 3, 12}, {3, 2, 9},
+    std::vector<student::FlowEdge> e{{0, 1, 16}, {0, 2, 13}, {2, 1, 4},  {1, 3, 12}, {3, 2, 9},
                                      {2, 4, 14}, {4, 3, 7},  {3, 5, 20}, {4, 5, 4}};
     student::Cut cut = student::min_cut(6, e, 0, 5);
     BOOST_TEST(cut.value == 23);
@@ -215,7 +222,7 @@ BOOST_AUTO_TEST_CASE(cos_cos_saves_one_tensor_not_two) {
     auto nodes = reference_input(ex.plan.joint);
     student::Partition p = student::partition(nodes);
     BOOST_TEST(ex.plan.memory.eager.size() == 2u);  // eager autograd keeps x and cos(x)
-    BOOST_TEST_REQUIRE(p.saved.size() == 1u);      // the cut keeps x and recomputes cos(x)
+    BOOST_TEST_REQUIRE(p.saved.size() == 1u);       // the cut keeps x and recomputes cos(x)
     BOOST_TEST(nodes[p.saved[0]].is_primal);
     BOOST_TEST(p.saved_bytes == 16u * 4u);
     BOOST_TEST(p.saved_bytes * 2 == ex.plan.memory.eager_bytes());
@@ -225,8 +232,10 @@ BOOST_AUTO_TEST_CASE(saved_bytes_equal_kilns_partitioner) {
     for (const Case& c : kCases) {
         Example ex = example(c);
         auto nodes = reference_input(ex.plan.joint);
-        BOOST_TEST(student::partition(nodes).saved_bytes == aot::partition(nodes).saved_bytes, c.name);
-        BOOST_TEST(student::partition(nodes).saved_bytes == ex.plan.memory.compiled_bytes(), c.name);
+        BOOST_TEST(student::partition(nodes).saved_bytes == aot::partition(nodes).saved_bytes,
+                   c.name);
+        BOOST_TEST(student::partition(nodes).saved_bytes == ex.plan.memory.compiled_bytes(),
+                   c.name);
     }
 }
 
@@ -234,7 +243,8 @@ BOOST_AUTO_TEST_CASE(gradients_from_the_saved_values_equal_eager) {
     for (const Case& c : kCases) {
         Example ex = example(c);
         student::Partition p = student::partition(reference_input(ex.plan.joint));
-        Tensor x = ex.inputs[0].detach().requires_grad_(), y = ex.inputs[1].detach().requires_grad_();
+        Tensor x = ex.inputs[0].detach().requires_grad_(),
+               y = ex.inputs[1].detach().requires_grad_();
         Tensor out = c.fn(x, y);
         Tensor tangent = randn(out.shape());
         out.backward(tangent);
@@ -244,7 +254,8 @@ BOOST_AUTO_TEST_CASE(gradients_from_the_saved_values_equal_eager) {
         BOOST_REQUIRE_NO_THROW(grads = run_partitioned(ex.plan.joint, p, primals, {tangent}));
         BOOST_TEST_REQUIRE(grads.size() == primals.size());
         for (size_t k = 0; k < grads.size(); ++k)
-            BOOST_TEST(allclose(grads[k], primals[k].grad(), 1e-4, 1e-5), c.name << " primal " << k);
+            BOOST_TEST(allclose(grads[k], primals[k].grad(), 1e-4, 1e-5),
+                       c.name << " primal " << k);
     }
 }
 

@@ -16,7 +16,8 @@ std::string math_text(const std::string& math, const std::string& x, const std::
     size_t i = 0;
     while (i < math.size()) {
         size_t j = i;
-        if (std::isdigit(static_cast<unsigned char>(math[i]))) {  // a number such as 1.f stays as it is
+        if (std::isdigit(
+                static_cast<unsigned char>(math[i]))) {  // a number such as 1.f stays as it is
             while (j < math.size() && (word_char(math[j]) || math[j] == '.')) ++j;
             out += math.substr(i, j - i);
         } else if (word_char(math[i])) {
@@ -36,7 +37,9 @@ kiln::jit::CompiledFn fusion_backend(const Graph& graph, std::span<const Tensor>
     (void)examples;
     auto fused = std::make_shared<FusedGraph>(compile_fused(graph));
     // kiln keeps `graph` alive as long as the returned function (jit/backends.h).
-    return [fused, &graph](std::span<const Tensor> inputs) { return run_fused(*fused, graph, inputs); };
+    return [fused, &graph](std::span<const Tensor> inputs) {
+        return run_fused(*fused, graph, inputs);
+    };
 }
 
 }  // namespace student

@@ -24,7 +24,8 @@ FusedGraph compile_fused(const Graph& graph) {
     throw kiln::Error("TODO(task 5.3): compile_fused");
 }
 
-std::vector<Tensor> run_fused(const FusedGraph& fused, const Graph& graph, std::span<const Tensor> inputs) {
+std::vector<Tensor> run_fused(const FusedGraph& fused, const Graph& graph,
+                              std::span<const Tensor> inputs) {
     (void)fused, (void)graph, (void)inputs;
     throw kiln::Error("TODO(task 5.3): run_fused");
 }

@@ -21,7 +21,8 @@ using kiln::jit::Graph;
 struct Group {
     std::vector<int> nodes;    // call nodes, in graph order
     std::vector<int> inputs;   // values the group reads from outside it, in order of first use
-    std::vector<int> outputs;  // its values read after it (by a later node or the graph's outputs), in graph order
+    std::vector<int> outputs;  // its values read after it (by a later node or the graph's outputs),
+                               // in graph order
 };
 
 // --- Task 5.1: grouping. A node is fusible when it is a call of a pointwise op with math
@@ -33,7 +34,8 @@ bool fusible(const Graph& graph, int node);
 std::vector<Group> group_pointwise(const Graph& graph);
 
 // --- Task 5.2: one kernel per group, as C++ source to append to kernel_preamble():
-//   namespace kiln_math { extern "C" void NAME(const float* const* in, float* const* out, int64_t n) { ... } }
+//   namespace kiln_math { extern "C" void NAME(const float* const* in, float* const* out, int64_t
+//   n) { ... } }
 // A loop over the n elements, one statement per node (`float v3 = sin(v1);`), the math
 // being the op's math text with x and y replaced (math_text) by its operands: a group
 // input in[k][i], an earlier statement's variable, or the scalar operand as a literal.
@@ -51,7 +53,8 @@ struct FusedGraph {
     std::shared_ptr<kiln::codegen::CompiledLibrary> library;  // null when there are no groups
 };
 FusedGraph compile_fused(const Graph& graph);
-std::vector<Tensor> run_fused(const FusedGraph& fused, const Graph& graph, std::span<const Tensor> inputs);
+std::vector<Tensor> run_fused(const FusedGraph& fused, const Graph& graph,
+                              std::span<const Tensor> inputs);
 
 // --- Given (not tasks).
 using KernelFn = void (*)(const float* const* in, float* const* out, int64_t n);

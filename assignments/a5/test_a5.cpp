@@ -36,7 +36,8 @@ const Case kCases[] = {{"foo", foo, {64, 33}, {64, 33}, 1},
                        {"two_chains", two_chains, {4, 8}, {4, 8}, 2}};
 
 // The graph kiln's JIT records for fn (a custom backend keeps a copy).
-std::shared_ptr<const jit::Graph> graph_of(Tensor (*fn)(Tensor, Tensor), const Tensor& x, const Tensor& y) {
+std::shared_ptr<const jit::Graph> graph_of(Tensor (*fn)(Tensor, Tensor), const Tensor& x,
+                                           const Tensor& y) {
     std::shared_ptr<const jit::Graph> kept;
     auto backend = [&kept](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
         kept = std::make_shared<jit::Graph>(g);
@@ -79,12 +80,15 @@ BOOST_AUTO_TEST_CASE(group_counts_on_seed_functions) {
 }
 
 BOOST_AUTO_TEST_CASE(matmul_reductions_broadcasts_and_compares_are_not_fusible) {
-    auto g = graph_of([](Tensor x, Tensor w) { return where(matmul(x, w).sum({1}, true) + w.sum() > 0, x, -x); },
-                      randn({3, 3}), randn({3, 3}));
+    auto g = graph_of(
+        [](Tensor x, Tensor w) { return where(matmul(x, w).sum({1}, true) + w.sum() > 0, x, -x); },
+        randn({3, 3}), randn({3, 3}));
     for (int i = 0; i < int(g->nodes().size()); ++i) {
         const jit::Node& n = g->nodes()[i];
-        if (n.kind != jit::NodeKind::call) BOOST_TEST(!student::fusible(*g, i), n.name);
-        else if (n.op == OpId::matmul || n.op == OpId::sum || n.op == OpId::gt || n.op == OpId::where)
+        if (n.kind != jit::NodeKind::call)
+            BOOST_TEST(!student::fusible(*g, i), n.name);
+        else if (n.op == OpId::matmul || n.op == OpId::sum || n.op == OpId::gt ||
+                 n.op == OpId::where)
             BOOST_TEST(!student::fusible(*g, i), n.name);
         else if (n.op == OpId::add)  // [3, 1] + [] broadcasts
             BOOST_TEST(!student::fusible(*g, i), n.name);
@@ -112,7 +116,8 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 // Builds one group's kernel alone and runs it on the group's inputs (taken from the interpreter).
-std::vector<Tensor> run_one_kernel(const jit::Graph& g, const student::Group& group, std::span<const Tensor> inputs) {
+std::vector<Tensor> run_one_kernel(const jit::Graph& g, const student::Group& group,
+                                   std::span<const Tensor> inputs) {
     // The interpreter's values of every node: the kernel's inputs, and what its outputs must be.
     std::vector<Tensor> env(g.nodes().size());
     for (int i = 0; i < g.num_inputs(); ++i) env[i] = inputs[i];
@@ -126,13 +131,18 @@ std::vector<Tensor> run_one_kernel(const jit::Graph& g, const student::Group& gr
     auto kernel = reinterpret_cast<student::KernelFn>(lib->symbol("test_kernel"));
     std::vector<Tensor> ins;
     std::vector<const float*> in_ptrs;
-    for (int a : group.inputs) ins.push_back(env[a].contiguous()), in_ptrs.push_back(static_cast<const float*>(ins.back().raw_data()));
+    for (int a : group.inputs)
+        ins.push_back(env[a].contiguous()),
+            in_ptrs.push_back(static_cast<const float*>(ins.back().raw_data()));
     std::vector<Tensor> outs;
     std::vector<float*> out_ptrs;
-    for (int o : group.outputs) outs.push_back(empty(env[o].shape())), out_ptrs.push_back(static_cast<float*>(outs.back().raw_data()));
+    for (int o : group.outputs)
+        outs.push_back(empty(env[o].shape())),
+            out_ptrs.push_back(static_cast<float*>(outs.back().raw_data()));
     kernel(in_ptrs.data(), out_ptrs.data(), ins.front().numel());
     for (size_t k = 0; k < outs.size(); ++k)
-        BOOST_TEST(allclose(outs[k], env[group.outputs[k]], 1e-4, 1e-5), "output " << k << " of\n" << src);
+        BOOST_TEST(allclose(outs[k], env[group.outputs[k]], 1e-4, 1e-5), "output " << k << " of\n"
+                                                                                   << src);
     return outs;
 }
 
@@ -163,10 +173,12 @@ BOOST_AUTO_TEST_CASE(scalar_operands_on_either_side) {
 
 BOOST_AUTO_TEST_CASE(two_outputs_from_one_kernel) {
     Tensor x = randn({9}), y = randn({9});
-    auto g = graph_of([](Tensor a, Tensor b) {
-        Tensor t = tanh(a) * b;
-        return t + sigmoid(t) - relu(a);  // one chain; the test's group returns `t` as well
-    }, x, y);
+    auto g = graph_of(
+        [](Tensor a, Tensor b) {
+            Tensor t = tanh(a) * b;
+            return t + sigmoid(t) - relu(a);  // one chain; the test's group returns `t` as well
+        },
+        x, y);
     student::Group group = whole_chain(*g);
     group.outputs.insert(group.outputs.begin(), group.nodes[1]);  // tanh(a) * b
     BOOST_TEST((g->nodes()[group.nodes[1]].op == OpId::mul));
@@ -185,9 +197,12 @@ BOOST_AUTO_TEST_CASE(one_library_per_graph_with_one_kernel_per_group) {
         BOOST_TEST(library_requests() - before == 1, c.name);
         BOOST_TEST(f.groups.size() == c.groups, c.name);
         BOOST_TEST_REQUIRE(f.library, c.name);
-        for (size_t k = 0; k < f.groups.size(); ++k) BOOST_CHECK_NO_THROW(f.library->symbol("kernel_" + std::to_string(k)));
+        for (size_t k = 0; k < f.groups.size(); ++k)
+            BOOST_CHECK_NO_THROW(f.library->symbol("kernel_" + std::to_string(k)));
         size_t kernels = 0;
-        for (size_t at = f.source.find("extern \"C\""); at != std::string::npos; at = f.source.find("extern \"C\"", at + 1)) ++kernels;
+        for (size_t at = f.source.find("extern \"C\""); at != std::string::npos;
+             at = f.source.find("extern \"C\"", at + 1))
+            ++kernels;
         BOOST_TEST(kernels == c.groups, c.name);
     }
 }
@@ -224,14 +239,18 @@ BOOST_AUTO_TEST_CASE(speed_against_kilns_backend) {
         f(x, y);  // compile, warm up
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < 20; ++i) f(x, y);
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                   .count() /
+               20;
     };
     double eager = time_ms(fn);
     jit::reset();
     double mine = time_ms(compile(fn, {.backend = student::fusion_backend}));
     double inductor = time_ms(compile(fn, {.backend = "inductor"}));
-    std::printf("  sin(x)*cos(y) + exp(-x)*0.5 over 2^20 floats: eager %.2f ms, your backend %.2f ms, kiln inductor %.2f ms\n",
-                eager, mine, inductor);
+    std::printf(
+        "  sin(x)*cos(y) + exp(-x)*0.5 over 2^20 floats: eager %.2f ms, your backend %.2f ms, kiln "
+        "inductor %.2f ms\n",
+        eager, mine, inductor);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,8 +17,8 @@ namespace kiln::assignments {
 namespace {
 
 struct RunResult {
-    int status = 0;        // exit status, or -1 when the process died on a signal
-    std::string output;    // stdout and stderr together
+    int status = 0;      // exit status, or -1 when the process died on a signal
+    std::string output;  // stdout and stderr together
 };
 
 std::string shell_quote(const std::string& s) {
@@ -81,23 +81,27 @@ std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
 
 }  // namespace
 
-std::filesystem::path assignment_binary(const std::filesystem::path& dir, int assignment, bool solution) {
-    return dir / ("assignment_" + std::to_string(assignment) + (solution ? "_solution" : "_student"));
+std::filesystem::path assignment_binary(const std::filesystem::path& dir, int assignment,
+                                        bool solution) {
+    return dir /
+           ("assignment_" + std::to_string(assignment) + (solution ? "_solution" : "_student"));
 }
 
 int grade(const GradeOptions& options, std::ostream& out) {
     std::string bin = shell_quote(options.binary.string());
     RunResult listing = run(bin + " --list_content");
     if (listing.status != 0) {
-        out << "grade: cannot run " << options.binary << " (build it first: make assignment A="
-            << options.assignment << ")\n" << listing.output;
+        out << "grade: cannot run " << options.binary
+            << " (build it first: make assignment A=" << options.assignment << ")\n"
+            << listing.output;
         return 2;
     }
     auto suites = list_cases(listing.output);
     auto start = std::chrono::steady_clock::now();
     out << "assignment " << options.assignment << ": " << options.binary.filename().string()
         << (options.expect_fail ? "  (stubs: every task must fail)" : "") << "\n";
-    out << std::left << std::setw(8) << "task" << std::setw(10) << "tests" << "result\n";
+    out << std::left << std::setw(8) << "task" << std::setw(10) << "tests"
+        << "result\n";
     int tasks = 0, tasks_passed = 0, tests = 0, tests_passed = 0, crashes = 0;
     std::string reports;
     for (const auto& [suite, cases] : suites) {
@@ -106,14 +110,16 @@ int grade(const GradeOptions& options, std::ostream& out) {
         int passed = 0;
         std::string why;
         for (const std::string& c : cases) {
-            RunResult r = run(bin + " --run_test=" + suite + "/" + c +
-                              " --log_level=error --report_level=no --catch_system_errors=no --color_output=no");
+            RunResult r = run(
+                bin + " --run_test=" + suite + "/" + c +
+                " --log_level=error --report_level=no --catch_system_errors=no --color_output=no");
             if (is_report) {  // its printed lines (indented), or why there are none
                 std::istringstream lines(r.output);
                 std::string line;
                 while (std::getline(lines, line))
                     if (line.rfind("  ", 0) == 0) reports += line + "\n";
-                if (r.status != 0) reports += "  " + suite + "/" + c + ": not available until the tasks pass\n";
+                if (r.status != 0)
+                    reports += "  " + suite + "/" + c + ": not available until the tasks pass\n";
                 continue;
             }
             if (r.status == 0) {
@@ -121,24 +127,28 @@ int grade(const GradeOptions& options, std::ostream& out) {
                 continue;
             }
             crashes += r.status != 201;  // 201: Boost.Test's "a test failed"; else a crash
-            why += "    " + c + (r.status == 201 ? "" : "  (crashed)") + "\n" + failure_lines(r.output);
+            why += "    " + c + (r.status == 201 ? "" : "  (crashed)") + "\n" +
+                   failure_lines(r.output);
         }
         if (is_report) continue;
         bool pass = passed == int(cases.size()) && !cases.empty();
         ++tasks, tasks_passed += pass, tests += int(cases.size()), tests_passed += passed;
         std::string score = std::to_string(passed) + "/" + std::to_string(cases.size());
-        out << std::setw(8) << task_label(suite) << std::setw(10) << score << (pass ? "PASS" : "FAIL") << "\n";
+        out << std::setw(8) << task_label(suite) << std::setw(10) << score
+            << (pass ? "PASS" : "FAIL") << "\n";
         if (!options.expect_fail) out << why;
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    out << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/" << tests << " tests ("
-        << std::fixed << std::setprecision(1) << seconds << " s)\n";
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/" << tests
+        << " tests (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
     if (!reports.empty()) out << "reports (not graded):\n" << reports;
     if (tasks == 0) return 2;
     if (options.expect_fail) {
         bool ok = tasks_passed == 0 && crashes == 0;
         out << (ok ? "stubs: every task fails, as it must\n"
-                   : "stubs: a task passes (or crashes) without its code: its tests don't check it\n");
+                   : "stubs: a task passes (or crashes) without its code: its tests don't check "
+                     "it\n");
         return ok ? 0 : 1;
     }
     return tasks_passed == tasks ? 0 : 1;

@@ -7,9 +7,9 @@
 namespace kiln::assignments {
 
 struct GradeOptions {
-    int assignment = 0;                // N of assignments/aN
-    std::filesystem::path binary;      // assignment_N_student or assignment_N_solution
-    bool expect_fail = false;          // CI's check of the stubs: every task must fail
+    int assignment = 0;            // N of assignments/aN
+    std::filesystem::path binary;  // assignment_N_student or assignment_N_solution
+    bool expect_fail = false;      // CI's check of the stubs: every task must fail
 };
 
 // Prints the table to `out`. Returns 0 when every task passes (expect_fail: when every
@@ -17,6 +17,7 @@ struct GradeOptions {
 int grade(const GradeOptions& options, std::ostream& out);
 
 // The test binary of assignment N beside `dir` (the build folder): student or solution.
-std::filesystem::path assignment_binary(const std::filesystem::path& dir, int assignment, bool solution);
+std::filesystem::path assignment_binary(const std::filesystem::path& dir, int assignment,
+                                        bool solution);
 
 }  // namespace kiln::assignments

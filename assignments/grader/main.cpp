@@ -12,9 +12,12 @@ int main(int argc, char** argv) {
     bool solution = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--solution") solution = true;
-        else if (a == "--expect-fail") options.expect_fail = true;
-        else options.assignment = std::atoi(a.c_str());
+        if (a == "--solution")
+            solution = true;
+        else if (a == "--expect-fail")
+            options.expect_fail = true;
+        else
+            options.assignment = std::atoi(a.c_str());
     }
     if (options.assignment <= 0) {
         std::cerr << "usage: assignment_grader [--solution | --expect-fail] N\n";

@@ -1,8 +1,8 @@
 // Assignment 1: the reference solution (not shipped to students: make assignment-release).
+#include "assignments/a1/student.h"
+
 #include <functional>
 #include <unordered_set>
-
-#include "assignments/a1/student.h"
 
 namespace student {
 
@@ -10,27 +10,45 @@ using namespace kiln;
 
 Tensor unary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor& out) {
     switch (op) {
-        case OpId::exp: return grad * out;
-        case OpId::log: return grad / x;
-        case OpId::sin: return grad * cos(x);
-        case OpId::cos: return -grad * sin(x);
-        case OpId::tanh: return grad * (1.0 - out * out);
-        case OpId::sigmoid: return grad * out * (1.0 - out);
-        case OpId::sqrt: return grad / (2.0 * out);
-        case OpId::relu: return where(out > 0.0, grad, zeros_like(grad));
-        default: throw Error(std::string("unary_backward: no formula for ") + op_info(op).name);
+        case OpId::exp:
+            return grad * out;
+        case OpId::log:
+            return grad / x;
+        case OpId::sin:
+            return grad * cos(x);
+        case OpId::cos:
+            return -grad * sin(x);
+        case OpId::tanh:
+            return grad * (1.0 - out * out);
+        case OpId::sigmoid:
+            return grad * out * (1.0 - out);
+        case OpId::sqrt:
+            return grad / (2.0 * out);
+        case OpId::relu:
+            return where(out > 0.0, grad, zeros_like(grad));
+        default:
+            throw Error(std::string("unary_backward: no formula for ") + op_info(op).name);
     }
 }
 
-std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor& y,
-                                          const Tensor& out) {
+std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Tensor& x,
+                                          const Tensor& y, const Tensor& out) {
     Tensor gx, gy;
     switch (op) {
-        case OpId::add: gx = grad, gy = grad; break;
-        case OpId::sub: gx = grad, gy = -grad; break;
-        case OpId::mul: gx = grad * y, gy = grad * x; break;
-        case OpId::div: gx = grad / y, gy = -grad * out / y; break;
-        default: throw Error(std::string("binary_backward: no formula for ") + op_info(op).name);
+        case OpId::add:
+            gx = grad, gy = grad;
+            break;
+        case OpId::sub:
+            gx = grad, gy = -grad;
+            break;
+        case OpId::mul:
+            gx = grad * y, gy = grad * x;
+            break;
+        case OpId::div:
+            gx = grad / y, gy = -grad * out / y;
+            break;
+        default:
+            throw Error(std::string("binary_backward: no formula for ") + op_info(op).name);
     }
     // Broadcasting copied x and y along some dims: their gradients add up along them.
     return {sum_to(gx, x.shape()), sum_to(gy, y.shape())};

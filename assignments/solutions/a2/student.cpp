@@ -1,8 +1,8 @@
 // Assignment 2: the reference solution (not shipped to students: make assignment-release).
+#include "assignments/a2/student.h"
+
 #include <bit>
 #include <sstream>
-
-#include "assignments/a2/student.h"
 
 namespace student {
 
@@ -11,7 +11,8 @@ using namespace kiln;
 Recorder::Recorder(const std::vector<Tensor>& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {
         std::string name = "arg" + std::to_string(i);
-        ids_[inputs[i].impl()] = builder_.placeholder(name, jit::meta_of(inputs[i]), "tensors[" + std::to_string(i) + "]");
+        ids_[inputs[i].impl()] = builder_.placeholder(name, jit::meta_of(inputs[i]),
+                                                      "tensors[" + std::to_string(i) + "]");
         alive_.push_back(inputs[i]);
     }
 }
@@ -21,7 +22,8 @@ Tensor Recorder::call(OpId op, std::span<const Tensor> inputs, const Attrs& attr
     for (const Tensor& t : inputs) {
         auto it = ids_.find(t.impl());
         KILN_CHECK(it != ids_.end(), "trace: ", op_info(op).name,
-                   " reads a tensor that is neither an argument nor computed by fn (captured from outside?); pass it as an argument");
+                   " reads a tensor that is neither an argument nor computed by fn (captured from "
+                   "outside?); pass it as an argument");
         args.push_back(it->second);
     }
     Tensor out;
@@ -36,7 +38,8 @@ Tensor Recorder::call(OpId op, std::span<const Tensor> inputs, const Attrs& attr
 
 void Recorder::escape(const Tensor& t, Escape kind, const std::source_location& loc) {
     (void)t, (void)kind;
-    throw Error(std::string("trace: fn reads a tensor's value at ") + loc.file_name() + ":" + std::to_string(loc.line()) +
+    throw Error(std::string("trace: fn reads a tensor's value at ") + loc.file_name() + ":" +
+                std::to_string(loc.line()) +
                 ": a graph break, which this recorder does not split at (assignment 3 does)");
 }
 
@@ -47,7 +50,8 @@ void Recorder::assign(const Tensor& target, const Tensor& value) {
 
 std::shared_ptr<const Graph> Recorder::finish(const Tensor& output) {
     auto it = ids_.find(output.impl());
-    KILN_CHECK(it != ids_.end(), "trace: fn returned a tensor it did not compute from its arguments");
+    KILN_CHECK(it != ids_.end(),
+               "trace: fn returned a tensor it did not compute from its arguments");
     return builder_.build({it->second});
 }
 
@@ -60,7 +64,8 @@ struct HookScope {
 };
 }  // namespace
 
-std::shared_ptr<const Graph> trace(const Fn& fn, const std::vector<Tensor>& tensors, const std::vector<double>& scalars) {
+std::shared_ptr<const Graph> trace(const Fn& fn, const std::vector<Tensor>& tensors,
+                                   const std::vector<double>& scalars) {
     Recorder recorder(tensors);
     Tensor out;
     {
@@ -77,7 +82,8 @@ Guard guard_build(const std::vector<Tensor>& tensors, const std::vector<double>&
     return g;
 }
 
-std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors, const std::vector<double>& scalars) {
+std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors,
+                        const std::vector<double>& scalars) {
     std::ostringstream why;
     if (tensors.size() != guard.tensors.size()) {
         why << "number of tensors: " << tensors.size() << " != " << guard.tensors.size();
@@ -90,9 +96,12 @@ std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors, 
     for (size_t i = 0; i < tensors.size(); ++i) {
         const TensorGuard& g = guard.tensors[i];
         const Tensor& t = tensors[i];
-        if (t.dtype() != g.dtype) why << "tensors[" << i << "]: dtype " << t.dtype() << " != " << g.dtype;
-        else if (t.shape() != g.shape) why << "tensors[" << i << "]: size " << t.shape() << " != " << g.shape;
-        else if (t.requires_grad() != g.requires_grad) why << "tensors[" << i << "]: requires_grad " << t.requires_grad();
+        if (t.dtype() != g.dtype)
+            why << "tensors[" << i << "]: dtype " << t.dtype() << " != " << g.dtype;
+        else if (t.shape() != g.shape)
+            why << "tensors[" << i << "]: size " << t.shape() << " != " << g.shape;
+        else if (t.requires_grad() != g.requires_grad)
+            why << "tensors[" << i << "]: requires_grad " << t.requires_grad();
         if (!why.str().empty()) return why.str();
     }
     for (size_t i = 0; i < scalars.size(); ++i)
@@ -103,7 +112,8 @@ std::string guard_check(const Guard& guard, const std::vector<Tensor>& tensors, 
     return "";
 }
 
-Tensor CompiledFunction::operator()(const std::vector<Tensor>& tensors, const std::vector<double>& scalars) {
+Tensor CompiledFunction::operator()(const std::vector<Tensor>& tensors,
+                                    const std::vector<double>& scalars) {
     for (const Entry& e : entries_)
         if (guard_check(e.guard, tensors, scalars).empty()) {
             ++hits_;

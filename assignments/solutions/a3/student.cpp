@@ -5,7 +5,8 @@ namespace student {
 
 using namespace kiln;
 
-SegmentRecorder::SegmentRecorder(const std::vector<Tensor>& args) : builder_(std::make_unique<jit::GraphBuilder>()) {
+SegmentRecorder::SegmentRecorder(const std::vector<Tensor>& args)
+    : builder_(std::make_unique<jit::GraphBuilder>()) {
     for (size_t i = 0; i < args.size(); ++i) {
         refs_[args[i].impl()] = {-1, int(i)};
         alive_.push_back(args[i]);
@@ -22,8 +23,10 @@ Tensor SegmentRecorder::call(OpId op, std::span<const Tensor> inputs, const Attr
         }
         auto earlier = refs_.find(t.impl());
         KILN_CHECK(earlier != refs_.end(), "record: ", op_info(op).name,
-                   " reads a tensor that is neither an argument nor computed by fn; pass it as an argument");
-        int id = builder_->placeholder("in" + std::to_string(inputs_.size()), jit::meta_of(t), "earlier value");
+                   " reads a tensor that is neither an argument nor computed by fn; pass it as an "
+                   "argument");
+        int id = builder_->placeholder("in" + std::to_string(inputs_.size()), jit::meta_of(t),
+                                       "earlier value");
         ids_[t.impl()] = id;
         inputs_.push_back(earlier->second);
         args.push_back(id);
@@ -50,11 +53,13 @@ void SegmentRecorder::end_segment() {
 }
 
 void SegmentRecorder::escape(const Tensor& t, Escape kind, const std::source_location& loc) {
-    KILN_CHECK(kind == Escape::bool_conversion, "record: fn reads a tensor's value at ", loc.file_name(), ":", loc.line(),
+    KILN_CHECK(kind == Escape::bool_conversion, "record: fn reads a tensor's value at ",
+               loc.file_name(), ":", loc.line(),
                " other than as an `if` condition; only bool branches split the recording");
     end_segment();
     auto it = refs_.find(t.impl());
-    KILN_CHECK(it != refs_.end(), "record: the condition is neither an argument nor computed by fn");
+    KILN_CHECK(it != refs_.end(),
+               "record: the condition is neither an argument nor computed by fn");
     bool outcome;
     {
         NoDispatchHook off;
@@ -72,7 +77,8 @@ void SegmentRecorder::assign(const Tensor& target, const Tensor& value) {
 Trace SegmentRecorder::finish(const Tensor& result) {
     end_segment();
     auto it = refs_.find(result.impl());
-    KILN_CHECK(it != refs_.end(), "record: fn returned a tensor it did not compute from its arguments");
+    KILN_CHECK(it != refs_.end(),
+               "record: fn returned a tensor it did not compute from its arguments");
     trace_.result = it->second;
     trace_.value = result;
     return std::move(trace_);
@@ -106,11 +112,14 @@ int graft(std::unique_ptr<ProgramNode>& root, const Trace& trace, const jit::Bac
             // Example inputs: placeholders' shapes are all a backend needs to read here.
             std::vector<Tensor> examples;
             for (const jit::Node& n : node->segment.graph->nodes())
-                if (n.kind == jit::NodeKind::placeholder) examples.push_back(zeros(n.meta.shape, {.dtype = n.meta.dtype}));
+                if (n.kind == jit::NodeKind::placeholder)
+                    examples.push_back(zeros(n.meta.shape, {.dtype = n.meta.dtype}));
             node->code = jit::backend_compile(backend, node->segment.graph, examples);
             node->ends_in_branch = k < trace.conditions.size();
-            if (node->ends_in_branch) node->condition = trace.conditions[k];
-            else node->result = trace.result;
+            if (node->ends_in_branch)
+                node->condition = trace.conditions[k];
+            else
+                node->result = trace.result;
             *slot = std::move(node);
             ++compiled;
         }
@@ -121,7 +130,9 @@ int graft(std::unique_ptr<ProgramNode>& root, const Trace& trace, const jit::Bac
 
 std::optional<Tensor> run_program(const ProgramNode& root, const std::vector<Tensor>& args) {
     std::vector<std::vector<Tensor>> outputs;  // per segment of this run
-    auto value = [&](ValueRef r) -> const Tensor& { return r.segment < 0 ? args.at(r.index) : outputs.at(r.segment).at(r.index); };
+    auto value = [&](ValueRef r) -> const Tensor& {
+        return r.segment < 0 ? args.at(r.index) : outputs.at(r.segment).at(r.index);
+    };
     for (const ProgramNode* node = &root;;) {
         std::vector<Tensor> inputs;
         for (ValueRef r : node->segment.inputs) inputs.push_back(value(r));

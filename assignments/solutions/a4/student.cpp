@@ -1,9 +1,9 @@
 // Assignment 4: the reference solution (not shipped to students: make assignment-release).
+#include "assignments/a4/student.h"
+
 #include <algorithm>
 #include <limits>
 #include <queue>
-
-#include "assignments/a4/student.h"
 
 namespace student {
 
@@ -52,12 +52,15 @@ Cut min_cut(int num_vertices, const std::vector<FlowEdge>& edges, int source, in
             int v = q.front();
             q.pop();
             for (int a : out[v])
-                if (arcs[a].cap > 0 && via[arcs[a].to] == -1) via[arcs[a].to] = a, q.push(arcs[a].to);
+                if (arcs[a].cap > 0 && via[arcs[a].to] == -1)
+                    via[arcs[a].to] = a, q.push(arcs[a].to);
         }
         if (via[sink] == -1) break;
         int64_t push = std::numeric_limits<int64_t>::max();
-        for (int v = sink; v != source; v = arcs[via[v] ^ 1].to) push = std::min(push, arcs[via[v]].cap);
-        for (int v = sink; v != source; v = arcs[via[v] ^ 1].to) arcs[via[v]].cap -= push, arcs[via[v] ^ 1].cap += push;
+        for (int v = sink; v != source; v = arcs[via[v] ^ 1].to)
+            push = std::min(push, arcs[via[v]].cap);
+        for (int v = sink; v != source; v = arcs[via[v] ^ 1].to)
+            arcs[via[v]].cap -= push, arcs[via[v] ^ 1].cap += push;
         cut.value += push;
     }
     cut.source_side.assign(num_vertices, false);
@@ -67,7 +70,8 @@ Cut min_cut(int num_vertices, const std::vector<FlowEdge>& edges, int source, in
         int v = stack.back();
         stack.pop_back();
         for (int a : out[v])
-            if (arcs[a].cap > 0 && !cut.source_side[arcs[a].to]) cut.source_side[arcs[a].to] = true, stack.push_back(arcs[a].to);
+            if (arcs[a].cap > 0 && !cut.source_side[arcs[a].to])
+                cut.source_side[arcs[a].to] = true, stack.push_back(arcs[a].to);
     }
     return cut;
 }
@@ -85,17 +89,22 @@ Partition partition(const std::vector<PartitionNode>& g) {
             if (node.is_tangent) continue;
             edges.push_back({in(v), sink, inf});  // must run in the backward ...
             for (int p : node.inputs)
-                if (!bw[p]) edges.push_back({out(p), in(v), inf});  // ... reading these forward values
+                if (!bw[p])
+                    edges.push_back({out(p), in(v), inf});  // ... reading these forward values
             continue;
         }
-        edges.push_back({in(v), out(v), std::max<int64_t>(int64_t(node.bytes), 1)});  // saving v costs its bytes
-        if (node.is_primal || node.is_fw_output || !node.recomputable) edges.push_back({source, in(v), inf});
+        edges.push_back({in(v), out(v),
+                         std::max<int64_t>(int64_t(node.bytes), 1)});  // saving v costs its bytes
+        if (node.is_primal || node.is_fw_output || !node.recomputable)
+            edges.push_back({source, in(v), inf});
         for (int p : node.inputs) edges.push_back({out(p), in(v), inf});
-        if (node.is_bw_output) edges.push_back({out(v), sink, inf});  // a gradient with no tangent in it
+        if (node.is_bw_output)
+            edges.push_back({out(v), sink, inf});  // a gradient with no tangent in it
     }
     Cut cut = min_cut(2 * n + 2, edges, source, sink);
     std::vector<bool> saved(n, false);
-    for (int v = 0; v < n; ++v) saved[v] = !bw[v] && cut.source_side[in(v)] && !cut.source_side[out(v)];
+    for (int v = 0; v < n; ++v)
+        saved[v] = !bw[v] && cut.source_side[in(v)] && !cut.source_side[out(v)];
     return finish_partition(g, saved);
 }
 
