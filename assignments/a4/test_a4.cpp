@@ -185,9 +185,14 @@ BOOST_AUTO_TEST_CASE(the_textbook_network_has_max_flow_23) {
 }
 
 BOOST_AUTO_TEST_CASE(a_flow_must_be_rerouted_through_a_reverse_edge) {
-    // The only path first found by a depth-first search, s-a-b-t, blocks both others.
-    std::vector<student::FlowEdge> e{{0, 1, 1}, {1, 2, 1}, {2, 3, 1}, {0, 2, 1}, {1, 3, 1}};
-    BOOST_TEST(student::min_cut(4, e, 0, 3).value == 2);
+    // s=0 a=1 b=2 t=3 f=4 c=5 e=6. The shortest path s-a-b-t is found first and blocks
+    // both others; only pushing back along a->b (s-f-b-a-c-e-t) reaches the max flow 2.
+    std::vector<student::FlowEdge> e{{0, 1, 1}, {1, 2, 1}, {2, 3, 1}, {0, 4, 1},
+                                     {4, 2, 1}, {1, 5, 1}, {5, 6, 1}, {6, 3, 1}};
+    student::Cut cut = student::min_cut(7, e, 0, 3);
+    BOOST_TEST(cut.value == 2);
+    BOOST_TEST_REQUIRE(cut.source_side.size() == 7u);
+    BOOST_TEST(cut_capacity(7, e, cut.source_side) == 2);
 }
 
 BOOST_AUTO_TEST_CASE(random_networks_equal_brute_force) {

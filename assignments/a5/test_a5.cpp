@@ -24,6 +24,13 @@ Tensor two_chains(Tensor x, Tensor y) {
     return cos(a) * 3 + y - s;  // `- s` broadcasts [4, 1] over [4, 8]: it ends the second chain
 }
 
+// Two chains of different shapes, one after the other in the graph: two kernels.
+Tensor two_shapes(Tensor x, Tensor y) {
+    Tensor a = exp(x) * 2;  // [4, 8]
+    Tensor b = cos(y) + 1;  // [8]
+    return a + b;           // broadcasts: not fusible
+}
+
 struct Case {
     const char* name;
     Tensor (*fn)(Tensor, Tensor);
@@ -33,7 +40,8 @@ struct Case {
 const Case kCases[] = {{"foo", foo, {64, 33}, {64, 33}, 1},
                        {"sigmoid_like", sigmoid_like, {1000}, {1000}, 1},
                        {"mm_epilogue", mm_epilogue, {16, 8}, {8, 12}, 1},
-                       {"two_chains", two_chains, {4, 8}, {4, 8}, 2}};
+                       {"two_chains", two_chains, {4, 8}, {4, 8}, 2},
+                       {"two_shapes", two_shapes, {4, 8}, {8}, 2}};
 
 // The graph kiln's JIT records for fn (a custom backend keeps a copy).
 std::shared_ptr<const jit::Graph> graph_of(Tensor (*fn)(Tensor, Tensor), const Tensor& x,
