@@ -16,6 +16,8 @@
 namespace kiln::assignments {
 namespace {
 
+constexpr int kCaseTimeoutS = 300;  // per test case
+
 struct RunResult {
     int status = 0;      // exit status, or -1 when the process died on a signal
     std::string output;  // stdout and stderr together
@@ -79,6 +81,52 @@ std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
     return s;
 }
 
+// One test case in its own process. `timeout` ends a case that hangs (a loop in student code).
+RunResult run_case(const std::string& bin, const std::string& suite, const std::string& c) {
+    return run("timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite +
+               "/" + c +
+               " --log_level=error --report_level=no --catch_system_errors=no --color_output=no");
+}
+
+struct TaskScore {
+    int passed = 0, total = 0,
+        crashes = 0;  // crashes: cases that neither passed nor failed a check
+    std::string why;  // the failed cases and their first errors
+};
+
+TaskScore run_task(const std::string& bin, const std::string& suite,
+                   const std::vector<std::string>& cases) {
+    TaskScore score;
+    score.total = int(cases.size());
+    for (const std::string& c : cases) {
+        RunResult r = run_case(bin, suite, c);
+        if (r.status == 0) {
+            ++score.passed;
+            continue;
+        }
+        // 201: Boost.Test's "a test failed" (a check or an exception); 124: timeout's.
+        score.crashes += r.status != 201;
+        std::string note = r.status == 201 ? "" : r.status == 124 ? "  (timed out)" : "  (crashed)";
+        score.why += "    " + c + note + "\n" + failure_lines(r.output);
+    }
+    return score;
+}
+
+// A report suite's printed lines (those indented by two spaces), or why there are none.
+std::string run_report(const std::string& bin, const std::string& suite,
+                       const std::vector<std::string>& cases) {
+    std::string out;
+    for (const std::string& c : cases) {
+        RunResult r = run_case(bin, suite, c);
+        std::istringstream lines(r.output);
+        std::string line;
+        while (std::getline(lines, line))
+            if (line.rfind("  ", 0) == 0) out += line + "\n";
+        if (r.status != 0) out += "  " + suite + "/" + c + ": not available until the tasks pass\n";
+    }
+    return out;
+}
+
 }  // namespace
 
 std::filesystem::path assignment_binary(const std::filesystem::path& dir, int assignment,
@@ -105,38 +153,16 @@ int grade(const GradeOptions& options, std::ostream& out) {
     int tasks = 0, tasks_passed = 0, tests = 0, tests_passed = 0, crashes = 0;
     std::string reports;
     for (const auto& [suite, cases] : suites) {
-        bool is_task = suite.rfind("task_", 0) == 0, is_report = suite.rfind("report_", 0) == 0;
-        if (!is_task && !is_report) continue;
-        int passed = 0;
-        std::string why;
-        for (const std::string& c : cases) {
-            RunResult r = run(
-                bin + " --run_test=" + suite + "/" + c +
-                " --log_level=error --report_level=no --catch_system_errors=no --color_output=no");
-            if (is_report) {  // its printed lines (indented), or why there are none
-                std::istringstream lines(r.output);
-                std::string line;
-                while (std::getline(lines, line))
-                    if (line.rfind("  ", 0) == 0) reports += line + "\n";
-                if (r.status != 0)
-                    reports += "  " + suite + "/" + c + ": not available until the tasks pass\n";
-                continue;
-            }
-            if (r.status == 0) {
-                ++passed;
-                continue;
-            }
-            crashes += r.status != 201;  // 201: Boost.Test's "a test failed"; else a crash
-            why += "    " + c + (r.status == 201 ? "" : "  (crashed)") + "\n" +
-                   failure_lines(r.output);
-        }
-        if (is_report) continue;
-        bool pass = passed == int(cases.size()) && !cases.empty();
-        ++tasks, tasks_passed += pass, tests += int(cases.size()), tests_passed += passed;
-        std::string score = std::to_string(passed) + "/" + std::to_string(cases.size());
-        out << std::setw(8) << task_label(suite) << std::setw(10) << score
+        if (suite.rfind("report_", 0) == 0) reports += run_report(bin, suite, cases);
+        if (suite.rfind("task_", 0) != 0) continue;
+        TaskScore score = run_task(bin, suite, cases);
+        bool pass = score.passed == score.total && score.total > 0;
+        ++tasks, tasks_passed += pass, tests += score.total, tests_passed += score.passed;
+        crashes += score.crashes;
+        std::string passed = std::to_string(score.passed) + "/" + std::to_string(score.total);
+        out << std::setw(8) << task_label(suite) << std::setw(10) << passed
             << (pass ? "PASS" : "FAIL") << "\n";
-        if (!options.expect_fail) out << why;
+        if (!options.expect_fail) out << score.why;
     }
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
