@@ -1,5 +1,6 @@
-// `kiln grade N`: grades course assignment N (assignments/README.md) with the test binary
-// built beside the kiln executable: a score per task, as `make assignment A=N` prints.
+// `kiln grade N`: builds course assignment N's test binary beside the kiln executable (in a
+// CMake build folder) and grades it (assignments/README.md): a score per task, as
+// `make assignment A=N` prints.
 #pragma once
 #include <CLI/CLI.hpp>
 
