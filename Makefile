@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev
 
-.PHONY: all deps build test demo demo-all bench bench-compare bench-gpu sanitize clean format fuzz
+.PHONY: all deps build test demo demo-all bench bench-compare bench-gpu sanitize clean format fuzz assignment assignment-release
 
 all: build
 
@@ -67,6 +67,21 @@ bench-compare: build
 	$(BUILD)/bench_cpu_codegen > $(BUILD)/cpu_codegen.json
 	python3 bench/torch_cpu.py > $(BUILD)/torch_cpu.json
 	python3 bench/compare.py $(BUILD)/cpu_codegen.json $(BUILD)/torch_cpu.json
+
+# Course assignments (assignments/README.md): `make assignment A=2` builds assignment 2 against
+# assignments/a2/student.cpp and prints a score per task; `make assignment-release` writes the
+# students' copy, without assignments/solutions/, to $(BUILD)/assignments-release(.tar.gz).
+A ?= 1
+assignment: deps $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS) --target assignment_$(A)_student
+	$(BUILD)/assignment_grader $(A)
+
+assignment-release:
+	rm -rf $(BUILD)/assignments-release $(BUILD)/assignments-release.tar.gz
+	mkdir -p $(BUILD)/assignments-release/kiln
+	git ls-files -co --exclude-standard | grep -v '^assignments/solutions/' | tar -cf - -T - | tar -xf - -C $(BUILD)/assignments-release/kiln
+	tar -czf $(BUILD)/assignments-release.tar.gz -C $(BUILD)/assignments-release kiln
+	@echo "assignment-release: $(BUILD)/assignments-release/kiln and $(BUILD)/assignments-release.tar.gz (stubs, no solutions)"
 
 sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON

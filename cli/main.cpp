@@ -1,4 +1,5 @@
-// The `kiln` command line: no arguments -> the REPL; `kiln run FILE`; `kiln explain FILE FN`.
+// The `kiln` command line: no arguments -> the REPL; `kiln run FILE`; `kiln explain FILE FN`;
+// `kiln grade N` (course assignments).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/grade.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
 #include "cli/repl.h"
@@ -72,7 +74,10 @@ int main(int argc, char** argv) {
     CLI::App* explain = app.add_subcommand("explain", "run a script, then explain a function on its last call");
     explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     explain->add_option("function", function, "the function's name")->required();
+    cli::GradeCommand grade;
+    cli::add_grade_command(app, grade);
     CLI11_PARSE(app, argc, argv);
+    if (*grade.command) return cli::run_grade(grade);
 
     if (!jit::has_backend(backend)) {
         std::cerr << "kiln: unknown backend '" << backend << "'\n";
