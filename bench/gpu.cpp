@@ -38,6 +38,17 @@ double median_gpu_us(F&& f, int reps = 100) {
     return times[times.size() / 2];
 }
 
+// Device operations (kernels, cuBLAS calls, copies) one call of `f` issues, averaged over 20.
+template <class F>
+double operations_per_call(F&& f) {
+    f();
+    cuda::synchronize();
+    int64_t before = cuda::detail::operations_issued();
+    for (int i = 0; i < 20; ++i) f();
+    cuda::synchronize();
+    return double(cuda::detail::operations_issued() - before) / 20;
+}
+
 // Wall time per call of `f` issued back to back (what a Python loop sees), in microseconds.
 template <class F>
 double wall_us_per_call(F&& f, int calls = 2000) {
@@ -69,7 +80,7 @@ Tensor layernorm_rows(Tensor x, Tensor) {
 }
 
 std::string entry(const char* name, const char* what, double eager, double compiled, double graphed, double extra = -1,
-                  const char* extra_name = nullptr) {
+                  const char* extra_name = nullptr, std::vector<double> ops = {}) {
     std::fprintf(stderr, "bench_gpu: %s done\n", name);  // progress, on stderr
     char buf[512];
     int n = std::snprintf(buf, sizeof buf,
@@ -77,6 +88,8 @@ std::string entry(const char* name, const char* what, double eager, double compi
                           "\"kiln_reduce_overhead_us\": %.2f",
                           name, what, eager, compiled, graphed);
     if (extra_name) n += std::snprintf(buf + n, sizeof buf - n, ", \"%s\": %.3f", extra_name, extra);
+    if (!ops.empty())
+        n += std::snprintf(buf + n, sizeof buf - n, ", \"device_ops_per_call\": [%.1f, %.1f, %.1f]", ops[0], ops[1], ops[2]);
     std::snprintf(buf + n, sizeof buf - n, "}");
     return buf;
 }
@@ -128,7 +141,12 @@ int main() {
         double eager = wall_us_per_call([&] { (void)sin_cos(a, b); });
         double comp = wall_us_per_call([&] { (void)compiled(a, b); });
         double ro = wall_us_per_call([&] { (void)graphed(a, b); });
-        rows.push_back(entry("sin_plus_cos_n10_call", "wall", eager, comp, ro));
+        std::vector<double> ops = {operations_per_call([&] { (void)sin_cos(a, b); }), operations_per_call([&] { (void)compiled(a, b); }),
+                                   operations_per_call([&] { (void)graphed(a, b); })};
+        rows.push_back(entry("sin_plus_cos_n10_call", "wall", eager, comp, ro, -1, nullptr, ops));
+        // The floor of any call: one eager kernel (neg) through kiln's dispatcher and the driver.
+        double one = wall_us_per_call([&] { (void)neg(a); });
+        rows.push_back(entry("one_eager_kernel_n10", "wall", one, one, one, -1, nullptr, {1, 1, 1}));
     }
     {  // the AOT walk-through: (a + b + c + d).cos().cos(), forward + backward, n = 10
         auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) { return cos(cos(a + b + c + d)); };
@@ -143,7 +161,9 @@ int main() {
         double eager = wall_us_per_call([&] { step(fn); }, 500);
         double comp = wall_us_per_call([&] { step(compiled); }, 500);
         double ro = wall_us_per_call([&] { step(graphed); }, 500);
-        rows.push_back(entry("walkthrough_fwd_bwd_n10", "wall", eager, comp, ro));
+        std::vector<double> ops = {operations_per_call([&] { step(fn); }), operations_per_call([&] { step(compiled); }),
+                                   operations_per_call([&] { step(graphed); })};
+        rows.push_back(entry("walkthrough_fwd_bwd_n10", "wall", eager, comp, ro, -1, nullptr, ops));
     }
     {  // MLP 784-512-512-10 training step, batch 256: forward, backward, SGD update
         manual_seed(0);
@@ -168,7 +188,9 @@ int main() {
         double eager = wall_us_per_call([&] { step(loss_fn); }, 200);
         double comp = wall_us_per_call([&] { step(compiled); }, 200);
         double ro = wall_us_per_call([&] { step(graphed); }, 200);
-        rows.push_back(entry("mlp_train_step_b256", "wall", eager, comp, ro));
+        std::vector<double> ops = {operations_per_call([&] { step(loss_fn); }), operations_per_call([&] { step(compiled); }),
+                                   operations_per_call([&] { step(graphed); })};
+        rows.push_back(entry("mlp_train_step_b256", "wall", eager, comp, ro, -1, nullptr, ops));
     }
     codegen::CudaGraphStats graphs = codegen::cuda_graph_stats();
     std::string out = "{\"bench\": \"gpu\", \"device\": \"" + cuda::device_name() + "\", \"stat\": \"median\", \"cuda_graphs\": {\"captures\": " +

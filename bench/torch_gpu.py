@@ -89,6 +89,7 @@ row = {"workload": "sin_plus_cos_n10_call", "measure": "wall"}
 for k, f in variants(sin_cos).items():
     row["torch_" + k + "_us"] = wall_us_per_call(lambda: f(a, b))
 rows.append(row)
+rows.append({"workload": "one_eager_kernel_n10", "measure": "wall", "torch_eager_us": wall_us_per_call(lambda: torch.neg(a))})
 
 
 def walk(a, b, c, d):

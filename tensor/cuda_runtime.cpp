@@ -311,9 +311,15 @@ void release(void* p, size_t block) {
     r.cached += block;
 }
 
+namespace {
+std::atomic<int64_t> g_issued{0};  // kernels, cuBLAS calls, copies and memsets put on the stream
+}
+int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
+
 void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t bytes) {
     if (bytes == 0) return;
     Runtime& r = live("copy");
+    g_issued.fetch_add(1, std::memory_order_relaxed);
     auto d = reinterpret_cast<CUdeviceptr>(dst);
     auto s = reinterpret_cast<CUdeviceptr>(src);
     if (dst_dev && src_dev) return check(r.cu.cuMemcpyDtoDAsync(d, s, bytes, r.stream), "device to device copy");
@@ -328,6 +334,7 @@ void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t b
 void memset_zero(void* p, size_t bytes) {
     if (bytes == 0) return;
     Runtime& r = live("memset");
+    g_issued.fetch_add(1, std::memory_order_relaxed);
     check(r.cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, r.stream), "memset");
 }
 
@@ -444,6 +451,7 @@ void launch(void* fn, int64_t n, void** args) {
 
 void launch_grid(void* fn, unsigned grid, unsigned block, size_t shared_bytes, void** args) {
     Runtime& r = live("launch");
+    g_issued.fetch_add(1, std::memory_order_relaxed);
     check(r.cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, unsigned(shared_bytes), r.stream, args, nullptr),
           "kernel launch");
 }
@@ -452,6 +460,7 @@ void gemm(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
           const void* b, int64_t ldb, int64_t sb, void* c, int64_t ldc, int64_t sc, int64_t batch) {
     Runtime& r = live("matmul");
     r.open_blas();
+    g_issued.fetch_add(1, std::memory_order_relaxed);
     KILN_CHECK(r.blas_error.empty(), "matmul on CUDA: ", r.blas_error);
     KILN_CHECK(m < (int64_t(1) << 31) && n < (int64_t(1) << 31) && k < (int64_t(1) << 31) && batch < (int64_t(1) << 31),
                "matmul on CUDA: sizes ", m, "x", k, " @ ", k, "x", n, " (batch ", batch, ") pass cuBLAS's int range");
@@ -536,6 +545,7 @@ void Graph::replay() {
             detail::check(r.cu.cuMemsetD32Async(random_state_ + 4 * i, words[i], 1, r.stream), "cuMemsetD32Async");
     }
     detail::check(r.cu.cuGraphLaunch(exec_, r.stream), "cuGraphLaunch");
+    detail::g_issued.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace detail {

@@ -65,6 +65,9 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           int64_t batch);
 
 void synchronize();
+// How many operations (kernel launches, cuBLAS calls, copies, memsets) kiln has put on its
+// stream so far: benchmarks divide host time per call by it.
+int64_t operations_issued();
 
 // The draws of one random kernel of `count` elements: element i uses (seed, offset + i).
 // Outside a capture these come from the global generator. While a Graph is captured,
