@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -91,6 +93,43 @@ Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const s
 }
 
 
+std::vector<std::vector<int>> release_plan(const Schedule& schedule) {
+    const LGraph& graph = schedule.graph;
+    // The slots reading value v touches: v, and for a value value_of builds on demand (a view
+    // or a value no kernel stores) the slots its producer's inputs touch.
+    std::map<int, std::vector<int>> touched;
+    std::function<const std::vector<int>&(int)> touches = [&](int v) -> const std::vector<int>& {
+        if (auto it = touched.find(v); it != touched.end()) return it->second;
+        std::vector<int> out = {v};
+        Home home = schedule.values.at(v).home;
+        if (home != Home::input && home != Home::stored && schedule.producer.count(v))
+            for (int in : graph.nodes[schedule.producer.at(v)].inputs)
+                for (int t : touches(in)) out.push_back(t);
+        return touched[v] = out;
+    };
+    size_t steps = schedule.kernels.size();
+    std::map<int, size_t> last;  // slot -> last kernel touching it; steps = the outputs
+    auto touch = [&](int v, size_t step) {
+        for (int t : touches(v)) last[t] = std::max(last.count(t) ? last[t] : 0, step);
+    };
+    for (size_t k = 0; k < steps; ++k) {
+        const Kernel& kernel = schedule.kernels[k];
+        bool generated = kernel.kind == KernelKind::pointwise || kernel.kind == KernelKind::row;
+        if (generated) {
+            for (int v : kernel.args()) touch(v, k);
+        } else {
+            const LNode& n = graph.nodes[kernel.nodes[0]];
+            for (int v : n.inputs) touch(v, k);
+            touch(n.out.id, k);
+        }
+    }
+    for (int v : graph.outputs) touch(v, steps);
+    std::vector<std::vector<int>> plan(steps);
+    for (const auto& [slot, step] : last)
+        if (step < steps) plan[step].push_back(slot);
+    return plan;
+}
+
 }  // namespace detail
 
 CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::shared_ptr<CompiledLibrary> library)
@@ -103,6 +142,7 @@ CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::s
     }
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
     for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
+    release_ = detail::release_plan(schedule_);
 }
 
 // The per-call cost matters for small graphs (a JIT cache hit runs this): values live in a
@@ -137,6 +177,7 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
             for (int v : n.inputs) in.push_back(value_of(schedule_, v, env, symbols));
             env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
         }
+        for (int v : release_[k]) env[v] = Tensor();
     }
     std::vector<Tensor> outputs;
     outputs.reserve(graph.outputs.size());

@@ -40,6 +40,7 @@ CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : sc
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
     returned_.insert(schedule_.graph.outputs.begin(), schedule_.graph.outputs.end());
     for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
+    release_ = release_plan(schedule_);
 }
 
 std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const {
@@ -54,6 +55,8 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
     std::vector<long long> syms(symbols.begin(), symbols.end());
     int sms = 0;
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+        if (k > 0)  // what no later kernel reads goes back to the allocator (stream-ordered reuse)
+            for (int v : release_[k - 1]) env[v] = Tensor(), moved[v] = Tensor();
         const Kernel& kernel = schedule_.kernels[k];
         if (!kernels_[k]) {
             const LNode& n = graph.nodes[kernel.nodes[0]];

@@ -38,6 +38,7 @@ class CompiledCudaGraph {
     std::string source_;
     std::vector<void*> kernels_;                 // per kernel: the CUfunction, or nullptr for host kernels
     std::vector<std::vector<int>> kernel_args_;  // per kernel: Kernel::args()
+    std::vector<std::vector<int>> release_;      // per kernel: values dropped after it (release_plan)
     std::vector<int> split_reductions_;          // per kernel: cuda_split_reductions()
     std::vector<int> max_block_;                 // per kernel: the most threads a block can have
     int num_value_ids_ = 0;

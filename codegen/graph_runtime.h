@@ -22,5 +22,10 @@ Tensor contiguous_input(const Tensor& t);
 // The value `id`, built on demand through the eager dispatcher from its inputs (views that
 // a host kernel reads or the graph returns); `env` is indexed by value id.
 Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const std::vector<int64_t>& symbols);
+// Per kernel k, the env slots no later kernel (and no graph output) reads: a runner drops
+// them after kernel k, so a graph holds its intermediates only while they are needed, as
+// eager code does when its handles die (without this, a training step's backward graph
+// kept every intermediate gradient to the end: 2.6x eager's memory on the GPT decoder).
+std::vector<std::vector<int>> release_plan(const Schedule& schedule);
 
 }  // namespace kiln::codegen::detail

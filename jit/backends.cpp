@@ -18,7 +18,7 @@ struct Registry {
 };
 
 CompiledFn eager_backend(const Graph& graph, std::span<const Tensor>) {
-    return [&graph](std::span<const Tensor> inputs) { return interpret(graph, inputs); };
+    return [&graph, plan = release_plan(graph)](std::span<const Tensor> inputs) { return interpret(graph, inputs, &plan); };
 }
 
 Registry& registry() {
@@ -93,7 +93,20 @@ CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> 
     return [graph, fn = std::move(fn)](std::span<const Tensor> in) { return fn(in); };
 }
 
-std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs) {
+ReleasePlan release_plan(const Graph& graph) {
+    const auto& nodes = graph.nodes();
+    std::vector<size_t> last(nodes.size(), 0);
+    std::vector<bool> read(nodes.size(), false);
+    for (size_t i = 0; i < nodes.size(); ++i)
+        for (int a : nodes[i].args) last[size_t(a)] = i, read[size_t(a)] = true;
+    for (int o : graph.outputs()) last[size_t(o)] = nodes.size(), read[size_t(o)] = true;
+    ReleasePlan plan(nodes.size());
+    for (size_t v = 0; v < nodes.size(); ++v)
+        if (read[v] && last[v] < nodes.size()) plan[last[v]].push_back(int(v));
+    return plan;
+}
+
+std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs, const ReleasePlan* release) {
     KILN_CHECK(int(inputs.size()) == graph.num_inputs(), "graph: expected ", graph.num_inputs(), " inputs, got ", inputs.size());
     const auto& nodes = graph.nodes();
     std::vector<int64_t> syms = graph.num_symbols() ? graph.bind_symbols(inputs) : std::vector<int64_t>{};
@@ -108,6 +121,8 @@ std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs
             case NodeKind::detach: vals[i] = vals[n.args[0]].detach(); break;
             case NodeKind::output: break;
         }
+        if (release)
+            for (int v : (*release)[i]) vals[size_t(v)] = Tensor();
     }
     std::vector<Tensor> out;
     out.reserve(graph.outputs().size());

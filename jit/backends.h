@@ -44,7 +44,11 @@ std::vector<std::string> list_backends();
 CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> example_inputs,
                            const BackendOptions& options = {});
 
-// The reference interpreter: every node through dispatch(), in order.
-std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs);
+// The reference interpreter: every node through dispatch(), in order. With a release plan,
+// each value is dropped after its last reader, so intermediates live only while needed (as
+// in eager code whose handles die); without one, every value lives to the end of the call.
+using ReleasePlan = std::vector<std::vector<int>>;  // per node: the values no later node or output reads
+ReleasePlan release_plan(const Graph& graph);
+std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs, const ReleasePlan* release = nullptr);
 
 }  // namespace kiln::jit

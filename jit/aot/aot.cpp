@@ -183,7 +183,7 @@ CompiledFn aot_eager_backend(const Graph& graph, std::span<const Tensor> example
 }
 
 CompiledFn interpret_compiler(std::shared_ptr<const Graph> graph, std::span<const Tensor>) {
-    return [graph](std::span<const Tensor> inputs) { return interpret(*graph, inputs); };
+    return [graph, plan = release_plan(*graph)](std::span<const Tensor> inputs) { return interpret(*graph, inputs, &plan); };
 }
 
 }  // namespace kiln::jit::aot

@@ -1,0 +1,214 @@
+// Whole models, eager vs compiled (issue 14): ResNet-18 (torchvision's layout, batch 8 at
+// 3x224x224 and a fast 3x32x32 variant) and a GPT-style decoder (4 layers, d = 256, 4 heads,
+// sequence 128, batch 8, vocabulary 1024): inference, and one training step (forward,
+// backward, SGD with momentum), at 1 and 2 threads. Also the first call of each compiled
+// model with an empty kernel cache (cold) and with the cache the cold run filled (warm), and
+// the peak memory (RSS) of each training run.
+//
+// Each measurement runs in a process of its own (this binary again, with --part), so its peak
+// RSS is its own and the thread counts and kernel cache are set before anything starts.
+// Prints one JSON object; bench/torch_models.py measures PyTorch the same way and
+// bench/compare_models.py joins the two into one table (docs/perf.md).
+//   build/bench_models [--quick] [--cuda]   # --quick: the 32x32 ResNet and the decoder only;
+//                                            # --cuda: on the GPU (one host thread)
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+#include "models/gpt.h"
+#include "models/resnet.h"
+#include "tensor/cuda.h"
+#include "tensor/parallel.h"
+#include "tensor/storage.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double peak_rss_mb() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+// The peak RSS since the last reset_peak_rss() (VmHWM; Linux resets it on "5" > clear_refs).
+double peak_rss_since_reset_mb() {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+    return kb / 1024.0;
+}
+bool reset_peak_rss() {
+    FILE* f = std::fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    bool ok = std::fputs("5", f) >= 0;
+    return std::fclose(f) == 0 && ok;
+}
+
+struct Part {
+    std::string model, mode, task;
+    int threads = 1;
+    std::string device = "cpu";  // or "cuda": the model and its inputs on the GPU
+};
+
+// One model, mode and task: the first call's time, then the median of `reps` calls.
+std::string run_part(const Part& p) {
+    set_num_threads(p.threads);
+    manual_seed(0);
+    std::function<void()> call;
+    std::shared_ptr<nn::Module> net;
+    Tensor x, target;
+    int reps = 5;
+    if (p.model.rfind("resnet18", 0) == 0) {
+        int64_t side = p.model == "resnet18_224" ? 224 : 32;
+        net = std::make_shared<models::ResNet18>(1000);
+        x = randn({8, 3, side, side});
+        target = randint(0, 1000, {8});
+        reps = side == 224 ? 3 : 10;
+    } else {
+        net = std::make_shared<models::Gpt>(models::GptConfig{.vocab_size = 1024, .max_positions = 128, .layers = 4, .d_model = 256, .heads = 4});
+        x = randint(0, 1024, {8, 128});
+        target = randint(0, 1024, {8 * 128});
+    }
+    bool on_gpu = p.device == "cuda";
+    if (on_gpu) {
+        net->to(Device{DeviceType::cuda, 0});
+        x = x.cuda(), target = target.cuda();
+    }
+    nn::Module& m = *net;
+    // The module is an argument, so compiled entries are guarded on it (its training flag).
+    auto forward_fn = [](nn::Module& module, const Tensor& input) { return module.forward(input); };
+    auto loss_fn = [](nn::Module& module, const Tensor& input, const Tensor& t) {
+        Tensor logits = module.forward(input);
+        return nn::functional::cross_entropy(logits.reshape({t.size(0), logits.size(-1)}), t);
+    };
+    auto compiled_forward = compile(forward_fn);
+    auto compiled_loss = compile(loss_fn);
+    bool compiled = p.mode == "compiled";
+    optim::SGD opt(net->parameters(), 0.01, 0.9);
+    if (p.task == "infer") {
+        net->eval();
+        call = [&] {
+            autograd::NoGradGuard no_grad;
+            Tensor y = compiled ? compiled_forward(m, x) : forward_fn(m, x);
+            (void)y;
+        };
+    } else {
+        net->train();
+        call = [&] {
+            opt.zero_grad();
+            Tensor loss = compiled ? compiled_loss(m, x, target) : loss_fn(m, x, target);
+            loss.backward();
+            opt.step();
+        };
+    }
+    if (on_gpu) {  // GPU work is asynchronous: a call's time ends when the device is done
+        std::function<void()> inner = call;
+        call = [inner] {
+            inner();
+            cuda::synchronize();
+        };
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    call();
+    double first_s = seconds_since(t0);
+    call();  // a second warm-up call: the steps below reuse what it allocated
+    // The steps' own peak: buffers the first call (tracing, compiling) left in the pool go
+    // back to the OS, and the high-water mark starts again from what is resident now.
+    double process_peak = peak_rss_mb();  // tracing and compiling included
+    pool_release_cached();
+    bool reset = reset_peak_rss();
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+        t0 = std::chrono::steady_clock::now();
+        call();
+        ms.push_back(seconds_since(t0) * 1e3);
+    }
+    std::sort(ms.begin(), ms.end());
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", \"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
+                  "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f}",
+                  p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads, first_s, ms[ms.size() / 2], process_peak,
+                  reset ? peak_rss_since_reset_mb() : -1.0);
+    return buf;
+}
+
+// Runs one part in a fresh process of this binary and returns the JSON line it printed.
+std::string spawn_part(const Part& p, const std::string& cache_dir) {
+    std::string self = fs::read_symlink("/proc/self/exe").string();
+    std::string cmd = "KILN_NUM_THREADS=" + std::to_string(p.threads) + " OPENBLAS_NUM_THREADS=" + std::to_string(p.threads) +
+                      " KILN_CACHE_DIR='" + cache_dir + "' '" + self + "' --part " + p.model + " " + p.mode + " " + p.task + " " +
+                      std::to_string(p.threads) + " " + p.device;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return "{\"error\": \"popen failed\"}";
+    std::string out;
+    char line[1024];
+    while (std::fgets(line, sizeof line, pipe)) out += line;
+    int status = pclose(pipe);
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    if (status != 0 || out.empty() || out.front() != '{')
+        return "{\"model\": \"" + p.model + "\", \"mode\": \"" + p.mode + "\", \"task\": \"" + p.task + "\", \"threads\": " +
+               std::to_string(p.threads) + ", \"error\": \"the part failed (exit status " + std::to_string(status) + ")\"}";
+    return out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc == 7 && std::strcmp(argv[1], "--part") == 0) {
+        try {
+            std::printf("%s\n", run_part({argv[2], argv[3], argv[4], std::atoi(argv[5]), argv[6]}).c_str());
+        } catch (const Error& e) {
+            std::fprintf(stderr, "bench_models: %s\n", e.what());
+            return 1;
+        }
+        return 0;
+    }
+    bool quick = false, gpu = false;
+    for (int i = 1; i < argc; ++i) quick = quick || std::strcmp(argv[i], "--quick") == 0, gpu = gpu || std::strcmp(argv[i], "--cuda") == 0;
+    if (gpu && !cuda::is_available()) {
+        std::printf("{\"bench\": \"models\", \"skipped\": \"%s\"}\n", cuda::unavailable_reason().c_str());
+        return 0;
+    }
+    std::vector<std::string> model_names = {"resnet18_32", "gpt"};
+    if (!quick) model_names.insert(model_names.begin(), "resnet18_224");
+    std::vector<int> thread_counts = gpu ? std::vector<int>{1} : std::vector<int>{1, 2};
+    // The kernel cache: empty for each model's first compiled part (cold), then kept (warm).
+    fs::path cache_root = fs::temp_directory_path() / ("kiln_bench_models_" + std::to_string(getpid()));
+    std::vector<std::string> rows;
+    for (const std::string& model : model_names)
+        for (const char* task : {"infer", "train"}) {
+            std::string cache = (cache_root / (model + "_" + task)).string();
+            for (int threads : thread_counts)
+                for (const char* mode : {"eager", "compiled"}) {
+                    std::fprintf(stderr, "bench_models: %s %s %s, %d thread%s%s\n", model.c_str(), task, mode, threads, threads > 1 ? "s" : "",
+                                 gpu ? ", cuda" : "");
+                    rows.push_back(spawn_part({model, mode, task, threads, gpu ? "cuda" : "cpu"}, cache));
+                }
+        }
+    std::error_code ec;
+    fs::remove_all(cache_root, ec);
+    std::string out = "{\"bench\": \"models\", \"note\": \"compiled parts at 1 thread start from an empty kernel cache (cold first call); at 2 threads from the cache they filled (warm)\", \"rows\": [\n  ";
+    for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n  " : "") + rows[i];
+    out += "\n]}";
+    std::printf("%s\n", out.c_str());
+    return 0;
+}

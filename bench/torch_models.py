@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""PyTorch's side of bench/models.cpp on the CPU: the same models (torchvision's ResNet-18,
+and a GPT-style decoder written like models/gpt.h), shapes, tasks and thread counts, in
+eager mode and under torch.compile. Each measurement runs in a subprocess of its own, so its
+peak RSS is its own. Prints one JSON object; bench/compare_models.py joins it with kiln's.
+
+    python3 bench/torch_models.py [--quick] [--cuda]
+
+PyTorch is a benchmark reference only: nothing in kiln's build or tests needs it.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+
+def build(model):
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    if model.startswith("resnet18"):
+        from torchvision.models import resnet18
+
+        side = 224 if model == "resnet18_224" else 32
+        net = resnet18(num_classes=1000)
+        x = torch.randn(8, 3, side, side)
+        target = torch.randint(0, 1000, (8,))
+        return net, x, target, (3 if side == 224 else 10)
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.ln_2 = nn.LayerNorm(d)
+            self.mlp = nn.Module()
+            self.mlp.c_fc = nn.Linear(d, 4 * d)
+            self.mlp.c_proj = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            h = self.ln_1(x)
+            t = x.size(1)
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            y = x + self.attn(h, h, h, attn_mask=mask, need_weights=False, is_causal=True)[0]
+            return y + self.mlp.c_proj(nn.functional.gelu(self.mlp.c_fc(self.ln_2(y))))
+
+    class Gpt(nn.Module):
+        def __init__(self, vocab=1024, positions=128, layers=4, d=256, heads=4):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(positions, d)
+            self.h = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+
+        def forward(self, tokens):
+            pos = torch.arange(tokens.size(1), device=tokens.device)
+            x = self.ln_f(self.h(self.wte(tokens) + self.wpe(pos)))
+            return x @ self.wte.weight.t()
+
+    net = Gpt()
+    x = torch.randint(0, 1024, (8, 128))
+    target = torch.randint(0, 1024, (8 * 128,))
+    return net, x, target, 5
+
+
+def run_part(model, mode, task, threads, device="cpu"):
+    import torch
+
+    torch.set_num_threads(threads)
+    net, x, target, reps = build(model)
+    net, x, target = net.to(device), x.to(device), target.to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    fwd = torch.compile(net) if mode == "compiled" else net
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    if task == "infer":
+        net.eval()
+
+        def call():
+            with torch.no_grad():
+                fwd(x)
+            sync()
+    else:
+        net.train()
+
+        def call():
+            opt.zero_grad()
+            logits = fwd(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(target.size(0), -1), target)
+            loss.backward()
+            opt.step()
+            sync()
+
+    t0 = time.perf_counter()
+    call()
+    first_s = time.perf_counter() - t0
+    call()
+    process_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # compiling included
+    try:  # the steps' own peak: the high-water mark starts again from what is resident now
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    steps_peak_mb = -1.0
+    if reset:
+        with open("/proc/self/status") as f:
+            steps_peak_mb = next(float(line.split()[1]) / 1024.0 for line in f if line.startswith("VmHWM:"))
+    return {"model": model, "device": device, "mode": mode, "task": task, "threads": threads, "first_call_s": round(first_s, 3),
+            "ms": round(times[len(times) // 2], 3), "peak_rss_mb": round(process_peak_mb, 1),
+            "steps_peak_rss_mb": round(steps_peak_mb, 1), "torch": torch.__version__}
+
+
+def main():
+    if len(sys.argv) == 7 and sys.argv[1] == "--part":
+        print(json.dumps(run_part(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])))
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(json.dumps({"bench": "torch_models", "error": "torch is not installed (pip install torch torchvision)"}))
+        return
+    quick, device = "--quick" in sys.argv, "cuda" if "--cuda" in sys.argv else "cpu"
+    models = ["resnet18_32", "gpt"] if quick else ["resnet18_224", "resnet18_32", "gpt"]
+    rows = []
+    for model in models:
+        for task in ("infer", "train"):
+            for threads in ((1,) if device == "cuda" else (1, 2)):
+                for mode in ("eager", "compiled"):
+                    print(f"torch_models: {model} {task} {mode}, {threads} threads", file=sys.stderr, flush=True)
+                    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+                    p = subprocess.run([sys.executable, __file__, "--part", model, mode, task, str(threads), device],
+                                       capture_output=True, text=True, env=env)
+                    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+                    if p.returncode != 0 or not lines:
+                        rows.append({"model": model, "mode": mode, "task": task, "threads": threads,
+                                     "error": (p.stderr.strip().splitlines() or ["failed"])[-1][:300]})
+                    else:
+                        rows.append(json.loads(lines[-1]))
+    print(json.dumps({"bench": "torch_models", "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
