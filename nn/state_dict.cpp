@@ -44,7 +44,7 @@ IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
     std::vector<std::string> mismatches;
     std::vector<std::pair<Tensor, Tensor>>
         copies;  // (destination, value), done once all is checked
-    std::unordered_set<TensorImpl*> loaded;
+    std::unordered_set<TensorImpl*> present;
     std::unordered_set<std::string> keys;
     for (const auto& [key, value] : dict) {
         KILN_CHECK(keys.insert(key).second, "load_state_dict: key \"", key,
@@ -55,6 +55,7 @@ IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
             continue;
         }
         const Tensor& dest = it->second;
+        present.insert(dest.impl());  // a key with a bad value is reported as such, not as missing
         if (!value.defined()) {
             mismatches.push_back("the value for " + key + " is an undefined tensor.");
             continue;
@@ -68,12 +69,11 @@ IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
             continue;
         }
         copies.emplace_back(dest, value);
-        loaded.insert(dest.impl());
     }
     std::unordered_set<TensorImpl*>
         seen;  // a tied tensor is missing only when none of its names came
     for (const auto& [name, t] : own)
-        if (seen.insert(t.impl()).second && !loaded.count(t.impl()))
+        if (seen.insert(t.impl()).second && !present.count(t.impl()))
             result.missing_keys.push_back(name);
 
     std::ostringstream errors;

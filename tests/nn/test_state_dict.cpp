@@ -174,8 +174,12 @@ BOOST_AUTO_TEST_CASE(gpt_round_trips_and_lists_the_tied_head_once) {
 
     manual_seed(66);
     models::Gpt other(kSmallGpt);
+    auto compiled = compile([&](const Tensor& t) { return other.forward(t); });
+    Tensor before = compiled(tokens);
     nn::load_state_dict_npy(other, dir.str());
     BOOST_TEST(same_values(other.forward(tokens), want));
+    BOOST_TEST(!same_values(before, want));
+    BOOST_TEST(allclose(compiled(tokens), want, 1e-4, 1e-5));  // compiled code reads the loaded weights
     BOOST_TEST(other.lm_head->weight.same(other.wte->weight));  // still tied
 
     // the tied name is an alias: a dict naming the head lm_head.weight (as PyTorch's GPT-2
@@ -214,6 +218,7 @@ BOOST_AUTO_TEST_CASE(load_errors_name_the_keys_and_leave_the_module_untouched) {
                       "model is [3, 512].") != std::string::npos,
                e);
     BOOST_TEST(e.find("size mismatch for fc.bias") != std::string::npos, e);
+    BOOST_TEST(e.find("Missing") == std::string::npos, e);  // a key that is there with a bad shape is not missing
     e = error_of([&] {
         net.load_state_dict(wrong_shape, /*strict=*/false);
     });  // shapes are checked even when not strict
