@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "models/gpt.h"
@@ -130,6 +131,11 @@ BOOST_AUTO_TEST_CASE(resnet18_round_trips_through_an_npy_directory) {
     nn::save_state_dict(net, dir.str("resnet"));
     BOOST_TEST(fs::exists(dir.path / "resnet" / "layer1.0.conv1.weight.npy"));
     BOOST_TEST(fs::exists(dir.path / "resnet" / "bn1.num_batches_tracked.npy"));
+    std::ofstream(dir.path / "resnet" / "README.txt")
+        << "not a tensor\n";  // other files are ignored
+    std::vector<std::string> keys = keys_of(nn::read_state_dict_npy(dir.str("resnet")));
+    BOOST_TEST(keys.size() == 122u);
+    BOOST_TEST(std::is_sorted(keys.begin(), keys.end()));
 
     manual_seed(64);
     models::ResNet18 other(5);
@@ -179,7 +185,8 @@ BOOST_AUTO_TEST_CASE(gpt_round_trips_and_lists_the_tied_head_once) {
     nn::load_state_dict_npy(other, dir.str());
     BOOST_TEST(same_values(other.forward(tokens), want));
     BOOST_TEST(!same_values(before, want));
-    BOOST_TEST(allclose(compiled(tokens), want, 1e-4, 1e-5));  // compiled code reads the loaded weights
+    BOOST_TEST(
+        allclose(compiled(tokens), want, 1e-4, 1e-5));  // compiled code reads the loaded weights
     BOOST_TEST(other.lm_head->weight.same(other.wte->weight));  // still tied
 
     // the tied name is an alias: a dict naming the head lm_head.weight (as PyTorch's GPT-2
@@ -192,6 +199,11 @@ BOOST_AUTO_TEST_CASE(gpt_round_trips_and_lists_the_tied_head_once) {
     BOOST_TEST(same_values(third.forward(tokens), want));
     dict.emplace_back("wte.weight", net.wte->weight);
     BOOST_TEST(third.load_state_dict(dict).unexpected_keys.empty());
+    // missing only when neither name is there
+    nn::StateDict without(dict.begin() + 1, dict.end() - 1);
+    std::vector<std::string> missing =
+        third.load_state_dict(without, /*strict=*/false).missing_keys;
+    BOOST_TEST(missing == (std::vector<std::string>{"wte.weight"}));
 }
 
 BOOST_AUTO_TEST_CASE(load_errors_name_the_keys_and_leave_the_module_untouched) {
@@ -218,7 +230,8 @@ BOOST_AUTO_TEST_CASE(load_errors_name_the_keys_and_leave_the_module_untouched) {
                       "model is [3, 512].") != std::string::npos,
                e);
     BOOST_TEST(e.find("size mismatch for fc.bias") != std::string::npos, e);
-    BOOST_TEST(e.find("Missing") == std::string::npos, e);  // a key that is there with a bad shape is not missing
+    BOOST_TEST(e.find("Missing") == std::string::npos,
+               e);  // a key that is there with a bad shape is not missing
     e = error_of([&] {
         net.load_state_dict(wrong_shape, /*strict=*/false);
     });  // shapes are checked even when not strict
