@@ -63,7 +63,7 @@ const std::map<std::string, std::vector<std::string>> kNamespacePrefixes = {
     {"torch", {""}}, {"nn", {"nn."}}, {"F", {"F.", ""}}, {"optim", {"optim."}}, {"time", {"time."}}, {"_dynamo", {"_dynamo."}},
     {"jit", {"jit."}}, {"fx", {"fx."}}, {"cuda", {"cuda."}}, {"autograd", {"autograd."}}, {"warnings", {"warnings."}},
     {"traceback", {"traceback."}}, {"exc", {}}, {"typing", {}}, {"proxy", {}},
-    {"torchvision", {}}, {"torchvision.models", {"torchvision.models."}}, {"kiln", {}}, {"kiln.models", {"kiln.models."}},
+    {"torchvision", {}}, {"torchvision.models", {"torchvision.models."}}, {"kiln", {"kiln."}}, {"kiln.models", {"kiln.models."}},
 };
 const std::map<std::string, std::string> kSubmodules = {
     {"torch.nn", "nn"}, {"torch.nn.functional", "F"}, {"torch.optim", "optim"}, {"torch._dynamo", "_dynamo"},

@@ -1,12 +1,15 @@
 // Model builtins: nn.MultiheadAttention (PyTorch's call form), the models
 // (torchvision.models.resnet18, kiln.models.gpt) and state dicts (model.state_dict(),
-// model.load_state_dict(d)) over nn/state_dict.h.
+// model.load_state_dict(d); kiln.save_state_dict / read_state_dict_npy / load_state_dict_npy
+// for .npy directories) over nn/state_dict.h.
 // The models first: their checks print Shapes, whose operator<< error.h's fail() must see
 // declared before it (cli/interp's headers include error.h earlier otherwise).
 #include "models/gpt.h"
 #include "models/resnet.h"
 //
 #include "cli/interp/builtins.h"
+#include "cli/interp/classes.h"
+#include "nn/state_dict.h"
 
 namespace kiln::interp {
 namespace {
@@ -140,6 +143,26 @@ Value m_load_state_dict(Bound& b) {
         self_module(b)->load_state_dict(entries, b.flag_or(1, true)));
 }
 
+ModulePtr module_arg(Bound& b, size_t i) {
+    if (auto m = b.value(i).as<ModulePtr>()) return *m;
+    if (auto o = b.value(i).object<InstanceObj>(); o && o->module) return o->module;
+    b.type_error(i, "an nn.Module");
+}
+Value b_save_state_dict(Bound& b) {
+    nn::save_state_dict(*module_arg(b, 0), b.string(1));
+    return None{};
+}
+Value b_read_state_dict_npy(Bound& b) {
+    Value d = make_dict();
+    auto& items = (*d.as<std::shared_ptr<DictObj>>())->items;
+    for (auto& [name, t] : nn::read_state_dict_npy(b.string(0))) items.emplace_back(name, t);
+    return d;
+}
+Value b_load_state_dict_npy(Bound& b) {
+    return std::make_shared<IncompatibleKeysObj>(
+        nn::load_state_dict_npy(*module_arg(b, 0), b.string(1), b.flag_or(2, true)));
+}
+
 Value m_named_buffers(Bound& b) {
     std::vector<Value> out;
     for (const auto& [name, t] : self_module(b)->named_buffers())
@@ -166,6 +189,12 @@ const Builtin kModels[] = {
     {"kiln.models.gpt", "*, vocab_size=256, max_positions=128, layers=4, d_model=256, heads=4",
      b_gpt,
      "a GPT-2-style decoder (models/gpt.h): int64 tokens [B, T] -> logits [B, T, vocab_size]"},
+    {"kiln.save_state_dict", "module, dir", b_save_state_dict,
+     "write dir/<key>.npy for every entry of module.state_dict()"},
+    {"kiln.read_state_dict_npy", "dir", b_read_state_dict_npy,
+     "a dict of every dir/<key>.npy, sorted by key"},
+    {"kiln.load_state_dict_npy", "module, dir, strict=True", b_load_state_dict_npy,
+     "module.load_state_dict(kiln.read_state_dict_npy(dir), strict)"},
     {"Module.state_dict", "", m_state_dict, ""},
     {"Module.load_state_dict", "state_dict, strict=True, assign=False", m_load_state_dict, ""},
     {"Module.named_buffers", "", m_named_buffers, ""},
