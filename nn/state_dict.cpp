@@ -93,11 +93,16 @@ IncompatibleKeys Module::load_state_dict(const StateDict& dict, bool strict) {
 }
 
 void save_state_dict(const Module& module, const std::string& dir) {
+    StateDict entries = module.state_dict();
+    for (const auto& [key, t] : entries)  // a key names a file inside dir, never a path out of it
+        KILN_CHECK(!key.empty() && key.front() != '.' && key.find('/') == std::string::npos &&
+                       key.find('\0') == std::string::npos,
+                   "save_state_dict: the key '", key, "' cannot be a file name in '", dir, "'");
     std::error_code ec;
     fs::create_directories(dir, ec);
     KILN_CHECK(!ec && fs::is_directory(dir), "save_state_dict: cannot create the directory '", dir,
                "': ", ec.message());
-    for (const auto& [key, t] : module.state_dict())
+    for (const auto& [key, t] : entries)
         save_npy(t.device() == kiln::cpu ? t : t.to(kiln::cpu),
                  (fs::path(dir) / (key + ".npy")).string());
 }

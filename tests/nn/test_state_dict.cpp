@@ -252,6 +252,16 @@ BOOST_AUTO_TEST_CASE(load_errors_name_the_keys_and_leave_the_module_untouched) {
     BOOST_TEST(result.unexpected_keys == (std::vector<std::string>{"extra"}));
     BOOST_TEST(same_values(net.fc->weight, good[good.size() - 2].second));
 
+    struct PathName
+        : nn::Module {  // a C++ name may hold a '/': never written outside the directory
+        PathName() { register_parameter("sub/escaped", zeros({1})); }
+        Tensor forward(const Tensor& x) override { return x; }
+    };
+    TempDir dir;
+    e = error_of([&] { nn::save_state_dict(PathName(), dir.str("weights")); });
+    BOOST_TEST(e.find("the key 'sub/escaped' cannot be a file name") != std::string::npos, e);
+    BOOST_TEST(!fs::exists(dir.path / "weights"));
+
     e = error_of([&] { nn::read_state_dict_npy("/nonexistent/kiln-weights"); });
     BOOST_TEST(e.find("'/nonexistent/kiln-weights' is not a directory") != std::string::npos, e);
 }
