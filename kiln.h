@@ -9,6 +9,7 @@
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/state_dict.h"
 #include "optim/optimizer.h"
 #include "tensor/npy.h"
 #include "tensor/ops.h"

@@ -1,7 +1,8 @@
 // A GPT-2-style decoder: token and position embeddings, N pre-LayerNorm blocks of causal
 // self-attention and a GELU MLP, a final LayerNorm and a head tied to the token embedding.
 // Names follow GPT-2's layout as PyTorch ports write it (wte, wpe, h.0.ln_1, h.0.attn,
-// h.0.ln_2, h.0.mlp.c_fc, h.0.mlp.c_proj, ln_f).
+// h.0.ln_2, h.0.mlp.c_fc, h.0.mlp.c_proj, ln_f, lm_head); attention is PyTorch's
+// nn.MultiheadAttention (in_proj_weight, out_proj), the MLP nn.Linear ([out, in] weights).
 #pragma once
 #include <memory>
 
@@ -55,6 +56,12 @@ class Gpt : public nn::Module {
         for (int64_t i = 0; i < c.layers; ++i) h->push_back(std::make_shared<GptBlock>(c.d_model, c.heads));
         blocks = h;
         ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{c.d_model}));
+        // The head is tied to wte: one tensor registered under two names, so parameters() and
+        // state_dict() list it once (as wte.weight) and load_state_dict() takes either name
+        // (PyTorch ports of GPT-2 save both).
+        lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.d_model, c.vocab_size, false));
+        lm_head->unregister("weight");
+        lm_head->weight = lm_head->register_parameter("weight", wte->weight);
     }
     // tokens: int64 [B, T] (T <= max_positions) -> logits [B, T, vocab]; the head is wte's weight.
     Tensor forward(const Tensor& tokens) override {
@@ -63,13 +70,14 @@ class Gpt : public nn::Module {
         Tensor positions = arange(double(tokens.size(1)), {.dtype = DType::int64, .device = tokens.device()});
         Tensor x = wte->forward(tokens) + wpe->forward(positions);
         x = ln_f->forward(blocks->forward(x));
-        return matmul(x, wte->weight.t());
+        return lm_head->forward(x);
     }
 
     GptConfig config;
     std::shared_ptr<nn::Embedding> wte, wpe;
     std::shared_ptr<nn::Sequential> blocks;
     std::shared_ptr<nn::LayerNorm> ln_f;
+    std::shared_ptr<nn::Linear> lm_head;  // weight is wte->weight
 };
 
 }  // namespace kiln::models

@@ -23,6 +23,18 @@ MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, bool with_bias) : e
 }
 
 Tensor MultiheadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, bool is_causal) {
+    if (batch_first) return attend_batch_first(q, k, v, attn_mask, is_causal);
+    auto to_batch_first = [](const Tensor& t, const char* what) {
+        KILN_CHECK(t.dim() == 3, "MultiheadAttention (batch_first=False): expected ", what, " [L, B, E], got ", t.shape());
+        return t.transpose(0, 1);
+    };
+    Tensor out = attend_batch_first(to_batch_first(q, "query"), to_batch_first(k, "key"), to_batch_first(v, "value"), attn_mask,
+                                    is_causal);
+    return out.transpose(0, 1);
+}
+
+Tensor MultiheadAttention::attend_batch_first(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                              bool is_causal) {
     KILN_CHECK(q.dim() == 3 && q.size(-1) == embed_dim, "MultiheadAttention: expected query [B, L, ", embed_dim, "], got ", q.shape());
     KILN_CHECK(k.dim() == 3 && v.dim() == 3 && k.shape() == v.shape() && k.size(0) == q.size(0) && k.size(-1) == embed_dim,
                "MultiheadAttention: expected key and value [B, S, ", embed_dim, "] matching the query's batch, got ", k.shape(), " and ",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/node.h"
 #include "nn/functional.h"
 
 namespace kiln::nn {
@@ -57,14 +58,20 @@ BatchNorm2d::BatchNorm2d(int64_t c, double eps_, double momentum_, bool affine) 
         weight = register_parameter("weight", ones({c}));
         bias = register_parameter("bias", zeros({c}));
     }
-    running_mean = zeros({c});
-    running_var = ones({c});
+    running_mean = register_buffer("running_mean", zeros({c}));
+    running_var = register_buffer("running_var", ones({c}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::int64}));
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
     KILN_CHECK(x.dim() == 4, "BatchNorm2d: expected a 4-D input [N, C, H, W], got shape ", x.shape());
     KILN_CHECK(x.size(1) == num_features, "BatchNorm2d: expected ", num_features, " channels, got input of shape ", x.shape());
-    return functional::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+    bool training = is_training();
+    if (training) {
+        autograd::NoGradGuard no_grad;  // counted as PyTorch does; only momentum=None would read it
+        num_batches_tracked.assign_(num_batches_tracked + 1.0);
+    }
+    return functional::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
 }
 
 std::string BatchNorm2d::extra_repr() const {

@@ -50,8 +50,9 @@ class AdaptiveAvgPool2d : public Module {
 };
 
 // Batch normalization per channel of [N, C, H, W]: weight (ones) and bias (zeros) when
-// affine; running_mean (zeros) and running_var (ones) updated by `momentum` while training,
-// used in eval(), as PyTorch.
+// affine; the buffers running_mean (zeros) and running_var (ones) updated by `momentum`
+// while training, used in eval(), and num_batches_tracked (int64, 0-d) counting the training
+// calls, as PyTorch.
 class BatchNorm2d : public Module {
    public:
     explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
@@ -59,7 +60,7 @@ class BatchNorm2d : public Module {
     std::string extra_repr() const override;
     int64_t num_features;
     double eps, momentum;
-    Tensor weight, bias, running_mean, running_var;
+    Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };
 
 // Flattens dims start_dim..end_dim into one (default: everything but the batch dim).

@@ -22,6 +22,16 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
     return leaf;
 }
 
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+    KILN_CHECK(value.defined(), type_name(), ": register_buffer('", name, "') got an undefined tensor");
+    KILN_CHECK(name.find('.') == std::string::npos && !name.empty(), type_name(), ": buffer name '", name,
+               "' must be non-empty and contain no '.'");
+    for (const auto& [n, b] : buffers_) KILN_CHECK(n != name, type_name(), ": buffer '", name, "' registered twice");
+    buffers_.emplace_back(name, value);
+    state_changed();
+    return value;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
     KILN_CHECK(module != nullptr, type_name(), ": register_module('", name, "') got a null module");
     KILN_CHECK(module.get() != this, type_name(), ": a module cannot contain itself");
@@ -32,10 +42,11 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 
 bool Module::unregister(const std::string& name) {
     auto named = [&](const auto& entry) { return entry.first == name; };
-    size_t before = params_.size() + children_.size();
+    size_t before = params_.size() + buffers_.size() + children_.size();
     std::erase_if(params_, named);
+    std::erase_if(buffers_, named);
     std::erase_if(children_, named);
-    if (params_.size() + children_.size() == before) return false;
+    if (params_.size() + buffers_.size() + children_.size() == before) return false;
     state_changed();
     return true;
 }
@@ -60,6 +71,22 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
     for (auto& entry : all)
         if (seen.insert(entry.second.impl()).second) unique.push_back(std::move(entry));
     return unique;
+}
+
+void Module::collect_state(const std::string& prefix, StateDict& out) const {
+    for (const auto& [name, p] : params_) out.emplace_back(prefix + name, p);
+    for (const auto& [name, b] : buffers_) out.emplace_back(prefix + name, b);
+    for (const auto& [name, child] : children_) child->collect_state(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+    StateDict all, buffers;
+    collect_state("", all);
+    std::unordered_set<TensorImpl*> params, seen;
+    for (const Tensor& p : parameters()) params.insert(p.impl());
+    for (auto& entry : all)
+        if (!params.count(entry.second.impl()) && seen.insert(entry.second.impl()).second) buffers.push_back(std::move(entry));
+    return buffers;
 }
 
 std::vector<Tensor> Module::parameters() const {
@@ -90,7 +117,9 @@ void Module::to(Device device) {
     // A move of the data in place, not an op to differentiate or record: a compiled function
     // that calls it re-runs its host code on every call.
     report_host_effect(type_name() + ".to(device)");
-    for (const Tensor& p : parameters()) {
+    std::vector<Tensor> state = parameters();
+    for (auto& [name, b] : named_buffers()) state.push_back(b);
+    for (const Tensor& p : state) {
         if (p.device() == device) continue;
         Tensor moved = cuda::to_device(p, device);
         TensorImpl& impl = *p.impl();

@@ -49,7 +49,7 @@ struct Table {
     std::map<std::string, const Builtin*> entries;
     std::map<const Builtin*, ParamSpec> specs;
     Table() {
-        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins(), ops_builtins()})
+        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins(), ops_builtins(), models_builtins()})
             for (const Builtin& b : span) entries[b.name] = &b, specs[&b] = parse_params(b.params);
     }
 };
@@ -63,12 +63,14 @@ const std::map<std::string, std::vector<std::string>> kNamespacePrefixes = {
     {"torch", {""}}, {"nn", {"nn."}}, {"F", {"F.", ""}}, {"optim", {"optim."}}, {"time", {"time."}}, {"_dynamo", {"_dynamo."}},
     {"jit", {"jit."}}, {"fx", {"fx."}}, {"cuda", {"cuda."}}, {"autograd", {"autograd."}}, {"warnings", {"warnings."}},
     {"traceback", {"traceback."}}, {"exc", {}}, {"typing", {}}, {"proxy", {}},
+    {"torchvision", {}}, {"torchvision.models", {"torchvision.models."}}, {"kiln", {"kiln."}}, {"kiln.models", {"kiln.models."}},
 };
 const std::map<std::string, std::string> kSubmodules = {
     {"torch.nn", "nn"}, {"torch.nn.functional", "F"}, {"torch.optim", "optim"}, {"torch._dynamo", "_dynamo"},
     {"nn.functional", "F"}, {"torch.compiler", "_dynamo"}, {"torch.jit", "jit"}, {"torch.fx", "fx"}, {"torch.cuda", "cuda"},
     {"torch.autograd", "autograd"}, {"_dynamo.exc", "exc"}, {"torch._dynamo.exc", "exc"},
     {"fx.proxy", "proxy"}, {"torch.fx.proxy", "proxy"},
+    {"torchvision.models", "torchvision.models"}, {"kiln.models", "kiln.models"},
 };
 // Classes reached through a namespace: torch.nn.Module, torch.autograd.Function, torch.Tensor ...
 const std::map<std::string, std::string> kNamespaceClasses = {
@@ -361,6 +363,9 @@ const Builtin* find_builtin(const std::string& key) {
 }
 
 const Builtin* find_method(const Value& self, const std::string& name) {
+    // A built-in module's own methods first (MultiheadAttention.forward), then every module's.
+    if (auto m = self.as<ModulePtr>(); m && !dynamic_cast<ScriptModule*>(m->get()))
+        if (const Builtin* own = find_builtin((*m)->type_name() + "." + name)) return own;
     std::string prefix = self.is<Tensor>() ? "Tensor" : self.is<ModulePtr>() ? "Module" : self.is<OptimizerPtr>() ? "Optimizer" : type_name(self);
     return find_builtin(prefix + "." + name);
 }
@@ -382,7 +387,9 @@ std::optional<Value> namespace_attr(const Namespace& ns, const std::string& name
 }
 
 std::optional<Value> import_module(const std::string& dotted) {
-    if (dotted == "torch" || dotted == "time" || dotted == "warnings" || dotted == "traceback" || dotted == "typing") return Value(std::make_shared<Namespace>(Namespace{dotted}));
+    if (dotted == "torch" || dotted == "time" || dotted == "warnings" || dotted == "traceback" || dotted == "typing" ||
+        dotted == "torchvision" || dotted == "kiln")
+        return Value(std::make_shared<Namespace>(Namespace{dotted}));
     if (auto sub = kSubmodules.find(dotted); sub != kSubmodules.end()) return Value(std::make_shared<Namespace>(Namespace{sub->second}));
     return std::nullopt;
 }

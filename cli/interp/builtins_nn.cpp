@@ -3,6 +3,7 @@
 #include "cli/interp/builtins.h"
 #include "cli/interp/operators.h"
 #include "nn/functional.h"
+#include "nn/attention.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 
@@ -161,14 +162,18 @@ std::optional<Value> module_attr(const ModulePtr& m, const std::string& name) {
         if (name == "in_features") return lin->in_features;
         if (name == "out_features") return lin->out_features;
     }
-    if (auto bn = dynamic_cast<nn::BatchNorm2d*>(m.get())) {
-        if (name == "running_mean") return Value(bn->running_mean);
-        if (name == "running_var") return Value(bn->running_var);
+    if (auto mha = dynamic_cast<nn::MultiheadAttention*>(m.get())) {
+        if (name == "embed_dim") return mha->embed_dim;
+        if (name == "num_heads") return mha->num_heads;
+        if (name == "batch_first") return mha->batch_first;
     }
     if (name == "training") return m->is_training();
     if (name.find('.') == std::string::npos)  // a module's own parameters (Conv2d.weight, Embedding.weight, ...)
         for (const auto& [param, t] : m->named_parameters())
             if (param == name) return Value(t);
+    if (name.find('.') == std::string::npos)  // its buffers (BatchNorm2d.running_mean, num_batches_tracked)
+        for (const auto& [buffer, t] : m->named_buffers())
+            if (buffer == name) return Value(t);
     for (const auto& [child, module] : m->children())
         if (child == name) return Value(module);
     return std::nullopt;

@@ -58,7 +58,9 @@ void add_globals_of_value(Interp& in, Flattener& flat, const Value& value, int p
                 add_globals_of_value(in, flat, item, pos, seen, labels);
 }
 
-std::vector<Tensor> flatten_result(Interp& in, const Value& r, CompiledObj::Result& kind) {
+std::vector<Tensor> flatten_result(Interp& in, const Value& r, CompiledObj& c) {
+    CompiledObj::Result& kind = c.result;
+    c.result_none.clear();
     if (auto t = r.as<Tensor>()) {
         kind = CompiledObj::Result::tensor;
         return {*t};
@@ -71,6 +73,8 @@ std::vector<Tensor> flatten_result(Interp& in, const Value& r, CompiledObj::Resu
         kind = r.is<std::shared_ptr<ListObj>>() ? CompiledObj::Result::list : CompiledObj::Result::tuple;
         std::vector<Tensor> out;
         for (const Value& v : *seq) {
+            c.result_none.push_back(v.is_none());
+            if (v.is_none()) continue;
             if (!v.is<Tensor>()) in.raise("TypeError", "a compiled function must return Tensors; its result holds a " + type_name(v));
             out.push_back(*v.as<Tensor>());
         }
@@ -79,9 +83,12 @@ std::vector<Tensor> flatten_result(Interp& in, const Value& r, CompiledObj::Resu
     in.raise("TypeError", "a compiled function must return a Tensor, a tuple or list of Tensors, or None; got " + type_name(r));
 }
 
-Value unflatten_result(std::vector<Tensor> ts, CompiledObj::Result kind) {
-    std::vector<Value> items(ts.begin(), ts.end());
-    switch (kind) {
+Value unflatten_result(std::vector<Tensor> ts, const CompiledObj& c) {
+    std::vector<Value> items;
+    size_t next = 0;
+    for (bool none : c.result_none) items.push_back(none || next >= ts.size() ? Value(None{}) : Value(ts[next++]));
+    while (next < ts.size()) items.emplace_back(ts[next++]);
+    switch (c.result) {
         case CompiledObj::Result::tensor: return items.empty() ? Value() : items[0];
         case CompiledObj::Result::none: return None{};
         case CompiledObj::Result::list: return make_list(std::move(items));
@@ -274,9 +281,9 @@ Value call_compiled(Interp& in, CompiledObj& c, CallArgs args) {
     for (const Value& a : args.args) add_globals_of_value(in, flat, a, int(kGlobalsPosition), seen, labels);
     jit::HostFn host = [&] {
         CreationEpochScope fresh;  // objects made from here on are this call's own
-        return flatten_result(in, in.call(c.target, args), c.result);
+        return flatten_result(in, in.call(c.target, args), c);
     };
-    return unflatten_result(c.core->call(flat.args, host), c.result);
+    return unflatten_result(c.core->call(flat.args, host), c);
 }
 
 Value explain_call(Interp& in, const Value& target, CallArgs args) {

@@ -35,6 +35,7 @@ struct CompiledObj {
     std::shared_ptr<jit::CompiledCore> core;
     // How fn's tensors come back; learnt when it first runs (a cache hit runs no host code).
     enum class Result { tensor, tuple, list, none } result = Result::tensor;
+    std::vector<bool> result_none;  // a tuple or list result: which items are None (mha's (out, None))
 };
 
 struct ExplainObj {

@@ -361,7 +361,7 @@ void Interp::exec_import(const Stmt& stmt) {
     auto need = [&](const std::string& name, Pos pos) {
         std::optional<Value> m = import_module(name);
         frames_.back().pos = pos;
-        if (!m) raise("ModuleNotFoundError", "No module named '" + name + "' (kiln script knows torch, torch.nn, torch.nn.functional, torch.optim, torch._dynamo and time)");
+        if (!m) raise("ModuleNotFoundError", "No module named '" + name + "' (kiln script knows torch, torch.nn, torch.nn.functional, torch.optim, torch._dynamo, time, torchvision.models and kiln.models)");
         return *m;
     };
     Scope& scope = *frames_.back().scope;
@@ -473,6 +473,11 @@ Value Interp::call(const Value& fn, CallArgs args) {
         return call((*p)->fn, std::move(args));
     }
     if (auto m = fn.as<ModulePtr>()) {
+        // A built-in module whose call takes more than one tensor (nn.MultiheadAttention).
+        if (const Builtin* forward = find_method(fn, "forward"); forward && forward->name != "Module.forward") {
+            (*m)->report_guard_state();
+            return call_builtin(*this, *forward, fn, args);
+        }
         if (args.args.size() != 1 || !args.kwargs.empty())
             raise("TypeError", (*m)->type_name() + ".forward() takes one Tensor argument (" + std::to_string(args.args.size()) + " given)");
         return (**m)(to_tensor(*this, args.args[0], "module input"));

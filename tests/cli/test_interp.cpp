@@ -1,12 +1,14 @@
 // Tests for cli/interp: golden transcripts (tests/cli/golden/*.ks against *.out), the
 // bad-input corpus (tests/cli/bad/*.ks: an error naming its line, never a crash), and
-// the JIT integration (a script `if` on a tensor is a real graph break).
+// the JIT integration (a script `if` on a tensor is a real graph break), state dicts on disk.
 // KILN_UPDATE_GOLDEN=1 rewrites the .out files from the current output.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "cli/interp/builtins.h"
 #include "cli/interp/compiled.h"
@@ -189,6 +191,33 @@ BOOST_AUTO_TEST_CASE(floats_print_like_python) {
     BOOST_TEST(repr_float(1e16) == "1e+16");
     BOOST_TEST(repr_float(123456.5) == "123456.5");
     BOOST_TEST(repr_float(-0.25) == "-0.25");
+}
+
+// kiln.save_state_dict / read_state_dict_npy / load_state_dict_npy: a model's weights through
+// a directory of .npy files (a golden transcript cannot own a temporary directory).
+BOOST_AUTO_TEST_CASE(state_dicts_round_trip_through_npy_files) {
+    fs::path dir = fs::temp_directory_path() / ("kiln-script-state-dict-" + std::to_string(::getpid()));
+    std::string quoted = "'" + dir.string() + "'";
+    std::string source = "import torch\nimport kiln\ntorch.manual_seed(0)\n"
+                         "a = kiln.models.gpt(vocab_size=16, max_positions=8, layers=1, d_model=8, heads=2)\n"
+                         "b = kiln.models.gpt(vocab_size=16, max_positions=8, layers=1, d_model=8, heads=2)\n"
+                         "kiln.save_state_dict(a, " + quoted + ")\n"
+                         "d = kiln.read_state_dict_npy(" + quoted + ")\n"
+                         "print(len(d), list(d)[:2], d['wte.weight'].shape)\n"
+                         "t = torch.randint(0, 16, (1, 5))\n"
+                         "print(torch.allclose(a(t), b(t)), kiln.load_state_dict_npy(b, " + quoted + "))\n"
+                         "print(torch.allclose(a(t), b(t), rtol=0, atol=0))\n"
+                         "try:\n    kiln.read_state_dict_npy(" + quoted + " + '/none')\n"
+                         "except RuntimeError as e:\n    print('RuntimeError:', e)\n"
+                         "kiln.save_state_dict(t, " + quoted + ")\n";
+    std::string got = run_script(source, "state_dict.ks");
+    fs::remove_all(dir);
+    std::string want = "16 ['h.0.attn.in_proj_bias', 'h.0.attn.in_proj_weight'] torch.Size([16, 8])\n"
+                       "False <All keys matched successfully>\n"
+                       "True\n"
+                       "RuntimeError: read_state_dict_npy: '" + dir.string() + "/none' is not a directory\n";
+    BOOST_TEST(got.substr(0, want.size()) == want);
+    BOOST_TEST(got.find("TypeError: kiln.save_state_dict(): argument 'module' must be an nn.Module, not Tensor") != std::string::npos, got);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -31,6 +31,18 @@ BOOST_AUTO_TEST_CASE(multihead_attention_has_pytorchs_parameters_and_equals_per_
     BOOST_CHECK_THROW(nn::MultiheadAttention(10, 3), Error);
 }
 
+BOOST_AUTO_TEST_CASE(multihead_attention_takes_pytorchs_sequence_first_layout) {
+    manual_seed(53);
+    nn::MultiheadAttention mha(8, 2);
+    Tensor q = randn({2, 5, 8}), kv = randn({2, 3, 8});
+    Tensor want = mha.attend(q, kv, kv);
+    mha.batch_first = false;  // [L, B, E] in and out
+    Tensor got = mha.attend(q.transpose(0, 1), kv.transpose(0, 1), kv.transpose(0, 1));
+    BOOST_TEST(got.shape() == (Shape{5, 2, 8}));
+    BOOST_TEST(allclose(got.transpose(0, 1), want, 1e-5, 1e-6));
+    BOOST_CHECK_THROW(mha.attend(randn({5, 8}), kv, kv), Error);
+}
+
 BOOST_AUTO_TEST_CASE(the_decoder_is_causal_compiles_equal_to_eager_and_trains) {
     manual_seed(52);
     models::Gpt net({.vocab_size = 32, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4});
