@@ -9,6 +9,7 @@
 
 #include "kiln.h"
 #include "models/gpt.h"
+#include "models/resnet.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
@@ -133,6 +134,32 @@ BOOST_AUTO_TEST_CASE(a_gpt_decoder_trains_on_the_gpu_like_on_the_cpu, *utf::prec
     }
     std::vector<Tensor> pc = on_cpu.parameters(), pg = on_gpu.parameters();
     for (size_t i = 0; i < pc.size(); ++i) BOOST_TEST(max_relative(pg[i], pc[i]) < 1e-4, "parameter " << i);
+}
+
+BOOST_AUTO_TEST_CASE(resnet18_moves_with_its_buffers_and_compiled_training_matches_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    manual_seed(9);
+    models::ResNet18 on_cpu(10);
+    manual_seed(9);
+    models::ResNet18 on_gpu(10);
+    on_gpu.to(kCuda);  // parameters and batch-norm buffers
+    for (const auto& [name, t] : on_gpu.state_dict()) BOOST_TEST((t.device() == kCuda), name);
+    Tensor x = randn({4, 3, 32, 32}), target = randint(0, 10, {4});
+    auto loss_fn = [](nn::Module& net, const Tensor& input, const Tensor& t) { return F::cross_entropy(net.forward(input), t); };
+    auto compiled = compile(loss_fn);
+    optim::SGD opt_cpu(on_cpu.parameters(), 0.05, 0.9), opt_gpu(on_gpu.parameters(), 0.05, 0.9);
+    for (int i = 0; i < 3; ++i) {
+        opt_cpu.zero_grad(), opt_gpu.zero_grad();
+        Tensor lc = loss_fn(on_cpu, x, target), lg = compiled(on_gpu, x.cuda(), target.cuda());
+        lc.backward(), lg.backward();
+        opt_cpu.step(), opt_gpu.step();
+        BOOST_TEST(std::abs(lc.item<double>() - lg.item<double>()) < 1e-3 * (1 + std::abs(lc.item<double>())), "step " << i);
+    }
+    auto sc = on_cpu.state_dict(), sg = on_gpu.state_dict();
+    for (size_t i = 0; i < sc.size(); ++i)
+        if (is_floating(sc[i].second.dtype())) BOOST_TEST(max_relative(sg[i].second, sc[i].second) < 1e-3, sc[i].first);
+    on_cpu.eval(), on_gpu.eval();
+    auto forward = compile([](nn::Module& net, const Tensor& input) { return net.forward(input); });
+    BOOST_TEST(max_relative(forward(on_gpu, x.cuda()), on_cpu.forward(x)) < 1e-3);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
