@@ -40,7 +40,7 @@ class AotNode final : public autograd::Node {
    public:
     AotNode(std::shared_ptr<Compiled> c, std::vector<Tensor> saved, std::vector<Tensor> outputs)
         : c_(std::move(c)), saved_(std::move(saved)) {
-        for (const Tensor& o : outputs) out_meta_.push_back({o.shape(), o.dtype()});
+        for (const Tensor& o : outputs) out_meta_.push_back({o.shape(), o.dtype(), o.device()});
     }
     std::string name() const override { return "CompiledFunctionBackward"; }
     int num_outputs() const override { return int(out_meta_.size()); }
@@ -52,7 +52,9 @@ class AotNode final : public autograd::Node {
         std::vector<Tensor> in = saved_;
         for (int k : c_->plan.tangent_outputs) {
             const Tensor& g = k < int(grads.size()) ? grads[k] : Tensor();
-            in.push_back(g.defined() ? g.contiguous() : zeros(out_meta_[k].first, {.dtype = out_meta_[k].second}));
+            // An output no gradient reached: zeros on the output's own device.
+            const OutMeta& m = out_meta_[k];
+            in.push_back(g.defined() ? g.contiguous() : zeros(m.shape, {.dtype = m.dtype, .device = m.device}));
         }
         std::vector<Tensor> res = c_->backward(in);
         std::vector<Tensor> out;
@@ -74,7 +76,12 @@ class AotNode final : public autograd::Node {
     CompiledFn compile_backward() { return c_->inner(c_->plan.backward, {}); }
     std::shared_ptr<Compiled> c_;
     std::vector<Tensor> saved_;
-    std::vector<std::pair<Shape, DType>> out_meta_;
+    struct OutMeta {
+        Shape shape;
+        DType dtype;
+        Device device;
+    };
+    std::vector<OutMeta> out_meta_;
 };
 
 std::shared_ptr<Compiled> compiled_for(State& s, std::span<const Tensor> inputs) {
