@@ -148,9 +148,9 @@ struct BuildState {
 };
 
 jit::CompiledFn interpreted(std::shared_ptr<const jit::Graph> graph) {
-    return [graph](std::span<const Tensor> inputs) {
+    return [graph, plan = jit::release_plan(*graph)](std::span<const Tensor> inputs) {
         ++stats().calls_interpreted;
-        return jit::interpret(*graph, inputs);
+        return jit::interpret(*graph, inputs, &plan);
     };
 }
 

@@ -369,7 +369,7 @@ class Tracer final : public DispatchHook {
 
     static Tensor fresh_copy(const Tensor& t) {
         NoDispatchHook plain;  // the tracer's own copy is not part of fn
-        Tensor c = empty(t.shape(), t.dtype());
+        Tensor c = empty(t.shape(), t.dtype(), t.device());  // on t's device: later ops read it with t's peers
         strided_copy(c, t.detach());
         return c;
     }

@@ -99,7 +99,8 @@ static void check_inputs(OpId op, std::span<const Tensor> inputs) {
         // A 0-d CPU tensor mixes with tensors of any device, as in PyTorch (kernels_cuda.cpp).
         bool scalar = inputs[i].dim() == 0 || inputs[0].dim() == 0;
         KILN_CHECK(inputs[i].device() == inputs[0].device() || scalar, info.name, ": expected all tensors on one device, got ",
-                   inputs[0].device(), " and ", inputs[i].device());
+                   inputs[0].device(), " and ", inputs[i].device(), " (input 0 of shape ", inputs[0].shape(), ", input ", i,
+                   " of shape ", inputs[i].shape(), ")");
     }
 }
 
