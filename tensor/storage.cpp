@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -31,8 +32,10 @@ struct Pool {
     std::map<size_t, std::vector<void*>> free_blocks;
     PoolStats stats;
 
-    void* take(size_t block) {
+    void* take(size_t block) {  // the caller holds `block` bytes from here on, cached or fresh
         std::lock_guard lock(mu);
+        stats.live_bytes += block;
+        stats.peak_live_bytes = std::max(stats.peak_live_bytes, stats.live_bytes);
         auto it = free_blocks.find(block);
         if (it != free_blocks.end() && !it->second.empty()) {
             void* p = it->second.back();
@@ -46,6 +49,7 @@ struct Pool {
     }
     void give(void* p, size_t block) {
         std::lock_guard lock(mu);
+        stats.live_bytes -= block;
         if (stats.cached_bytes + block > kMaxCachedBytes) {
             std::free(p);
             return;
@@ -100,6 +104,10 @@ std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device) {
     s->data = pool().take(s->block_bytes);
     if (!s->data) {
         s->data = std::aligned_alloc(kAlign, s->block_bytes);
+        if (!s->data) {
+            std::lock_guard lock(pool().mu);
+            pool().stats.live_bytes -= s->block_bytes;
+        }
         KILN_CHECK(s->data, "storage_allocate: out of memory allocating ", bytes, " bytes");
     }
     s->device = device;
@@ -111,5 +119,9 @@ PoolStats pool_stats() {
     return pool().stats;
 }
 void pool_release_cached() { pool().release(); }
+void pool_reset_peak() {
+    std::lock_guard lock(pool().mu);
+    pool().stats.peak_live_bytes = pool().stats.live_bytes;
+}
 
 }  // namespace kiln

@@ -27,8 +27,11 @@ std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device = cpu);
 struct PoolStats {
     size_t hits = 0, misses = 0;  // allocations served from cache / from the OS
     size_t cached_bytes = 0;      // bytes held for reuse
+    size_t live_bytes = 0;        // CPU bytes held by live storages
+    size_t peak_live_bytes = 0;   // the most live_bytes has been since pool_reset_peak()
 };
 PoolStats pool_stats();
 void pool_release_cached();  // give every cached block back to the OS
+void pool_reset_peak();      // peak_live_bytes = live_bytes
 
 }  // namespace kiln
