@@ -65,6 +65,7 @@ void check_fits(double v, DType t, const char* op);
 // float, double and int64 in namespace kiln_math): the eager kernels and codegen's CUDA
 // emitter both start their sources with it.
 const char* cuda_math_prelude();
+const char* cuda_c_type(DType d);  // float, double, long long, bool
 // Every eager CUDA kernel's source with a label (each pointwise op per dtype and operand form,
 // casts, where, reductions): compile-only tests build them with NVRTC, which needs no GPU.
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources();

@@ -20,15 +20,7 @@ namespace {
 using cuda::detail::kernel;
 using cuda::detail::launch;
 
-const char* c_type(DType d) {
-    switch (d) {
-        case DType::float32: return "float";
-        case DType::float64: return "double";
-        case DType::int64: return "long long";
-        case DType::boolean: return "bool";
-    }
-    return "?";
-}
+const char* c_type(DType d) { return cuda_c_type(d); }
 
 // The vocabulary of ops.def's math (tensor/pointwise_math.h) for scalars under NVRTC.
 const char* kPrelude = R"(
@@ -338,6 +330,16 @@ Tensor matmul(std::span<const Tensor> in) {
 }  // namespace
 
 const char* cuda_math_prelude() { return kPrelude; }
+
+const char* cuda_c_type(DType d) {
+    switch (d) {
+        case DType::float32: return "float";
+        case DType::float64: return "double";
+        case DType::int64: return "long long";
+        case DType::boolean: return "bool";
+    }
+    return "?";
+}
 
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     std::vector<std::pair<std::string, std::string>> out;

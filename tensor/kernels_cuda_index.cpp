@@ -14,15 +14,7 @@ namespace {
 using cuda::detail::kernel;
 using cuda::detail::launch;
 
-const char* c_type(DType d) {
-    switch (d) {
-        case DType::float32: return "float";
-        case DType::float64: return "double";
-        case DType::int64: return "long long";
-        case DType::boolean: return "bool";
-    }
-    return "?";
-}
+const char* c_type(DType d) { return cuda_c_type(d); }
 
 void* data(const Tensor& t) { return t.numel() ? t.raw_data() : nullptr; }
 
