@@ -358,7 +358,8 @@ void emit_schedule(const Schedule& s, std::ostream& os) {
             KernelEmitter(s, int(k), os).emit();
         } else {
             os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
-               << (kernel.kind == KernelKind::blas ? " runs on the host (cblas_sgemm)\n\n" : " runs on the host (eager dispatcher)\n\n");
+               << (kernel.kind == KernelKind::blas ? " runs on the host (cblas_sgemm)\n\n"
+                                                   : " runs on the host (eager dispatcher): " + kernel.why + "\n\n");
         }
     }
 }

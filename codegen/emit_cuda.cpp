@@ -468,7 +468,8 @@ void emit_schedule(const Schedule& s, std::ostream& os) {
             CudaKernelEmitter(s, int(k), os).emit();
         } else {
             os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
-               << (kernel.kind == KernelKind::blas ? " runs through the eager matmul (cuBLAS)\n\n" : " runs through the eager dispatcher\n\n");
+               << (kernel.kind == KernelKind::blas ? " runs through the eager matmul (cuBLAS)\n\n"
+                                                   : " runs through the eager dispatcher: " + kernel.why + "\n\n");
         }
     }
 }

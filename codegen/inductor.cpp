@@ -172,6 +172,9 @@ std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& inf
         Schedule s = schedule(*lowered.graph);
         info.schedule = s.print();
         info.generated_kernels = count_generated(s);
+        for (const Kernel& k : s.kernels)
+            if (k.kind == KernelKind::fallback)
+                info.fallbacks.push_back(s.value_name(s.graph.nodes[k.nodes[0]].out.id) + ": " + k.why);
         if (info.generated_kernels == 0) {
             info.why_interpreted = "no kernel to generate (only views, matmuls and ops that run eagerly)";
             return std::nullopt;
@@ -215,6 +218,8 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     info.interpreted = !lgraph;
     record(owner, info);
     dump(info);
+    for (const std::string& f : info.fallbacks)  // explain lists them under the graph the backend received
+        jit::add_backend_note(owner, "inductor graph " + std::to_string(info.id) + ": " + f + " (runs its eager kernel)");
     if (!lgraph) {
         ++stats().graphs_interpreted;
         return interpreted(std::move(graph));

@@ -28,6 +28,7 @@ struct CompiledGraphInfo {
     int generated_kernels = 0;   // pointwise + row kernels in the schedule
     bool interpreted = false;    // no kernel to generate, no compiler, or not lowerable
     std::string why_interpreted;
+    std::vector<std::string> fallbacks;  // "gather_3: gather has no generated form (...)": nodes run eagerly
 };
 
 // The most recent graph handed to the inductor (empty info before any).

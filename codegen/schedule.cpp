@@ -114,6 +114,7 @@ std::string Schedule::print() const {
             os << "  ->";
             for (int id : kernel.stores) os << " " << value_name(id);
         }
+        if (!kernel.why.empty()) os << "  (" << kernel.why << ")";
         os << "\n";
     }
     return os.str();
@@ -170,6 +171,21 @@ struct Scheduler {
         if (op.kind == OpKind::view) return Plan::view;
         if (op.kind == OpKind::matmul) return Plan::blas;
         return Plan::fallback;
+    }
+
+    // Why plan_for() sent `n` to a fallback kernel, for explain, :code and KILN_LOGS=schedule.
+    std::string fallback_reason(const LNode& n) {
+        const OpInfo& op = op_info(n.op);
+        bool generable = (op.kind == OpKind::pointwise && (op.math || is_identity(n))) || op.kind == OpKind::reduction ||
+                         op.kind == OpKind::view;
+        if (!generable) return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) + " op)";
+        auto a_dtype = [](DType d) { return std::string(d == DType::int64 ? "an " : "a ") + dtype_name(d); };
+        if (n.out.dtype != DType::float32) return "its output is " + a_dtype(n.out.dtype) + " value; generated kernels are float32 only";
+        for (int in : n.inputs)
+            if (val(in).dtype != DType::float32) return "it reads " + a_dtype(val(in).dtype) + " value; generated kernels are float32 only";
+        if (op.kind == OpKind::reduction) return "it reduces dims that are not the trailing ones";
+        if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
+        return "a pointwise form generated kernels do not take";
     }
 
     int new_kernel(KernelKind kind, Shape domain, int outer_dims) {
@@ -326,6 +342,7 @@ struct Scheduler {
             }
         }
         place_extern(index, n, plan == Plan::blas ? KernelKind::blas : KernelKind::fallback);
+        if (plan != Plan::blas) s.kernels.back().why = fallback_reason(n);
     }
 
     void bind_symbols() {

@@ -66,6 +66,7 @@ struct Kernel {
     int outer_dims = 0;       // row: leading dims of domain that index rows
     std::vector<int> loads;   // buffers (value ids) read, in first-use order
     std::vector<int> stores;  // values written, in order
+    std::string why;          // fallback: why the node runs its eager kernel instead of generated code
     // Generated kernels receive their buffers as one array: loads, then stores.
     std::vector<int> args() const;
 };

@@ -1,6 +1,7 @@
 // The backend registry and the eager backend (the graph interpreter).
 #include "jit/backends.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -72,8 +73,35 @@ std::vector<std::string> list_backends() {
     return names;
 }
 
+namespace {
+struct Notes {
+    std::mutex mu;
+    std::map<const Graph*, std::vector<std::string>> by_graph;
+};
+Notes& notes() {
+    static Notes* n = new Notes;  // leaked: graphs may die during static destruction
+    return *n;
+}
+}  // namespace
+
+void add_backend_note(const Graph* graph, const std::string& note) {
+    std::lock_guard lock(notes().mu);
+    std::vector<std::string>& list = notes().by_graph[graph];
+    if (std::find(list.begin(), list.end(), note) == list.end()) list.push_back(note);
+}
+
+std::vector<std::string> backend_notes(const Graph* graph) {
+    std::lock_guard lock(notes().mu);
+    auto it = notes().by_graph.find(graph);
+    return it == notes().by_graph.end() ? std::vector<std::string>{} : it->second;
+}
+
 CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples,
                            const BackendOptions& options) {
+    {
+        std::lock_guard lock(notes().mu);  // a graph at a reused address starts without notes
+        notes().by_graph.erase(graph.get());
+    }
     BackendFn factory = backend.fn;
     if (!factory) {
         std::lock_guard lock(registry().mu);

@@ -44,6 +44,12 @@ std::vector<std::string> list_backends();
 CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> example_inputs,
                            const BackendOptions& options = {});
 
+// Notes a backend leaves about a graph it was handed (the inductor: which nodes run their
+// eager kernels instead of generated code, and why); explain prints them. backend_compile
+// clears a graph's notes before its backend runs.
+void add_backend_note(const Graph* graph, const std::string& note);
+std::vector<std::string> backend_notes(const Graph* graph);
+
 // The reference interpreter: every node through dispatch(), in order. With a release plan,
 // each value is dropped after its last reader, so intermediates live only while needed (as
 // in eager code whose handles die); without one, every value lives to the end of the call.

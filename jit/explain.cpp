@@ -19,6 +19,7 @@ ExplainOutput explain_core(const CompiledCore& core) {
                 out.graphs.push_back(s->graph->str());
                 aot::MemoryReport m = aot::last_memory_report(s->graph.get());
                 out.saved_for_backward.push_back(m.eager.empty() && m.compiled.empty() ? "" : m.str());
+                out.backend_notes.push_back(backend_notes(s->graph.get()));
             }
             out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
             out.guards.push_back(e->guards.lines(core.options().arg_names));
@@ -68,6 +69,13 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
         os << "Saved for backward (AOT autograd):\n";
         for (size_t i = 0; i < e.saved_for_backward.size(); ++i)
             if (!e.saved_for_backward[i].empty()) os << "  Graph " << i + 1 << ":\n" << e.saved_for_backward[i];
+    }
+    bool any_note = false;
+    for (const auto& notes : e.backend_notes) any_note = any_note || !notes.empty();
+    if (any_note) {
+        os << "Not fused (the backend runs these nodes' eager kernels):\n";
+        for (size_t i = 0; i < e.backend_notes.size(); ++i)
+            for (const std::string& n : e.backend_notes[i]) os << "  Graph " << i + 1 << ": " << n << "\n";
     }
     if (!e.write_backs.empty()) {
         os << "Functionalized in-place writes:\n";

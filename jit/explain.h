@@ -21,6 +21,8 @@ struct ExplainOutput {
     std::vector<std::string> write_backs;     // per entry with functionalized in-place writes to inputs
     // Per graph, when AOT autograd partitioned it: saved tensors, eager vs compiled.
     std::vector<std::string> saved_for_backward;
+    // Per graph: what its backend said of it (the inductor: nodes left to eager kernels, and why).
+    std::vector<std::vector<std::string>> backend_notes;
 };
 std::ostream& operator<<(std::ostream& os, const ExplainOutput& e);
 

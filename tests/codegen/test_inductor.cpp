@@ -92,6 +92,40 @@ BOOST_AUTO_TEST_CASE(seed_cos_plus_sin_is_one_kernel_and_dumps_its_source) {
     fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(nodes_left_to_eager_kernels_are_reported_with_their_reason) {
+    // gather has no generated form, a sum over the leading dim is not a trailing reduction,
+    // and a float64 value is not float32: each runs its eager kernel, and says why in the
+    // schedule, the generated source (:code) and explain.
+    auto fn = [](const Tensor& x, const Tensor& idx) {
+        Tensor g = gather(exp(x), 1, idx);
+        Tensor cols = sin(x).sum({0});
+        Tensor wide = (x.to(float64) * 2.0).to(float32);
+        return g.sum() + cols.sum() + wide.sum();
+    };
+    auto f = compile(fn);
+    Tensor x = randn({4, 8}), idx = randint(0, 8, {4, 3});
+    BOOST_TEST(allclose(f(x, idx), fn(x, idx), 1e-5, 1e-5));
+    CompiledGraphInfo info = last_compiled();
+    BOOST_TEST(!info.interpreted);
+    std::string all;
+    for (const std::string& line : info.fallbacks) all += line + "\n";
+    BOOST_TEST(all.find("gather has no generated form") != std::string::npos, all);
+    BOOST_TEST(all.find("it reduces dims that are not the trailing ones") != std::string::npos, all);
+    BOOST_TEST(all.find("generated kernels are float32 only") != std::string::npos, all);
+    BOOST_TEST(info.schedule.find("(gather has no generated form") != std::string::npos, info.schedule);
+    BOOST_TEST(info.source.find("runs on the host (eager dispatcher): gather has no generated form") != std::string::npos);
+    std::ostringstream explained;
+    explained << jit::explain_compiled(f);
+    BOOST_TEST(explained.str().find("Not fused (the backend runs these nodes' eager kernels):") != std::string::npos, explained.str());
+    BOOST_TEST(explained.str().find("gather has no generated form") != std::string::npos);
+    // A graph with nothing left to eager kernels reports nothing.
+    auto g = compile(seed_fn);
+    (void)g(randn({16}), randn({16}));
+    std::ostringstream clean;
+    clean << jit::explain_compiled(g);
+    BOOST_TEST(clean.str().find("Not fused") == std::string::npos, clean.str());
+}
+
 BOOST_AUTO_TEST_CASE(softmax_and_layernorm_over_rows_are_one_kernel_each) {
     Tensor x = randn({64, 100}) * 3.0;
     auto sm = compile(softmax_rows);
