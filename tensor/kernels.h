@@ -59,6 +59,8 @@ Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& s
 std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources();  // for compile-only tests
 // rand/randn/randint drawn on the device with the CPU's Philox draws (tensor/philox.h).
 Tensor cuda_random(OpId op, const Attrs& attrs);
+// randint's count of values in [low, high) (0: all 2^64), shared by the CUDA draw.
+uint64_t randint_range(const Attrs& attrs);
 // full's check that `v` fits `t` (kernels_factory.cpp), shared by the CUDA fill.
 void check_fits(double v, DType t, const char* op);
 // The vocabulary of ops.def's math for CUDA C++ (exp, maximum, sign, infinity<T>() ... for

@@ -417,11 +417,7 @@ Tensor cuda_random(OpId op, const Attrs& a) {
     cuda::detail::RandomDraws d = cuda::detail::reserve_random_draws(uint64_t(n));
     long long count = n, int_lo = 0;
     unsigned long long range = 0;
-    if (op == OpId::randint) {
-        int64_t last = a.hi >= 9223372036854775808.0 ? std::numeric_limits<int64_t>::max() : int64_t(a.hi) - 1;
-        int_lo = int64_t(a.lo);
-        range = uint64_t(last) - uint64_t(int_lo) + 1;
-    }
+    if (op == OpId::randint) int_lo = int64_t(a.lo), range = randint_range(a);
     void* out_ptr = data(out);
     double lo = a.lo, hi = a.hi;
     void* args[] = {&count, &out_ptr, &d.seed, &d.offset, &d.graph_state, &lo, &hi, &int_lo, &range};

@@ -83,6 +83,12 @@ RngState reserve_random(uint64_t count) {
     return at;
 }
 
+uint64_t randint_range(const Attrs& a) {
+    // high is exclusive; int64's largest value arrives here rounded up to 2^63.
+    int64_t last = a.hi >= kTwo63 ? std::numeric_limits<int64_t>::max() : int64_t(a.hi) - 1;
+    return uint64_t(last) - uint64_t(int64_t(a.lo)) + 1;  // 0: all 2^64 values
+}
+
 void check_fits(double v, DType t, const char* op) {
     if (t == DType::int64)
         KILN_CHECK(v >= -kTwo63 && v < kTwo63, op, ": value ", v, " cannot be converted to type int64 without overflow");
@@ -141,9 +147,7 @@ Tensor forward_randint(std::span<const Tensor>, const Attrs& a) {
     check_shape(a.shape, "randint");
     KILN_CHECK(a.hi > a.lo, "randint: low (", a.lo, ") must be less than high (", a.hi, ")");
     check_fits(a.lo, DType::int64, "randint");
-    // high is exclusive; int64's largest value arrives here rounded up to 2^63.
-    int64_t last = a.hi >= kTwo63 ? std::numeric_limits<int64_t>::max() : int64_t(a.hi) - 1;
-    uint64_t range = uint64_t(last) - uint64_t(int64_t(a.lo)) + 1;  // 0: all 2^64 values
+    uint64_t range = randint_range(a);
     return random_fill(a, [&](uint64_t seed, uint64_t i) { return kiln_random::draw_int(seed, i, int64_t(a.lo), range); });
 }
 std::vector<Tensor> backward_randint(const BackwardArgs&) { return {}; }
