@@ -70,4 +70,42 @@ BOOST_AUTO_TEST_CASE(a_compiled_training_step_holds_no_more_than_eager) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(dropped_values_are_dead_across_views_in_place_breaks_new_sizes_and_backward) {
+    // What release_plan drops must never be read again: an intermediate read later through a
+    // view (by a matmul), a view of an intermediate returned, an argument written in place, a
+    // data-dependent branch (two graphs), sizes that change (a dynamic entry), and backward.
+    auto fn = [](Tensor x, Tensor w, Tensor acc) {
+        Tensor a = tanh(x * 2.0);
+        Tensor v = a.t();           // a view of an intermediate
+        Tensor h = matmul(v, w);    // read through the view by a host kernel
+        acc.add_(a.sum({0}));       // an argument written in place
+        Tensor out = h.sum() > 0 ? h * 2.0 : h - 1.0;  // a graph break
+        return std::vector<Tensor>{out, v.narrow(0, 1, 2)};  // a view of the intermediate returned
+    };
+    for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+        BOOST_TEST_CONTEXT(backend) {
+            auto f = compile(fn, {.backend = backend});
+            int call = 0;
+            for (int64_t n : {5, 7, 9, 5, 12}) {
+                for (double sign : {1.0, -1.0}) {  // both branches
+                    Tensor x = randn({n, 3}) * sign, w = randn({n, 4}).abs() * sign, acc = randn({3});
+                    Tensor xe = x.clone().requires_grad_(), we = w.clone().requires_grad_(), acc_e = acc.clone();
+                    Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_(), acc_c = acc.clone();
+                    std::vector<Tensor> want = fn(xe, we, acc_e), got = f(xc, wc, acc_c);
+                    BOOST_TEST_CONTEXT("call " << call++ << ", n = " << n) {
+                        BOOST_REQUIRE(got.size() == 2u);
+                        BOOST_TEST(allclose(got[0], want[0], 1e-5, 1e-5));
+                        BOOST_TEST(allclose(got[1], want[1], 1e-5, 1e-5));
+                        BOOST_TEST(allclose(acc_c, acc_e, 1e-5, 1e-6));
+                        (want[0].sum() + want[1].sum() * 3.0).backward();
+                        (got[0].sum() + got[1].sum() * 3.0).backward();
+                        BOOST_TEST(allclose(xc.grad(), xe.grad(), 1e-4, 1e-5));
+                        BOOST_TEST(allclose(wc.grad(), we.grad(), 1e-4, 1e-5));
+                    }
+                }
+            }
+        }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
