@@ -76,7 +76,7 @@ std::vector<std::string> list_backends() {
 namespace {
 struct Notes {
     std::mutex mu;
-    std::map<const Graph*, std::vector<std::string>> by_graph;
+    std::map<uint64_t, std::vector<std::string>> by_graph;  // by Graph::uid()
 };
 Notes& notes() {
     static Notes* n = new Notes;  // leaked: graphs may die during static destruction
@@ -86,21 +86,21 @@ Notes& notes() {
 
 void add_backend_note(const Graph* graph, const std::string& note) {
     std::lock_guard lock(notes().mu);
-    std::vector<std::string>& list = notes().by_graph[graph];
+    std::vector<std::string>& list = notes().by_graph[graph->uid()];
     if (std::find(list.begin(), list.end(), note) == list.end()) list.push_back(note);
 }
 
 std::vector<std::string> backend_notes(const Graph* graph) {
     std::lock_guard lock(notes().mu);
-    auto it = notes().by_graph.find(graph);
+    auto it = notes().by_graph.find(graph->uid());
     return it == notes().by_graph.end() ? std::vector<std::string>{} : it->second;
 }
 
 CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples,
                            const BackendOptions& options) {
     {
-        std::lock_guard lock(notes().mu);  // a graph at a reused address starts without notes
-        notes().by_graph.erase(graph.get());
+        std::lock_guard lock(notes().mu);  // a graph compiled again starts without notes
+        notes().by_graph.erase(graph->uid());
     }
     BackendFn factory = backend.fn;
     if (!factory) {

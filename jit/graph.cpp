@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <iomanip>
@@ -13,6 +14,11 @@
 #include <sstream>
 
 namespace kiln::jit {
+
+uint64_t Graph::Uid::next() {
+    static std::atomic<uint64_t> counter{0};
+    return ++counter;
+}
 
 double SymExpr::eval(std::span<const int64_t> values) const {
     double p = double(coeff);

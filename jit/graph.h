@@ -69,6 +69,10 @@ class Graph {
     // The node's attrs with its patches evaluated; `scratch` holds the copy if needed.
     const Attrs& attrs(const Node& n, std::span<const int64_t> syms, Attrs& scratch) const;
 
+    // Unique for the process's life, copies included: side tables keyed by graph (AOT's memory
+    // report, the backend's notes) must not find a dead graph's entry at a reused address.
+    uint64_t uid() const { return uid_.value; }
+
     std::string str() const;      // one line per node
     std::string tabular() const;  // FX's print_tabular: opcode, name, target, args, kwargs
     void print_tabular(std::ostream& os) const;
@@ -84,6 +88,13 @@ class Graph {
     int num_inputs_ = 0;
     int num_symbols_ = 0;
     std::vector<SymSource> sym_sources_;
+    struct Uid {
+        uint64_t value = next();
+        Uid() = default;
+        Uid(const Uid&) : value(next()) {}
+        Uid& operator=(const Uid&) { return value = next(), *this; }
+        static uint64_t next();
+    } uid_;
 };
 std::ostream& operator<<(std::ostream& os, const Graph& g);
 

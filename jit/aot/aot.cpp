@@ -72,7 +72,7 @@ std::vector<SavedInfo> eager_saved(const Graph& fw, std::span<const Tensor> inpu
 }
 
 std::mutex g_reports_mu;
-std::map<const Graph*, MemoryReport> g_reports;
+std::map<uint64_t, MemoryReport> g_reports;  // by Graph::uid(): an address can be reused
 MemoryReport g_latest;
 
 }  // namespace
@@ -160,14 +160,14 @@ AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
         log_event("aot", os.str());
     }
     std::lock_guard lock(g_reports_mu);
-    g_reports[&fw] = p.memory;
+    g_reports[fw.uid()] = p.memory;
     g_latest = p.memory;
     return p;
 }
 
 MemoryReport last_memory_report(const Graph* graph) {
     std::lock_guard lock(g_reports_mu);
-    auto it = g_reports.find(graph);
+    auto it = g_reports.find(graph->uid());
     return it == g_reports.end() ? MemoryReport{} : it->second;
 }
 
