@@ -206,6 +206,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         std::vector<Tensor> g = std::move(slots(node));
         pending.erase(node);
         if (std::none_of(g.begin(), g.end(), [](const Tensor& t) { return t.defined(); })) continue;
+        node->releases_after_apply = !retain_graph;
         std::vector<Tensor> grads = node->apply_all(g);
         if (!retain_graph) node->release_saved();
         for (size_t i = 0; i < node->next.size() && i < grads.size(); ++i) {

@@ -33,6 +33,7 @@ struct Node {
 
     std::vector<Edge> next;  // one per input
     bool released = false;
+    bool releases_after_apply = false;  // set by backward: release_saved() follows apply_all()
     size_t saved_bytes() const;
 };
 

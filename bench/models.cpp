@@ -135,6 +135,8 @@ std::string run_part(const Part& p) {
     double process_peak = peak_rss_mb();  // tracing and compiling included
     pool_release_cached();
     bool reset = reset_peak_rss();
+    size_t live_before = pool_stats().live_bytes;  // parameters, optimizer state, what compiled code keeps
+    pool_reset_peak();
     std::vector<double> ms;
     for (int i = 0; i < reps; ++i) {
         t0 = std::chrono::steady_clock::now();
@@ -145,9 +147,9 @@ std::string run_part(const Part& p) {
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", \"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
-                  "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f}",
+                  "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f, \"live_before_mb\": %.1f, \"steps_peak_live_mb\": %.1f}",
                   p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads, first_s, ms[ms.size() / 2], process_peak,
-                  reset ? peak_rss_since_reset_mb() : -1.0);
+                  reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6, double(pool_stats().peak_live_bytes) / 1e6);
     return buf;
 }
 

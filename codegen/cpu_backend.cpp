@@ -17,6 +17,7 @@
 #include "autograd/node.h"
 #include "codegen/graph_runtime.h"
 #include "codegen/toolchain.h"
+#include "jit/backends.h"
 #include "tensor/parallel.h"
 
 namespace kiln::codegen {
@@ -156,7 +157,11 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
     std::array<Tensor, 16> small_env;
     std::vector<Tensor> big_env(size_t(num_value_ids_) > small_env.size() ? size_t(num_value_ids_) : 0);
     std::span<Tensor> env = big_env.empty() ? std::span<Tensor>(small_env.data(), size_t(num_value_ids_)) : std::span<Tensor>(big_env);
-    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
+    std::span<Tensor> owned = jit::take_handed_over(inputs);  // AOT's saved tensors, freed after their last reader
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        Tensor input = owned.empty() ? inputs[i] : std::move(owned[i]);
+        env[graph.inputs[i].id] = contiguous_input(input);
+    }
     std::array<float*, 16> small_buffers;
     std::vector<float*> big_buffers;
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "autograd/node.h"
+#include "jit/backends.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/graph_runtime.h"
 #include "tensor/cuda.h"
@@ -49,7 +50,11 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
     autograd::NoGradGuard no_grad;
     std::vector<Tensor> env(static_cast<size_t>(num_value_ids_));
     std::vector<Tensor> moved(static_cast<size_t>(num_value_ids_));  // device copies of 0-d CPU values
-    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
+    std::span<Tensor> owned = jit::take_handed_over(inputs);  // AOT's saved tensors, freed after their last reader
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        Tensor input = owned.empty() ? inputs[i] : std::move(owned[i]);
+        env[graph.inputs[i].id] = contiguous_input(input);
+    }
     std::vector<void*> pointers;  // the kernel's buffer pointers, then its symbols
     std::vector<void*> args;      // what cuLaunchKernel takes: the address of each argument
     std::vector<long long> syms(symbols.begin(), symbols.end());

@@ -240,6 +240,18 @@ struct Scheduler {
         return v_per_row && padded(val(v).shape, n.out.shape.size()) == n.out.shape;
     }
 
+    // Whether kernel k already reads from memory a value n reads.
+    bool shares_a_load(const Kernel& k, const LNode& n) {
+        for (int in : n.inputs) {
+            if (info(in).home == Home::inlined) continue;
+            for (int index : k.nodes)
+                for (int other : s.graph.nodes[index].inputs)
+                    if (other == in || (info(other).home != Home::inlined && info(other).access.buffer == info(in).access.buffer))
+                        return true;
+        }
+        return false;
+    }
+
     void place_compute(int index, const LNode& n, Plan plan) {
         int after = 0;  // the first candidate: no earlier than any kernel whose results n reads
         for (int in : n.inputs) {
@@ -261,6 +273,10 @@ struct Scheduler {
                 fits = fits && can_read_inline(s.kernels[k], in, role, n, plan);
                 ++score;
             }
+            // Joining a kernel that runs before others, when n reads nothing it computes or
+            // loads, saves no memory traffic and computes n early: its value would live across
+            // those kernels (a backward graph's recomputed activations, all at once).
+            if (score == 0 && k + 1 < int(s.kernels.size()) && !shares_a_load(s.kernels[k], n)) continue;
             if (fits && score >= best_score) best = k, best_score = score, best_role = role;
         }
         if (best < 0) {

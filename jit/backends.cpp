@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <optional>
 #include <array>
 
@@ -121,6 +122,18 @@ CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> 
     return [graph, fn = std::move(fn)](std::span<const Tensor> in) { return fn(in); };
 }
 
+namespace {
+thread_local std::span<Tensor> t_handed_over;
+}
+
+InputHandOver::InputHandOver(std::span<Tensor> inputs) { t_handed_over = inputs; }
+InputHandOver::~InputHandOver() { t_handed_over = {}; }
+
+std::span<Tensor> take_handed_over(std::span<const Tensor> inputs) {
+    if (inputs.empty() || t_handed_over.data() != inputs.data() || t_handed_over.size() != inputs.size()) return {};
+    return std::exchange(t_handed_over, {});
+}
+
 ReleasePlan release_plan(const Graph& graph) {
     const auto& nodes = graph.nodes();
     std::vector<size_t> last(nodes.size(), 0);
@@ -141,10 +154,11 @@ std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs
     std::array<Tensor, 16> small;  // small graphs: no allocation for the values
     std::vector<Tensor> big(nodes.size() > small.size() ? nodes.size() : 0);
     std::span<Tensor> vals = big.empty() ? std::span<Tensor>(small.data(), nodes.size()) : std::span<Tensor>(big);
+    std::span<Tensor> owned = release ? take_handed_over(inputs) : std::span<Tensor>();
     for (size_t i = 0; i < nodes.size(); ++i) {
         const Node& n = nodes[i];
         switch (n.kind) {
-            case NodeKind::placeholder: vals[i] = inputs[i]; break;
+            case NodeKind::placeholder: vals[i] = owned.empty() ? inputs[i] : std::move(owned[i]); break;
             case NodeKind::call: vals[i] = run_call(graph, n, syms, vals); break;
             case NodeKind::detach: vals[i] = vals[n.args[0]].detach(); break;
             case NodeKind::output: break;

@@ -50,6 +50,20 @@ CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> 
 void add_backend_note(const Graph* graph, const std::string& note);
 std::vector<std::string> backend_notes(const Graph* graph);
 
+// AOT's backward hands the saved tensors over to the compiled backward when the backward
+// does not retain the graph: a runner called with exactly the handed-over span may move the
+// tensors out of it, so that each is freed after its last reader (eager autograd frees saved
+// tensors node by node as well). Thread-local; the first runner to take them ends it.
+class InputHandOver {
+   public:
+    explicit InputHandOver(std::span<Tensor> inputs);
+    ~InputHandOver();
+    InputHandOver(const InputHandOver&) = delete;
+    InputHandOver& operator=(const InputHandOver&) = delete;
+};
+// `inputs` as tensors the caller may move from, when they were handed over; else empty.
+std::span<Tensor> take_handed_over(std::span<const Tensor> inputs);
+
 // The reference interpreter: every node through dispatch(), in order. With a release plan,
 // each value is dropped after its last reader, so intermediates live only while needed (as
 // in eager code whose handles die); without one, every value lives to the end of the call.

@@ -32,9 +32,12 @@ std::vector<PartitionNode> partition_input(const JointGraph& j) {
     return pn;
 }
 
-// Copies the nodes of `keep` from the joint graph into `b`, mapping ids through `ids`.
-void copy_nodes(const Graph& g, const std::vector<bool>& keep, GraphBuilder& b, std::vector<int>& ids) {
-    for (size_t i = 0; i + 1 < g.nodes().size(); ++i) {
+// Copies the nodes of `keep` from the joint graph into `b`, mapping ids through `ids`, in the
+// joint graph's order or in `order`.
+void copy_nodes(const Graph& g, const std::vector<bool>& keep, GraphBuilder& b, std::vector<int>& ids,
+                const std::vector<int>* order = nullptr) {
+    for (size_t k = 0; k + 1 < (order ? order->size() + 1 : g.nodes().size()); ++k) {
+        size_t i = order ? size_t((*order)[k]) : k;
         const Node& n = g.nodes()[i];
         if (!keep[i] || n.kind == NodeKind::placeholder) continue;
         std::vector<int> args;
@@ -44,6 +47,41 @@ void copy_nodes(const Graph& g, const std::vector<bool>& keep, GraphBuilder& b, 
         }
         ids[i] = n.kind == NodeKind::detach ? b.detach(args[0], n.meta) : b.call(n.op, n.attrs, args, n.meta, true);
     }
+}
+
+// The backward graph's nodes in an order that recomputes late: nodes that depend on a tangent
+// keep the joint graph's order, and a recomputed forward node (one that depends on no tangent)
+// comes just before its first reader. Recomputing everything up front would keep all those
+// values alive beside the saved ones for the whole backward.
+std::vector<int> backward_order(const Graph& g, const std::vector<bool>& keep, int num_primals) {
+    const auto& nodes = g.nodes();
+    size_t n = nodes.size() - 1;
+    std::vector<bool> on_tangent(n, false), placed(n, false);
+    for (size_t i = 0; i < n; ++i) {
+        on_tangent[i] = nodes[i].kind == NodeKind::placeholder && int(i) >= num_primals;
+        for (int a : nodes[i].args) on_tangent[i] = on_tangent[i] || on_tangent[a];
+    }
+    std::vector<int> order, stack;
+    auto place = [&](int root) {  // root after the recomputed nodes it needs, depth first
+        stack.push_back(root);
+        while (!stack.empty()) {
+            int i = stack.back();
+            if (placed[i] || !keep[i] || nodes[i].kind == NodeKind::placeholder) {
+                stack.pop_back();
+                continue;
+            }
+            bool ready = true;
+            for (int a : nodes[i].args)
+                if (!placed[a] && keep[a] && nodes[a].kind != NodeKind::placeholder) ready = false, stack.push_back(a);
+            if (!ready) continue;
+            placed[i] = true, order.push_back(i);
+            stack.pop_back();
+        }
+    };
+    for (size_t i = 0; i < n; ++i)
+        if (on_tangent[i]) place(int(i));
+    for (size_t i = 0; i < n; ++i) place(int(i));  // what only the outputs read
+    return order;
 }
 
 // What eager autograd would save for the same graph: each op's `saves` per the table.
@@ -144,7 +182,8 @@ AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
         bids[t] = bb.placeholder(g.nodes()[t].name, g.nodes()[t].meta, "tangent");
         p.tangent_outputs.push_back(int(k));
     }
-    copy_nodes(g, part.in_backward, bb, bids);
+    std::vector<int> order = backward_order(g, part.in_backward, j.num_primals);
+    copy_nodes(g, part.in_backward, bb, bids, &order);
     std::vector<int> bouts;
     for (int gi : j.input_grads) {
         p.input_grad_slot.push_back(gi >= 0 ? int(bouts.size()) : -1);

@@ -49,14 +49,23 @@ class AotNode final : public autograd::Node {
         KILN_CHECK(!released, "backward: trying to backward through a compiled segment a second time; its saved "
                               "tensors were freed. Pass retain_graph=true to the first backward.");
         std::call_once(c_->backward_once, [&] { c_->backward = c_->forward ? compile_backward() : CompiledFn(); });
-        std::vector<Tensor> in = saved_;
+        // Without retain_graph the engine releases the saved tensors after this call: hand
+        // them to the backward now, which frees each after its last reader.
+        std::vector<Tensor> in = releases_after_apply ? std::move(saved_) : saved_;
         for (int k : c_->plan.tangent_outputs) {
             const Tensor& g = k < int(grads.size()) ? grads[k] : Tensor();
             // An output no gradient reached: zeros on the output's own device.
             const OutMeta& m = out_meta_[k];
             in.push_back(g.defined() ? g.contiguous() : zeros(m.shape, {.dtype = m.dtype, .device = m.device}));
         }
-        std::vector<Tensor> res = c_->backward(in);
+        std::vector<Tensor> res;
+        if (releases_after_apply) {
+            saved_.clear(), released = true;  // a throw from here on leaves nothing to run twice
+            InputHandOver hand_over(in);
+            res = c_->backward(in);
+        } else {
+            res = c_->backward(in);
+        }
         std::vector<Tensor> out;
         for (size_t i = 0; i < c_->plan.input_grad_slot.size(); ++i) {
             int slot = c_->plan.input_grad_slot[i];
