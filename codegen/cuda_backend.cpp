@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <sstream>
+#include <utility>
 
 #include "autograd/node.h"
 #include "jit/backends.h"
@@ -156,15 +157,32 @@ std::vector<Tensor> CudaGraphReplay::run(std::span<const Tensor> inputs) {
     const LGraph& g = graph_.schedule().graph;
     for (const Tensor& t : inputs)
         if (disabled_.empty() && t.device() != g.device) disabled_ = "an input on " + device_text(t.device());
+    std::vector<const void*> addresses;
+    for (const Tensor& t : inputs) addresses.push_back(t.raw_data());
+    std::vector<const void*> before = std::exchange(last_addresses_, addresses);
     if (!disabled_.empty() || ++calls_ == 1) return graph_.run(inputs);  // not capturable, or the warm-up
     autograd::NoGradGuard no_grad;
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.shape());
-    if (!captured_ || shapes != shapes_) {
+    moved_.resize(inputs.size(), false);
+    bool capture = !captured_ || shapes != shapes_;
+    for (size_t i = 0; i < inputs.size() && !capture; ++i)
+        if (aliased_[i] && (addresses[i] != alias_addresses_[i] || !inputs[i].is_contiguous()))
+            moved_[i] = true, capture = true;  // the graph reads the old address: copy this input from now on
+    if (capture) {
         captured_.reset();
         static_outputs_.clear();
         static_inputs_.clear();
-        for (const Tensor& t : inputs) {
+        aliased_.assign(inputs.size(), false);
+        alias_addresses_.assign(inputs.size(), nullptr);
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            const Tensor& t = inputs[i];
+            aliased_[i] = !moved_[i] && i < before.size() && before[i] == addresses[i] && t.is_contiguous();
+            if (aliased_[i]) {
+                static_inputs_.push_back(t);  // for the capture only: the graph keeps its address
+                alias_addresses_[i] = addresses[i];
+                continue;
+            }
             static_inputs_.push_back(empty(t.shape(), t.dtype(), g.device));
             strided_copy(static_inputs_.back(), t);
         }
@@ -174,16 +192,22 @@ std::vector<Tensor> CudaGraphReplay::run(std::span<const Tensor> inputs) {
         } catch (const Error& e) {
             disabled_ = e.what();
             static_outputs_.clear();
+            static_inputs_.clear();
             ++g_not_captured;
             std::lock_guard reason_lock(g_reason_mu);
             g_reason = disabled_;
             return graph_.run(inputs);
         }
+        // No reference to the caller's tensors: each replay checks that the input is at the
+        // captured address, and the stream orders the replay's reads before any later reuse.
+        for (size_t i = 0; i < inputs.size(); ++i)
+            if (aliased_[i]) static_inputs_[i] = Tensor();
         captured_ = std::move(graph);
         shapes_ = shapes;
         ++g_captures;
     } else {
-        for (size_t i = 0; i < inputs.size(); ++i) strided_copy(static_inputs_[i], inputs[i]);
+        for (size_t i = 0; i < inputs.size(); ++i)
+            if (!aliased_[i]) strided_copy(static_inputs_[i], inputs[i]);
     }
     captured_->replay();
     ++g_replays;

@@ -51,7 +51,10 @@ class CompiledCudaGraph {
 // copied into static buffers, and replays; later calls copy their inputs in and replay. New
 // input shapes (symbolic sizes) capture again. Outputs are copies of the static outputs
 // (a graph input returned as it is stays itself), so a later replay never changes a result
-// the caller holds. A graph that cannot be captured (it reads a CPU value, which needs a
+// the caller holds. An input that came at the same address on the call before the capture
+// (a parameter, a batch the caller refills in place, a buffer the caching allocator hands
+// out again) is not copied: the graph reads that address, and each replay checks that the
+// input is there; a call with it elsewhere captures again, the input copied from then on. A graph that cannot be captured (it reads a CPU value, which needs a
 // copy from host memory) runs as in the default mode, saying why in why_not_captured().
 class CudaGraphReplay {
    public:
@@ -66,6 +69,10 @@ class CudaGraphReplay {
     std::string disabled_;
     std::vector<Shape> shapes_;
     std::vector<Tensor> static_inputs_, static_outputs_;
+    std::vector<const void*> last_addresses_;  // each input's address on the previous call
+    std::vector<bool> aliased_;                // the graph reads input i at alias_addresses_[i]
+    std::vector<const void*> alias_addresses_;
+    std::vector<bool> moved_;                  // the input came at a new address after a capture
     std::unique_ptr<cuda::Graph> captured_;
     std::mutex mu_;
 };

@@ -437,6 +437,36 @@ BOOST_AUTO_TEST_CASE(reduce_overhead_replays_cuda_graphs_like_the_default_mode, 
               << mlp_after.not_captured << " graphs not capturable\n";
 }
 
+// An input at the same address on the warm-up and the capture call is read in place, not
+// copied: refilling it in place changes the result, and the same input at a new address (or
+// strided) captures again, copied from then on; every result equals eager's.
+BOOST_AUTO_TEST_CASE(reduce_overhead_reads_inputs_at_stable_addresses_in_place, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
+    auto fn = [](const Tensor& w, const Tensor& x) { return matmul(x, w).tanh() + w.sum(); };
+    auto graphed = compile(fn, {.mode = "reduce-overhead"});
+    Tensor w = randn({32, 32}).cuda(), x = randn({8, 32}).cuda();
+    codegen::CudaGraphStats before = codegen::cuda_graph_stats();
+    auto check = [&](const Tensor& wi, const Tensor& xi, const char* what) {
+        Tensor got = graphed(wi, xi).cpu();
+        BOOST_TEST(kiln_test::relative_error(got, fn(wi.cpu(), xi.cpu())) < 1e-5, what);
+    };
+    check(w, x, "warm-up");
+    check(w, x, "capture");
+    {
+        autograd::NoGradGuard no_grad;
+        w.copy_(randn({32, 32}).cuda());  // refilled in place: the graph reads the new values
+        x.mul_(2.0);
+    }
+    check(w, x, "replay after in-place refills");
+    BOOST_TEST(codegen::cuda_graph_stats().captures - before.captures == 1);
+    Tensor w2 = randn({32, 32}).cuda();
+    check(w2, x, "the weight at a new address");
+    check(w2, x, "replay with the weight copied");
+    check(w, x, "the old weight again, copied");
+    check(w, (randn({32, 8}).cuda()).t(), "a strided input");
+    BOOST_TEST(codegen::cuda_graph_stats().captures - before.captures <= 3);
+    BOOST_TEST(codegen::cuda_graph_stats().not_captured == before.not_captured);
+}
+
 BOOST_AUTO_TEST_CASE(row_kernels_in_registers_or_not_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     // Rows that fit a block's registers (1024 of 256 threads, 5000 of 1024) and rows that do
     // not (3000 of 256 threads, 9000 of 1024): both variants of the kernel, against the CPU.
