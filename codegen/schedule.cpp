@@ -156,33 +156,52 @@ struct Scheduler {
     }
     const LValue& val(int id) const { return s.value(id); }
 
+    // Generated reductions fold float32 or float64 values into an accumulator of that type.
+    bool reduction_dtype_ok(const LNode& n) const {
+        DType in = val(n.inputs[0]).dtype;
+        return is_floating(in) && n.out.dtype == in;
+    }
+
     Plan plan_for(const LNode& n) {
-        bool f32 = n.out.dtype == DType::float32;
-        for (int in : n.inputs) f32 = f32 && val(in).dtype == DType::float32;
         const OpInfo& op = op_info(n.op);
-        if (!f32) return Plan::fallback;  // generated kernels are float32 only
         if (is_identity(n)) return n.inputs.size() == 1 ? Plan::pointwise : Plan::fallback;
+        if (n.op == OpId::where) return n.inputs.size() == 3 ? Plan::pointwise : Plan::fallback;
         if (op.kind == OpKind::pointwise && op.math) {
             size_t want = n.attrs.scalar_pos == ScalarPos::none ? size_t(op.arity) : size_t(op.arity) - 1;
             return n.inputs.size() == want ? Plan::pointwise : Plan::fallback;
         }
         if (op.kind == OpKind::reduction)
-            return trailing_reduced(n, val(n.inputs[0]).shape) >= 0 ? Plan::reduction : Plan::fallback;
+            return reduction_dtype_ok(n) && trailing_reduced(n, val(n.inputs[0]).shape) >= 0
+                       ? Plan::reduction
+                       : Plan::fallback;
         if (op.kind == OpKind::view) return Plan::view;
-        if (op.kind == OpKind::matmul) return Plan::blas;
+        if (op.kind == OpKind::matmul) {  // the blas kernel is cblas_sgemm
+            bool f32 = n.out.dtype == DType::float32;
+            for (int in : n.inputs) f32 = f32 && val(in).dtype == DType::float32;
+            return f32 ? Plan::blas : Plan::fallback;
+        }
         return Plan::fallback;
     }
 
     // Why plan_for() sent `n` to a fallback kernel, for explain, :code and KILN_LOGS=schedule.
     std::string fallback_reason(const LNode& n) {
         const OpInfo& op = op_info(n.op);
-        bool generable = (op.kind == OpKind::pointwise && (op.math || is_identity(n))) || op.kind == OpKind::reduction ||
-                         op.kind == OpKind::view;
-        if (!generable) return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) + " op)";
-        auto a_dtype = [](DType d) { return std::string(d == DType::int64 ? "an " : "a ") + dtype_name(d); };
-        if (n.out.dtype != DType::float32) return "its output is " + a_dtype(n.out.dtype) + " value; generated kernels are float32 only";
-        for (int in : n.inputs)
-            if (val(in).dtype != DType::float32) return "it reads " + a_dtype(val(in).dtype) + " value; generated kernels are float32 only";
+        bool generable =
+            (op.kind == OpKind::pointwise && (op.math || is_identity(n) || n.op == OpId::where)) ||
+            op.kind == OpKind::reduction || op.kind == OpKind::view;
+        auto a_dtype = [](DType d) {
+            return std::string(d == DType::int64 ? "an " : "a ") + dtype_name(d);
+        };
+        if (op.kind == OpKind::matmul)
+            return "a matmul of " + a_dtype(val(n.inputs[0]).dtype) +
+                   " value; the blas kernel is float32 only";
+        if (!generable)
+            return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) +
+                   " op)";
+        if (op.kind == OpKind::reduction && !reduction_dtype_ok(n))
+            return "it reduces " + a_dtype(val(n.inputs[0]).dtype) + " value to " +
+                   a_dtype(n.out.dtype) +
+                   "; generated reductions fold float32 or float64 into the same dtype";
         if (op.kind == OpKind::reduction) return "it reduces dims that are not the trailing ones";
         if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
         return "a pointwise form generated kernels do not take";

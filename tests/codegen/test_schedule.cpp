@@ -119,15 +119,28 @@ BOOST_AUTO_TEST_CASE(a_value_used_by_two_kernels_is_stored_once) {
     BOOST_TEST(sched.values.at(e).home == Home::stored);
 }
 
-BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
+BOOST_AUTO_TEST_CASE(comparisons_and_where_fuse_into_one_kernel) {
     GraphBuilder b;
     int x = b.input({4}, "x"), y = b.input({4}, "y");
     int less = b.node(OpId::lt, {x, y}, {}, {4}, DType::boolean);
     b.output(b.node(OpId::where, {less, x, y}, {}, {4}));
     Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::pointwise);
+    BOOST_TEST(sched.values.at(less).home == Home::inlined);
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
+    GraphBuilder b;
+    int x = b.input({4}, "x");
+    int ints = b.node(OpId::cast, {x}, {.dtype = DType::int64}, {4}, DType::int64);
+    b.output(b.node(OpId::sum, {ints}, {}, {}, DType::int64));  // generated reductions fold floats
+    Schedule sched = schedule(b.graph);
     BOOST_REQUIRE(sched.kernels.size() == 2u);
-    BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::pointwise);
     BOOST_TEST(sched.kernels[1].kind == KernelKind::fallback);
+    BOOST_TEST(sched.kernels[1].why.find("generated reductions fold float32 or float64") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(symbols_are_bound_from_input_dims) {
