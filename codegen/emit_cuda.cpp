@@ -35,6 +35,30 @@ std::string float_literal(double value) {
     return f < 0 ? "(" + text + ")" : text;
 }
 
+std::string double_literal(double value) {
+    if (std::isnan(value)) return "__longlong_as_double(0x7ff8000000000000LL)";
+    if (std::isinf(value)) return value > 0 ? "infinity<double>()" : "(-infinity<double>())";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    std::string text = buf;
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    return value < 0 ? "(" + text + ")" : text;
+}
+
+// A scalar operand in the dtype the node computes in, converted as the eager CUDA kernel
+// converts it ((T)scalar).
+std::string scalar_literal(double value, DType dtype) {
+    if (dtype == DType::float64) return double_literal(value);
+    if (dtype != DType::int64) return float_literal(value);
+    if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) return "(-9223372036854775807LL - 1)";
+    return "(" + std::to_string(int64_t(value)) + "LL)";
+}
+
+// An element converted to another dtype, as the eager CUDA kernels convert (convert_body).
+std::string convert_text(const std::string& x, DType to) {
+    return to == DType::boolean ? "(" + x + " != 0)" : std::string("((") + cuda_c_type(to) + ")" + x + ")";
+}
+
 std::string strip_zero(std::string index) {
     if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
     return index;
@@ -62,14 +86,17 @@ class CudaKernelEmitter : KernelView {
     void emit() {
         bool all_contiguous = true;
         for (const LoadPlan& p : element_loads()) all_contiguous = all_contiguous && p.kind != LoadKind::strided;
-        vec4_ = !row_ && all_contiguous && rank_ > 0;
+        bool float_arrays = all_float32();  // float4 groups: every array float32
+        for (int v : k_.args()) float_arrays = float_arrays && dtype(v) == DType::float32;
+        vec4_ = !row_ && all_contiguous && rank_ > 0 && float_arrays;
         std::string name = s_.kernel_name(index_);
         os_ << "// " << name << ": " << describe() << "\n";
         os_ << "extern \"C\" __global__ void " << name << "(";
         std::vector<int> args = k_.args();
         for (size_t i = 0; i < args.size(); ++i) {
             bool out = i >= k_.loads.size();
-            os_ << (i ? ", " : "") << (out ? "float* __restrict__ " : "const float* __restrict__ ") << s_.value_name(args[i]) << "_ptr";
+            os_ << (i ? ", " : "") << (out ? "" : "const ") << cuda_c_type(dtype(args[i])) << "* __restrict__ " << s_.value_name(args[i])
+                << "_ptr";
         }
         for (int k = 0; k < s_.num_symbols; ++k) os_ << (args.empty() && k == 0 ? "" : ", ") << "long long s" << k;
         if (split_reductions()) os_ << ", float* __restrict__ partials, unsigned int* __restrict__ counters, long long splits";
@@ -111,15 +138,26 @@ class CudaKernelEmitter : KernelView {
 
     std::string ptr(int v) const { return s_.value_name(s_.values.at(v).access.buffer) + "_ptr"; }
 
+    // Operands are converted to the dtype the node computes in (as on the CPU).
     std::string expression(const LNode& n) const {
         const OpInfo& op = op_info(n.op);
+        DType compute = compute_dtype(n);
         std::vector<std::string> xs;
-        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(float_literal(n.attrs.scalar));
-        for (int v : n.inputs) xs.push_back(s_.value_name(v));
-        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(float_literal(n.attrs.scalar));
-        if (!op.math) return xs[0];  // contiguous / cast to float32: the value itself
-        return math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar_literal(n.attrs.scalar, compute));
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+            DType want = operand_dtype(n, i, compute);
+            std::string x = s_.value_name(n.inputs[i]);
+            xs.push_back(dtype(n.inputs[i]) == want ? x : convert_text(x, want));
+        }
+        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar_literal(n.attrs.scalar, compute));
+        if (n.op == OpId::where) return "(" + xs[0] + " ? " + xs[1] + " : " + xs[2] + ")";
+        if (!op.math) return xs[0];  // contiguous / cast: the (converted) value itself
+        std::string math = math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (compute == DType::float32 || is_compare(n.op)) return math;
+        return std::string("((") + cuda_c_type(compute) + ")(" + math + "))";
     }
+
+    const char* type(int v) const { return cuda_c_type(dtype(v)); }
 
 
     // The k_d of element j of the row (only when some array is strided along it).
@@ -143,16 +181,19 @@ class CudaKernelEmitter : KernelView {
             if (in_kernel(v) || !loaded.insert(v).second) return;
             LoadPlan p = plan_load(v, rank_, false);
             std::string name = s_.value_name(v);
-            if (lane && p.kind == LoadKind::contiguous) os_ << ind << "const float " << name << " = " << name << "_v[c];\n";
-            else if (cached_.count(v)) os_ << ind << "const float " << name << " = " << name << "_c[c];\n";
-            else os_ << ind << "const float " << name << " = " << ptr(v) << "[" << index_text(p) << "];\n";
+            std::string decl = std::string("const ") + type(v) + " " + name + " = ";
+            if (lane && p.kind == LoadKind::contiguous) os_ << ind << decl << name << "_v[c];\n";
+            else if (cached_.count(v)) os_ << ind << decl << name << "_c[c];\n";
+            else os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
             if (caching_ && cache_.count(v) && !cached_.count(v)) os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
         };
         std::vector<int> all = body;
         all.insert(all.end(), reductions.begin(), reductions.end());
         for (int index : all)
             for (int v : node(index).inputs) load(v);
-        for (int index : body) os_ << ind << "const float " << s_.value_name(node(index).out.id) << " = " << expression(node(index)) << ";\n";
+        for (int index : body)
+            os_ << ind << "const " << type(node(index).out.id) << " " << s_.value_name(node(index).out.id) << " = " << expression(node(index))
+                << ";\n";
         for (int r : reductions) {
             std::string acc = s_.value_name(node(r).out.id);
             os_ << ind << acc << " = " << reduction_of(node(r).op).update(node(r).op, acc, s_.value_name(node(r).inputs[0])) << ";\n";
@@ -228,9 +269,9 @@ class CudaKernelEmitter : KernelView {
         for (int v : n.inputs) {
             if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
             LoadPlan p = plan_load(v, n.out.shape.size(), true);
-            os_ << ind << "const float " << s_.value_name(v) << " = " << ptr(v) << "[" << p.base << "];\n";
+            os_ << ind << "const " << type(v) << " " << s_.value_name(v) << " = " << ptr(v) << "[" << p.base << "];\n";
         }
-        os_ << ind << "const float " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
+        os_ << ind << "const " << type(n.out.id) << " " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
         emit_row_store(ind, n.out.id);
     }
 
@@ -364,7 +405,7 @@ class CudaKernelEmitter : KernelView {
             emit_row_steps(ind, steps, split);
         } else {
             os_ << ind << "if (row_size <= " << kRowCache << " * (long long)blockDim.x) {  // the row in registers: one read\n";
-            for (int v : cache_) os_ << ind << "    float " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
+            for (int v : cache_) os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
             caching_ = true;
             emit_row_steps(ind + "    ", steps, split);
             caching_ = false;

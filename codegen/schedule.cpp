@@ -156,10 +156,12 @@ struct Scheduler {
     }
     const LValue& val(int id) const { return s.value(id); }
 
-    // Generated reductions fold float32 or float64 values into an accumulator of that type.
+    // Generated reductions fold float32 or float64 values into an accumulator of that type
+    // (CUDA: float32, the type of its block-wide combines).
     bool reduction_dtype_ok(const LNode& n) const {
         DType in = val(n.inputs[0]).dtype;
-        return is_floating(in) && n.out.dtype == in;
+        bool cuda = s.graph.device.type == DeviceType::cuda;
+        return is_floating(in) && n.out.dtype == in && (!cuda || in == DType::float32);
     }
 
     Plan plan_for(const LNode& n) {
@@ -201,7 +203,8 @@ struct Scheduler {
         if (op.kind == OpKind::reduction && !reduction_dtype_ok(n))
             return "it reduces " + a_dtype(val(n.inputs[0]).dtype) + " value to " +
                    a_dtype(n.out.dtype) +
-                   "; generated reductions fold float32 or float64 into the same dtype";
+                   (s.graph.device.type == DeviceType::cuda ? "; generated CUDA reductions fold float32 only"
+                                                             : "; generated reductions fold float32 or float64 into the same dtype");
         if (op.kind == OpKind::reduction) return "it reduces dims that are not the trailing ones";
         if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
         return "a pointwise form generated kernels do not take";
