@@ -249,6 +249,12 @@ class KernelEmitter : KernelView {
     }
 
     std::string load_text(int v, const LoadPlan& p, bool vec) const {
+        if (is_constant(v)) {
+            const LNode& n = node(s_.producer.at(v));
+            std::string value = n.out.dtype == DType::boolean ? (n.attrs.scalar != 0 ? "true" : "false")
+                                                              : scalar_literal(n.attrs.scalar, n.out.dtype);
+            return vec ? (n.out.dtype == DType::boolean ? "BB(" : "B(") + value + ")" : value;
+        }
         std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr";
         std::string index = p.base;
         if (p.kind == LoadKind::contiguous) index += " + j";

@@ -159,6 +159,13 @@ class CudaKernelEmitter : KernelView {
 
     const char* type(int v) const { return cuda_c_type(dtype(v)); }
 
+    // A constant's value (a `full` no kernel stores), as a literal of its dtype.
+    std::string constant_text(int v) const {
+        const LNode& n = node(s_.producer.at(v));
+        if (n.out.dtype == DType::boolean) return n.attrs.scalar != 0 ? "true" : "false";
+        return scalar_literal(n.attrs.scalar, n.out.dtype);
+    }
+
 
     // The k_d of element j of the row (only when some array is strided along it).
     void emit_inner_indices(const std::string& ind) {
@@ -182,7 +189,8 @@ class CudaKernelEmitter : KernelView {
             LoadPlan p = plan_load(v, rank_, false);
             std::string name = s_.value_name(v);
             std::string decl = std::string("const ") + type(v) + " " + name + " = ";
-            if (lane && p.kind == LoadKind::contiguous) os_ << ind << decl << name << "_v[c];\n";
+            if (is_constant(v)) os_ << ind << decl << constant_text(v) << ";\n";
+            else if (lane && p.kind == LoadKind::contiguous) os_ << ind << decl << name << "_v[c];\n";
             else if (cached_.count(v)) os_ << ind << decl << name << "_c[c];\n";
             else os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
             if (caching_ && cache_.count(v) && !cached_.count(v)) os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
@@ -269,7 +277,8 @@ class CudaKernelEmitter : KernelView {
         for (int v : n.inputs) {
             if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
             LoadPlan p = plan_load(v, n.out.shape.size(), true);
-            os_ << ind << "const " << type(v) << " " << s_.value_name(v) << " = " << ptr(v) << "[" << p.base << "];\n";
+            std::string value = is_constant(v) ? constant_text(v) : ptr(v) + "[" + p.base + "]";
+            os_ << ind << "const " << type(v) << " " << s_.value_name(v) << " = " << value << ";\n";
         }
         os_ << ind << "const " << type(n.out.id) << " " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
         emit_row_store(ind, n.out.id);
@@ -441,7 +450,7 @@ class CudaKernelEmitter : KernelView {
             std::set<int> reads;
             for (int index : all)
                 for (int v : node(index).inputs)
-                    if (!in_kernel(v) && !per_row(v)) reads.insert(v);
+                    if (!in_kernel(v) && !per_row(v) && !is_constant(v)) reads.insert(v);
             for (int v : reads) ++passes_reading[v];
         }
         std::set<int> out;

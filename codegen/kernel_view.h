@@ -73,11 +73,13 @@ class KernelView {
                std::find(k_.nodes.begin(), k_.nodes.end(), s_.producer.at(v)) != k_.nodes.end();
     }
     bool per_row(int v) const { return in_kernel(v) && s_.values.at(v).per_row; }
+    bool is_constant(int v) const { return s_.values.at(v).home == Home::constant; }
     const LNode& node(int index) const { return s_.graph.nodes[index]; }
     bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
 
     // Value v read by a node whose shape has `consumer_rank` dims (aligned right, NumPy-style).
     LoadPlan plan_load(int v, size_t consumer_rank, bool row_context) const {
+        if (is_constant(v)) return {LoadKind::constant, "0", {}};  // a literal: no memory
         const Access& a = s_.values.at(v).access;
         const Shape& shape = s_.value(v).shape;
         LoadPlan p;

@@ -218,6 +218,7 @@ struct Scheduler {
     // From now on the value lives in memory: its kernel writes it out.
     void realize(int id) {
         ValueInfo& v = info(id);
+        KILN_CHECK(v.home != Home::constant, "codegen: constant ", id, " has a reader outside generated kernels");
         if (v.home != Home::inlined) return;
         v.home = Home::stored;
         v.access = {id, contiguous_stride_exprs(val(id).shape), {}};
@@ -351,8 +352,26 @@ struct Scheduler {
         s.values[n.out.id] = {Home::stored, k, false, {n.out.id, contiguous_stride_exprs(n.out.shape), {}}};
     }
 
+    // A `full` read only by nodes that generated kernels compute (not a graph output, not
+    // a view's base) is a literal in the kernels that read it (zeros_like(grad) in where's
+    // backward, masked_fill's -inf).
+    bool is_constant(const LNode& n) {
+        if (n.op != OpId::full) return false;
+        if (std::find(s.graph.outputs.begin(), s.graph.outputs.end(), n.out.id) != s.graph.outputs.end()) return false;
+        for (const LNode& user : s.graph.nodes)
+            if (std::find(user.inputs.begin(), user.inputs.end(), n.out.id) != user.inputs.end()) {
+                Plan p = plan_for(user);
+                if (p != Plan::pointwise && p != Plan::reduction) return false;
+            }
+        return true;
+    }
+
     void place(int index) {
         const LNode& n = s.graph.nodes[index];
+        if (is_constant(n)) {
+            s.values[n.out.id] = {Home::constant, -1, false, {-1, {}, {}}};
+            return;
+        }
         Plan plan = plan_for(n);
         if (plan == Plan::pointwise || plan == Plan::reduction) return place_compute(index, n, plan);
         if (plan == Plan::view && n.inputs.size() == 1) {
@@ -391,7 +410,7 @@ struct Scheduler {
             if (kernel.kind != KernelKind::pointwise && kernel.kind != KernelKind::row) continue;
             for (int index : kernel.nodes)
                 for (int in : s.graph.nodes[index].inputs) {
-                    if (computed_in(in, int(k))) continue;
+                    if (computed_in(in, int(k)) || info(in).home == Home::constant) continue;
                     int buffer = info(in).access.buffer;
                     if (std::find(kernel.loads.begin(), kernel.loads.end(), buffer) == kernel.loads.end())
                         kernel.loads.push_back(buffer);

@@ -114,13 +114,23 @@ class DtypeProgramGenerator {
         return r.call(op, {v, input(r, p, broadcast_shape(r.shape(v)), random_dtype())});
     }
 
-    // where(cond, a, b) with a mask of any origin, and a 0-d branch now and then (masked_fill).
+    // where(cond, a, b) with a mask of any origin, and a 0-d branch now and then: an input or
+    // masked_fill's value.
+    // masked_fill's value: a 0-d `full` (a literal in generated kernels), -inf now and then.
+    int fill(Recorder& r, int v) {
+        double value = uniform() < 0.3 ? -INFINITY : double(int(pick(5)) - 2);
+        DType dt = is_floating(dtype(r, v)) ? dtype(r, v) : DType::float32;
+        return r.call(OpId::full, {}, {.shape = {}, .scalar = value, .dtype = dt});
+    }
+
     int where(Recorder& r, Program& p, int v) {
         int cond = dtype(r, v) == DType::boolean
                        ? v
                        : r.call(OpId::gt, {v}, {.scalar = 0.0, .scalar_pos = ScalarPos::right});
-        int other =
-            input(r, p, uniform() < 0.3 ? Shape{} : broadcast_shape(r.shape(v)), random_dtype());
+        int other = uniform() < 0.3
+                        ? fill(r, v)
+                        : input(r, p, uniform() < 0.3 ? Shape{} : broadcast_shape(r.shape(v)),
+                                random_dtype());
         int value = dtype(r, v) == DType::boolean ? input(r, p, r.shape(v), random_dtype()) : v;
         bool swap = uniform() < 0.5;
         return r.call(OpId::where, {cond, swap ? other : value, swap ? value : other});

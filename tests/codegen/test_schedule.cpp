@@ -2,6 +2,8 @@
 // No compiler runs here; tests/codegen/test_emit.cpp checks the results against eager.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "codegen/schedule.h"
 #include "lgraph_builder.h"
 
@@ -128,6 +130,22 @@ BOOST_AUTO_TEST_CASE(comparisons_and_where_fuse_into_one_kernel) {
     BOOST_REQUIRE(sched.kernels.size() == 1u);
     BOOST_TEST(sched.kernels[0].kind == KernelKind::pointwise);
     BOOST_TEST(sched.values.at(less).home == Home::inlined);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_read_only_by_generated_kernels_is_a_constant) {
+    GraphBuilder b;
+    int x = b.input({4}, "x");
+    int zero = b.node(OpId::full, {}, {.shape = {4}, .scalar = 0.0}, {4});
+    int inf = b.node(OpId::full, {}, {.shape = {}, .scalar = -INFINITY}, {});
+    int pos = b.node(OpId::gt, {x, zero}, {}, {4}, DType::boolean);
+    b.output(b.node(OpId::where, {pos, x, inf}, {}, {4}));
+    b.output(inf);  // also returned: this one must be in memory after all
+    Schedule sched = schedule(b.graph);
+    BOOST_TEST(sched.values.at(zero).home == Home::constant);
+    BOOST_TEST(sched.values.at(inf).home == Home::stored);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);  // the returned full (fallback), the where
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+    BOOST_TEST(sched.kernels[1].loads == std::vector<int>({x, inf}));
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
