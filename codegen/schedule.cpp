@@ -148,6 +148,7 @@ Shape padded(const Shape& shape, size_t rank) {
 
 struct Scheduler {
     Schedule s;
+    std::set<int> graph_outputs_;
 
     ValueInfo& info(int id) {
         auto it = s.values.find(id);
@@ -418,6 +419,40 @@ struct Scheduler {
         }
     }
 
+    // A pointwise kernel whose stored values only one later pointwise kernel reads (none
+    // returned, none a view's base) is folded into that kernel: its nodes are recomputed
+    // for every element there. So batch norm's per-channel rsqrt(var + eps), shape
+    // [C, 1, 1], is computed inside the pass over x instead of by a kernel of its own.
+    bool fold_small_kernel() {
+        for (size_t k1 = 0; k1 < s.kernels.size(); ++k1) {
+            const Kernel& small = s.kernels[k1];
+            if (small.kind != KernelKind::pointwise || small.stores.empty()) continue;
+            std::set<int> stored(small.stores.begin(), small.stores.end());
+            int reader = -1;
+            bool ok = true;
+            for (int id : graph_outputs_) ok = ok && !stored.count(id);
+            for (const auto& [id, v] : s.values)
+                ok = ok && !(v.home == Home::view && stored.count(v.access.buffer));
+            for (size_t k = 0; k < s.kernels.size() && ok; ++k)
+                for (int index : s.kernels[k].nodes)
+                    for (int in : s.graph.nodes[index].inputs)
+                        if (stored.count(in) && int(k) != int(k1)) {
+                            ok = ok && (reader < 0 || reader == int(k));
+                            reader = int(k);
+                        }
+            if (!ok || reader < 0 || s.kernels[reader].kind != KernelKind::pointwise) continue;
+            Kernel& big = s.kernels[reader];
+            big.nodes.insert(big.nodes.end(), small.nodes.begin(), small.nodes.end());
+            std::sort(big.nodes.begin(), big.nodes.end());  // node indices are an execution order
+            for (int index : small.nodes) s.values[s.graph.nodes[index].out.id] = {Home::inlined, reader, false, {}};
+            s.kernels.erase(s.kernels.begin() + long(k1));
+            for (auto& [id, v] : s.values)
+                if (v.kernel > int(k1)) --v.kernel;
+            return true;
+        }
+        return false;
+    }
+
     void run(const LGraph& graph) {
         s.graph = graph;
         for (const LValue& v : graph.inputs) {
@@ -431,6 +466,9 @@ struct Scheduler {
             place(int(i));
         }
         for (int id : graph.outputs) realize(id);
+        graph_outputs_ = std::set<int>(graph.outputs.begin(), graph.outputs.end());
+        while (fold_small_kernel()) {
+        }
         bind_symbols();
         collect_loads();
     }

@@ -132,6 +132,22 @@ BOOST_AUTO_TEST_CASE(comparisons_and_where_fuse_into_one_kernel) {
     BOOST_TEST(sched.values.at(less).home == Home::inlined);
 }
 
+BOOST_AUTO_TEST_CASE(a_small_kernel_read_by_one_pointwise_kernel_is_folded_into_it) {
+    // Batch norm's per-channel scale: rsqrt(var + eps) over [C, 1, 1] is recomputed inside
+    // the pass over x, unless something else needs it in memory (here: it is returned).
+    for (bool returned : {false, true}) {
+        GraphBuilder b;
+        int x = b.input({2, 4, 5, 5}, "x"), var = b.input({4, 1, 1}, "var");
+        int scale = b.unary(OpId::rsqrt, b.node(OpId::add, {var}, {.scalar = 1e-5, .scalar_pos = ScalarPos::right}, {4, 1, 1}));
+        b.output(b.unary(OpId::relu, b.binary(OpId::mul, x, scale)));
+        if (returned) b.output(scale);
+        Schedule sched = schedule(b.graph);
+        BOOST_TEST(sched.kernels.size() == (returned ? 2u : 1u));
+        BOOST_TEST(sched.values.at(scale).home == (returned ? Home::stored : Home::inlined));
+        BOOST_TEST(sched.values.at(scale).kernel == 0);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_full_read_only_by_generated_kernels_is_a_constant) {
     GraphBuilder b;
     int x = b.input({4}, "x");
