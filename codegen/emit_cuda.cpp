@@ -86,9 +86,9 @@ class CudaKernelEmitter : KernelView {
     void emit() {
         bool all_contiguous = true;
         for (const LoadPlan& p : element_loads()) all_contiguous = all_contiguous && p.kind != LoadKind::strided;
-        bool float_arrays = all_float32();  // float4 groups: every array float32
-        for (int v : k_.args()) float_arrays = float_arrays && dtype(v) == DType::float32;
-        vec4_ = !row_ && all_contiguous && rank_ > 0 && float_arrays;
+        float_arrays_ = all_float32();  // float4 groups: every array float32
+        for (int v : k_.args()) float_arrays_ = float_arrays_ && dtype(v) == DType::float32;
+        vec4_ = !row_ && all_contiguous && rank_ > 0 && float_arrays_;
         std::string name = s_.kernel_name(index_);
         os_ << "// " << name << ": " << describe() << "\n";
         os_ << "extern \"C\" __global__ void " << name << "(";
@@ -110,6 +110,7 @@ class CudaKernelEmitter : KernelView {
     std::ostream& os_;
     bool row_ = false;
     bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
+    bool float_arrays_ = true;  // every value and array float32 (or bool values): float4 possible
     std::set<int> row_scope_loads_;
     // Row kernels whose passes read an array more than once keep a thread's share of the row
     // in registers (kRowCache elements a thread) when the row fits: one read from memory.
@@ -124,7 +125,7 @@ class CudaKernelEmitter : KernelView {
         if (row_)
             return std::string(split_reductions() ? "row, a row split over `splits` blocks" : "row, one block per row") + ": " +
                    product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
-        return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : " (strided loads)");
+        return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : float_arrays_ ? " (strided loads)" : " (not every array float32)");
     }
 
 
