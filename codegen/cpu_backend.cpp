@@ -167,7 +167,9 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
         const Kernel& kernel = schedule_.kernels[k];
         if (kernels_[k]) {
-            for (int v : kernel.stores) env[v] = empty(concrete(schedule_.value(v).shape, symbols), DType::float32);
+            for (int v : kernel.stores)
+                env[v] =
+                    empty(concrete(schedule_.value(v).shape, symbols), schedule_.value(v).dtype);
             const std::vector<int>& args = kernel_args_[k];
             float** buffers = small_buffers.data();
             if (args.size() > small_buffers.size()) {

@@ -79,7 +79,7 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
             env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
             continue;
         }
-        for (int v : kernel.stores) env[v] = empty(concrete(schedule_.value(v).shape, symbols), DType::float32, graph.device);
+        for (int v : kernel.stores) env[v] = empty(concrete(schedule_.value(v).shape, symbols), schedule_.value(v).dtype, graph.device);
         const std::vector<int>& ids = kernel_args_[k];
         pointers.resize(ids.size());
         args.clear();

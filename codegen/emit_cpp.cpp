@@ -56,6 +56,42 @@ std::string float_literal(double value) {
     return f < 0 ? "(" + text + ")" : text;
 }
 
+std::string double_literal(double value) {
+    if (std::isnan(value)) return "std::numeric_limits<double>::quiet_NaN()";
+    if (std::isinf(value))
+        return value > 0 ? "std::numeric_limits<double>::infinity()"
+                         : "(-std::numeric_limits<double>::infinity())";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    std::string text = buf;
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    return value < 0 ? "(" + text + ")" : text;
+}
+
+// A scalar operand in the dtype the node computes in, converted as eager converts it.
+std::string scalar_literal(double value, DType dtype) {
+    if (dtype == DType::float64) return double_literal(value);
+    if (dtype != DType::int64) return float_literal(value);
+    int64_t v = kiln::cast_value<int64_t>(value);
+    if (v == std::numeric_limits<int64_t>::min()) return "std::numeric_limits<int64_t>::min()";
+    return "int64_t(" + std::to_string(v) + ")";
+}
+
+// The C++ type of one element of a dtype in generated code.
+const char* cpp_type(DType d) {
+    switch (d) {
+        case DType::float32:
+            return "float";
+        case DType::float64:
+            return "double";
+        case DType::int64:
+            return "int64_t";
+        case DType::boolean:
+            return "bool";
+    }
+    return "?";
+}
+
 struct Reduction {
     const char* init;  // identity element
     const char* fold;  // folds a batch into a float accumulator
@@ -65,7 +101,12 @@ struct Reduction {
                                                  : "minimum(" + acc + ", " + v + ")";
     }
 };
-Reduction reduction_of(OpId op) {
+Reduction reduction_of(OpId op, DType dtype) {
+    if (dtype == DType::float64) {
+        if (op == OpId::sum) return {"0.0", "fold_sum"};
+        if (op == OpId::amax) return {"(-std::numeric_limits<double>::infinity())", "fold_max"};
+        return {"std::numeric_limits<double>::infinity()", "fold_min"};
+    }
     if (op == OpId::sum) return {"0.0f", "fold_sum"};
     if (op == OpId::amax) return {"(-std::numeric_limits<float>::infinity())", "fold_max"};
     return {"std::numeric_limits<float>::infinity()", "fold_min"};
@@ -85,7 +126,11 @@ class KernelEmitter : KernelView {
         std::vector<int> args = k_.args();
         for (size_t i = 0; i < args.size(); ++i) {
             bool out = i >= k_.loads.size();
-            os_ << "    " << (out ? "float* " : "const float* ") << s_.value_name(args[i]) << "_ptr = args.buffers[" << i << "];\n";
+            std::string type = std::string(out ? "" : "const ") + cpp_type(dtype(args[i])) + "*";
+            std::string buffer = "args.buffers[" + std::to_string(i) + "]";
+            if (dtype(args[i]) != DType::float32)
+                buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
+            os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
         }
         if (flat_) {
             os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0") << ";\n";
@@ -114,16 +159,22 @@ class KernelEmitter : KernelView {
 
    private:
     std::ostream& os_;
-    bool flat_ = false;   // no rows: [begin, end) are element indices
-    bool vector_ = true;  // every element load is constant or contiguous along the row
+    bool flat_ = false;     // no rows: [begin, end) are element indices
+    bool vector_ = true;    // float lanes: every element load constant or contiguous, every value
+                            // float32 or bool
+    bool float32_ = true;   // every value float32 or bool (else the loops are scalar)
+    bool strided_ = false;  // some element load is strided: the loop computes the k_d
     std::set<int> row_scope_loads_;
 
 
     std::string describe() const {
         std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
         out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
-                     : product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
-        out += vector_ ? "" : " (scalar: strided loads)";
+                     : product_cpp(k_.domain, 0, outer_) + " rows of " +
+                           product_cpp(k_.domain, outer_, rank_);
+        out += !float32_ ? " (scalar: float64 or int64 values)"
+               : vector_ ? ""
+                         : " (scalar: strided loads)";
         return out;
     }
 
@@ -142,42 +193,68 @@ class KernelEmitter : KernelView {
 
 
     void choose_loop() {
-        auto all_vector = [&] {
+        float32_ = all_float32();
+        auto all_contiguous = [&] {
             for (const LoadPlan& p : element_loads())
                 if (p.kind == LoadKind::strided) return false;
             return true;
         };
         if (k_.kind == KernelKind::row) {
             outer_ = k_.outer_dims;
-            vector_ = all_vector();
+            strided_ = !all_contiguous();
+            vector_ = float32_ && !strided_;
             return;
         }
         outer_ = 0, flat_ = true;  // best case: one flat loop over all elements
-        if (all_vector()) return;
+        if (all_contiguous()) return void(vector_ = float32_);
         flat_ = false, outer_ = std::max(rank_ - 1, 0);
-        vector_ = all_vector();
+        strided_ = !all_contiguous();
+        vector_ = float32_ && !strided_;
     }
 
     // ---- statements
 
     std::string operand(int v, bool vec, bool along_row) const {
-        if (per_row(v) && vec && along_row) return "B(" + s_.value_name(v) + ")";
+        if (per_row(v) && vec && along_row)
+            return (dtype(v) == DType::boolean ? "BB(" : "B(") + s_.value_name(v) + ")";
         return s_.value_name(v);
     }
 
+    // Operands are converted to the dtype the node computes in; int64 math runs on
+    // wrap_int64, as eager's does (overflow wraps around).
     std::string expression(const LNode& n, bool vec, bool along_row) const {
         const OpInfo& op = op_info(n.op);
-        std::string scalar = float_literal(n.attrs.scalar);
+        DType compute = compute_dtype(n);
+        bool ints = compute == DType::int64 && op.math && !is_compare(n.op);
+        std::string scalar = scalar_literal(n.attrs.scalar, compute);
         if (vec) scalar = "B(" + scalar + ")";
         std::vector<std::string> xs;
         if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar);
-        for (int v : n.inputs) xs.push_back(operand(v, vec, along_row));
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+            std::string x = operand(n.inputs[i], vec, along_row);
+            DType want = operand_dtype(n, i, compute);
+            if (dtype(n.inputs[i]) != want)
+                x = std::string("convert<") + cpp_type(want) + ">(" + x + ")";
+            xs.push_back(x);
+        }
         if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar);
-        if (!op.math) return xs[0];  // contiguous / cast to float32: the value itself
-        return math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (ints)
+            for (std::string& x : xs) x = "wrap_int64(" + x + ")";
+        if (n.op == OpId::where) return "select(" + xs[0] + ", " + xs[1] + ", " + xs[2] + ")";
+        if (!op.math) return xs[0];  // contiguous / cast: the (converted) value itself
+        std::string math = math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (ints) return "int64_t(wrap_int64(" + math + "))";
+        if (compute == DType::float64 && !is_compare(n.op)) return "double(" + math + ")";
+        return math;
     }
 
     std::string load_text(int v, const LoadPlan& p, bool vec) const {
+        if (is_constant(v)) {
+            const LNode& n = node(s_.producer.at(v));
+            std::string value = n.out.dtype == DType::boolean ? (n.attrs.scalar != 0 ? "true" : "false")
+                                                              : scalar_literal(n.attrs.scalar, n.out.dtype);
+            return vec ? (n.out.dtype == DType::boolean ? "BB(" : "B(") + value + ")" : value;
+        }
         std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr";
         std::string index = p.base;
         if (p.kind == LoadKind::contiguous) index += " + j";
@@ -185,8 +262,10 @@ class KernelEmitter : KernelView {
             for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
         if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
         if (!vec) return ptr + "[" + index + "]";
-        if (p.kind == LoadKind::contiguous) return "B::load_unaligned(" + ptr + " + " + index + ")";
-        return "B(" + ptr + "[" + index + "])";
+        bool is_bool = dtype(v) == DType::boolean;
+        if (p.kind == LoadKind::contiguous)
+            return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr + " + " + index + ")";
+        return (is_bool ? "BB(" : "B(") + ptr + "[" + index + "])";
     }
 
 
@@ -201,9 +280,9 @@ class KernelEmitter : KernelView {
         os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            const char* init = reduction_of(node(r).op).init;
+            const char* init = reduction_of(node(r).op, node(r).out.dtype).init;
             if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
-            os_ << ind << "float " << name << " = " << init << ";\n";
+            os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
         }
         if (vector_) {
             os_ << ind << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
@@ -215,20 +294,23 @@ class KernelEmitter : KernelView {
         os_ << ind << "}\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            if (vector_) os_ << ind << name << " = " << reduction_of(node(r).op).fold << "(" << name << "_vec, " << name << ");\n";
+            if (vector_)
+                os_ << ind << name << " = " << reduction_of(node(r).op, node(r).out.dtype).fold
+                    << "(" << name << "_vec, " << name << ");\n";
             emit_row_store(ind, node(r).out.id);
         }
     }
 
-    void emit_loop_body(const std::string& ind, const std::vector<int>& body, const std::vector<int>& reductions,
-                        const std::vector<int>& stores, bool vec) {
-        if (!vector_ && !flat_ && rank_ - outer_ > 1) {  // strided loads need the index within the row
+    void emit_loop_body(const std::string& ind, const std::vector<int>& body,
+                        const std::vector<int>& reductions, const std::vector<int>& stores,
+                        bool vec) {
+        if (strided_ && rank_ - outer_ > 1) {  // strided loads need the index within the row
             os_ << ind << "int64_t rest_j = j;\n";
             for (int d = rank_ - 1; d > outer_; --d)
                 os_ << ind << "const int64_t k" << d << " = rest_j % " << to_cpp(size_expr(k_.domain[d])) << "; rest_j /= "
                     << to_cpp(size_expr(k_.domain[d])) << ";\n";
             os_ << ind << "const int64_t k" << outer_ << " = rest_j;\n";
-        } else if (!vector_ && rank_ > outer_) {
+        } else if (strided_ && rank_ > outer_) {
             os_ << ind << "const int64_t k" << outer_ << " = j;\n";
         }
         std::set<int> loaded;
@@ -244,15 +326,24 @@ class KernelEmitter : KernelView {
             os_ << ind << "auto " << s_.value_name(node(index).out.id) << " = " << expression(node(index), vec, true) << ";\n";
         for (int r : reductions) {
             std::string acc = s_.value_name(node(r).out.id) + (vec ? "_vec" : "");
-            os_ << ind << acc << " = " << reduction_of(node(r).op).update(acc, operand(node(r).inputs[0], vec, true)) << ";\n";
+            os_ << ind << acc << " = "
+                << reduction_of(node(r).op, node(r).out.dtype)
+                       .update(acc, operand(node(r).inputs[0], vec, true))
+                << ";\n";
         }
         for (int v : stores) {
             LoadPlan p = plan_load(v, rank_, false);
             std::string at = p.base + " + j";
             if (at.rfind("0 + ", 0) == 0) at = at.substr(4);
             std::string ptr = s_.value_name(v) + "_ptr";
-            if (vec) os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at << ");\n";
-            else os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
+            if (vec && dtype(v) == DType::boolean)
+                os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at
+                    << ");\n";
+            else if (vec)
+                os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at
+                    << ");\n";
+            else
+                os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
         }
     }
 
@@ -268,7 +359,8 @@ class KernelEmitter : KernelView {
         for (int v : n.inputs) {
             if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
             LoadPlan p = plan_load(v, n.out.shape.size(), true);
-            os_ << ind << "const float " << s_.value_name(v) << " = " << load_text(v, p, false) << ";\n";
+            os_ << ind << "const " << cpp_type(dtype(v)) << " " << s_.value_name(v) << " = "
+                << load_text(v, p, false) << ";\n";
         }
         os_ << ind << "const auto " << s_.value_name(n.out.id) << " = " << expression(n, false, false) << ";\n";
         emit_row_store(ind, n.out.id);
@@ -314,6 +406,7 @@ const char* kPrelude = R"(#include <algorithm>
 #include <cstdint>
 #include <limits>
 
+#include "tensor/dtype.h"
 #include "tensor/pointwise_math.h"
 
 // Inside kiln_math, exp/maximum/... resolve exactly as in the eager kernels.
@@ -326,6 +419,32 @@ struct KernelArgs {
     float* const* buffers;   // the kernel's loads, then its stores
     const int64_t* symbols;  // s0, s1, ...
 };
+
+// A bool tensor holds one byte per element; in float lanes a bool value is a batch_bool.
+using BB = B::batch_bool_type;
+inline BB load_bool(const bool* p) {
+    alignas(64) float lanes[W];
+    for (int64_t k = 0; k < W; ++k) lanes[k] = p[k] ? 1.0f : 0.0f;
+    return B::load_aligned(lanes) != B(0.0f);
+}
+inline void store_bool(BB v, bool* p) {
+    alignas(64) float lanes[W];
+    xsimd::select(v, B(1.0f), B(0.0f)).store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) p[k] = lanes[k] != 0.0f;
+}
+// Converts an element (or float lanes) to another dtype, as eager's casts do.
+template <class To, class From>
+inline auto convert(From v) {
+    if constexpr (std::is_same_v<From, BB>) {
+        if constexpr (std::is_same_v<To, bool>) return v;
+        else return xsimd::select(v, B(1.0f), B(0.0f));
+    } else if constexpr (std::is_same_v<From, B>) {
+        if constexpr (std::is_same_v<To, bool>) return v != B(0.0f);
+        else return v;
+    } else {
+        return kiln::cast_value<To>(v);
+    }
+}
 
 // Fold the lanes of a batch accumulator into a float one (NaN-propagating for max/min).
 inline float fold_sum(B v, float acc) {

@@ -35,6 +35,30 @@ std::string float_literal(double value) {
     return f < 0 ? "(" + text + ")" : text;
 }
 
+std::string double_literal(double value) {
+    if (std::isnan(value)) return "__longlong_as_double(0x7ff8000000000000LL)";
+    if (std::isinf(value)) return value > 0 ? "infinity<double>()" : "(-infinity<double>())";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    std::string text = buf;
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    return value < 0 ? "(" + text + ")" : text;
+}
+
+// A scalar operand in the dtype the node computes in, converted as the eager CUDA kernel
+// converts it ((T)scalar).
+std::string scalar_literal(double value, DType dtype) {
+    if (dtype == DType::float64) return double_literal(value);
+    if (dtype != DType::int64) return float_literal(value);
+    if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) return "(-9223372036854775807LL - 1)";
+    return "(" + std::to_string(int64_t(value)) + "LL)";
+}
+
+// An element converted to another dtype, as the eager CUDA kernels convert (convert_body).
+std::string convert_text(const std::string& x, DType to) {
+    return to == DType::boolean ? "(" + x + " != 0)" : std::string("((") + cuda_c_type(to) + ")" + x + ")";
+}
+
 std::string strip_zero(std::string index) {
     if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
     return index;
@@ -62,14 +86,17 @@ class CudaKernelEmitter : KernelView {
     void emit() {
         bool all_contiguous = true;
         for (const LoadPlan& p : element_loads()) all_contiguous = all_contiguous && p.kind != LoadKind::strided;
-        vec4_ = !row_ && all_contiguous && rank_ > 0;
+        float_arrays_ = all_float32();  // float4 groups: every array float32
+        for (int v : k_.args()) float_arrays_ = float_arrays_ && dtype(v) == DType::float32;
+        vec4_ = !row_ && all_contiguous && rank_ > 0 && float_arrays_;
         std::string name = s_.kernel_name(index_);
         os_ << "// " << name << ": " << describe() << "\n";
         os_ << "extern \"C\" __global__ void " << name << "(";
         std::vector<int> args = k_.args();
         for (size_t i = 0; i < args.size(); ++i) {
             bool out = i >= k_.loads.size();
-            os_ << (i ? ", " : "") << (out ? "float* __restrict__ " : "const float* __restrict__ ") << s_.value_name(args[i]) << "_ptr";
+            os_ << (i ? ", " : "") << (out ? "" : "const ") << cuda_c_type(dtype(args[i])) << "* __restrict__ " << s_.value_name(args[i])
+                << "_ptr";
         }
         for (int k = 0; k < s_.num_symbols; ++k) os_ << (args.empty() && k == 0 ? "" : ", ") << "long long s" << k;
         if (split_reductions()) os_ << ", float* __restrict__ partials, unsigned int* __restrict__ counters, long long splits";
@@ -83,6 +110,7 @@ class CudaKernelEmitter : KernelView {
     std::ostream& os_;
     bool row_ = false;
     bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
+    bool float_arrays_ = true;  // every value and array float32 (or bool values): float4 possible
     std::set<int> row_scope_loads_;
     // Row kernels whose passes read an array more than once keep a thread's share of the row
     // in registers (kRowCache elements a thread) when the row fits: one read from memory.
@@ -97,7 +125,7 @@ class CudaKernelEmitter : KernelView {
         if (row_)
             return std::string(split_reductions() ? "row, a row split over `splits` blocks" : "row, one block per row") + ": " +
                    product_cpp(k_.domain, 0, outer_) + " rows of " + product_cpp(k_.domain, outer_, rank_);
-        return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : " (strided loads)");
+        return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : float_arrays_ ? " (strided loads)" : " (not every array float32)");
     }
 
 
@@ -111,14 +139,32 @@ class CudaKernelEmitter : KernelView {
 
     std::string ptr(int v) const { return s_.value_name(s_.values.at(v).access.buffer) + "_ptr"; }
 
+    // Operands are converted to the dtype the node computes in (as on the CPU).
     std::string expression(const LNode& n) const {
         const OpInfo& op = op_info(n.op);
+        DType compute = compute_dtype(n);
         std::vector<std::string> xs;
-        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(float_literal(n.attrs.scalar));
-        for (int v : n.inputs) xs.push_back(s_.value_name(v));
-        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(float_literal(n.attrs.scalar));
-        if (!op.math) return xs[0];  // contiguous / cast to float32: the value itself
-        return math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar_literal(n.attrs.scalar, compute));
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+            DType want = operand_dtype(n, i, compute);
+            std::string x = s_.value_name(n.inputs[i]);
+            xs.push_back(dtype(n.inputs[i]) == want ? x : convert_text(x, want));
+        }
+        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar_literal(n.attrs.scalar, compute));
+        if (n.op == OpId::where) return "(" + xs[0] + " ? " + xs[1] + " : " + xs[2] + ")";
+        if (!op.math) return xs[0];  // contiguous / cast: the (converted) value itself
+        std::string math = math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (compute == DType::float32 || is_compare(n.op)) return math;
+        return std::string("((") + cuda_c_type(compute) + ")(" + math + "))";
+    }
+
+    const char* type(int v) const { return cuda_c_type(dtype(v)); }
+
+    // A constant's value (a `full` no kernel stores), as a literal of its dtype.
+    std::string constant_text(int v) const {
+        const LNode& n = node(s_.producer.at(v));
+        if (n.out.dtype == DType::boolean) return n.attrs.scalar != 0 ? "true" : "false";
+        return scalar_literal(n.attrs.scalar, n.out.dtype);
     }
 
 
@@ -143,16 +189,20 @@ class CudaKernelEmitter : KernelView {
             if (in_kernel(v) || !loaded.insert(v).second) return;
             LoadPlan p = plan_load(v, rank_, false);
             std::string name = s_.value_name(v);
-            if (lane && p.kind == LoadKind::contiguous) os_ << ind << "const float " << name << " = " << name << "_v[c];\n";
-            else if (cached_.count(v)) os_ << ind << "const float " << name << " = " << name << "_c[c];\n";
-            else os_ << ind << "const float " << name << " = " << ptr(v) << "[" << index_text(p) << "];\n";
+            std::string decl = std::string("const ") + type(v) + " " + name + " = ";
+            if (is_constant(v)) os_ << ind << decl << constant_text(v) << ";\n";
+            else if (lane && p.kind == LoadKind::contiguous) os_ << ind << decl << name << "_v[c];\n";
+            else if (cached_.count(v)) os_ << ind << decl << name << "_c[c];\n";
+            else os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
             if (caching_ && cache_.count(v) && !cached_.count(v)) os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
         };
         std::vector<int> all = body;
         all.insert(all.end(), reductions.begin(), reductions.end());
         for (int index : all)
             for (int v : node(index).inputs) load(v);
-        for (int index : body) os_ << ind << "const float " << s_.value_name(node(index).out.id) << " = " << expression(node(index)) << ";\n";
+        for (int index : body)
+            os_ << ind << "const " << type(node(index).out.id) << " " << s_.value_name(node(index).out.id) << " = " << expression(node(index))
+                << ";\n";
         for (int r : reductions) {
             std::string acc = s_.value_name(node(r).out.id);
             os_ << ind << acc << " = " << reduction_of(node(r).op).update(node(r).op, acc, s_.value_name(node(r).inputs[0])) << ";\n";
@@ -228,9 +278,10 @@ class CudaKernelEmitter : KernelView {
         for (int v : n.inputs) {
             if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
             LoadPlan p = plan_load(v, n.out.shape.size(), true);
-            os_ << ind << "const float " << s_.value_name(v) << " = " << ptr(v) << "[" << p.base << "];\n";
+            std::string value = is_constant(v) ? constant_text(v) : ptr(v) + "[" + p.base + "]";
+            os_ << ind << "const " << type(v) << " " << s_.value_name(v) << " = " << value << ";\n";
         }
-        os_ << ind << "const float " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
+        os_ << ind << "const " << type(n.out.id) << " " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
         emit_row_store(ind, n.out.id);
     }
 
@@ -364,7 +415,7 @@ class CudaKernelEmitter : KernelView {
             emit_row_steps(ind, steps, split);
         } else {
             os_ << ind << "if (row_size <= " << kRowCache << " * (long long)blockDim.x) {  // the row in registers: one read\n";
-            for (int v : cache_) os_ << ind << "    float " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
+            for (int v : cache_) os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
             caching_ = true;
             emit_row_steps(ind + "    ", steps, split);
             caching_ = false;
@@ -400,7 +451,7 @@ class CudaKernelEmitter : KernelView {
             std::set<int> reads;
             for (int index : all)
                 for (int v : node(index).inputs)
-                    if (!in_kernel(v) && !per_row(v)) reads.insert(v);
+                    if (!in_kernel(v) && !per_row(v) && !is_constant(v)) reads.insert(v);
             for (int v : reads) ++passes_reading[v];
         }
         std::set<int> out;

@@ -4,6 +4,7 @@
 // element nodes a target needs. The emitters differ only in the code they write from it.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 #include <string>
@@ -27,6 +28,40 @@ struct LoadPlan {
     std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the row
 };
 
+// The comparisons of tensor/ops.def (their output is bool).
+inline bool is_compare(OpId op) {
+    switch (op) {
+#define KILN_COMPARE(name, math) case OpId::name:
+#include "tensor/ops.def"
+        return true;
+        default:
+            return false;
+    }
+}
+
+// The dtype a node's math runs in, as eager decides it (tensor/kernels_pointwise.cpp):
+// operands are converted to it first. Math ops, casts, where and reductions: the output's
+// dtype. Comparisons: their operands' promoted dtype (plan_binary with ints kept; a lone
+// scalar keeps int64 only when integral), never bool.
+inline DType compute_dtype(const LNode& n, const std::vector<DType>& in) {
+    if (!is_compare(n.op)) return n.out.dtype;
+    if (n.attrs.scalar_pos != ScalarPos::none) {
+        double s = n.attrs.scalar;
+        bool integral =
+            std::trunc(s) == s && s >= -9223372036854775808.0 && s < 9223372036854775808.0;
+        if (in[0] == DType::float64) return DType::float64;
+        return (in[0] == DType::int64 || in[0] == DType::boolean) && integral ? DType::int64
+                                                                              : DType::float32;
+    }
+    DType t = promote(in[0], in[1]);
+    return t == DType::boolean ? DType::float32 : t;
+}
+
+// The dtype operand `i` of n is converted to before n reads it (where's condition: bool).
+inline DType operand_dtype(const LNode& n, size_t i, DType compute) {
+    return n.op == OpId::where && i == 0 ? DType::boolean : compute;
+}
+
 class KernelView {
    protected:
     KernelView(const Schedule& s, int index, int outer)
@@ -38,11 +73,13 @@ class KernelView {
                std::find(k_.nodes.begin(), k_.nodes.end(), s_.producer.at(v)) != k_.nodes.end();
     }
     bool per_row(int v) const { return in_kernel(v) && s_.values.at(v).per_row; }
+    bool is_constant(int v) const { return s_.values.at(v).home == Home::constant; }
     const LNode& node(int index) const { return s_.graph.nodes[index]; }
     bool is_reduction(int index) const { return op_info(node(index).op).kind == OpKind::reduction; }
 
     // Value v read by a node whose shape has `consumer_rank` dims (aligned right, NumPy-style).
     LoadPlan plan_load(int v, size_t consumer_rank, bool row_context) const {
+        if (is_constant(v)) return {LoadKind::constant, "0", {}};  // a literal: no memory
         const Access& a = s_.values.at(v).access;
         const Shape& shape = s_.value(v).shape;
         LoadPlan p;
@@ -95,6 +132,25 @@ class KernelView {
             visit(t);
         }
         return std::vector<int>(seen.begin(), seen.end());  // node indices are execution order
+    }
+
+    DType dtype(int v) const { return s_.value(v).dtype; }
+    DType compute_dtype(const LNode& n) const {
+        std::vector<DType> in;
+        for (int v : n.inputs) in.push_back(dtype(v));
+        return emit_detail::compute_dtype(n, in);
+    }
+    // Every value the kernel reads or computes is float32 (or bool), and so is all its math.
+    bool all_float32() const {
+        for (int index : k_.nodes) {
+            const LNode& n = node(index);
+            auto ok = [](DType d) { return d == DType::float32 || d == DType::boolean; };
+            if (!ok(n.out.dtype) || !ok(compute_dtype(n))) return false;
+            if (n.op == OpId::where && n.out.dtype != DType::float32) return false;
+            for (int v : n.inputs)
+                if (!ok(dtype(v))) return false;
+        }
+        return true;
     }
 
     bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {

@@ -148,6 +148,7 @@ Shape padded(const Shape& shape, size_t rank) {
 
 struct Scheduler {
     Schedule s;
+    std::set<int> graph_outputs_;
 
     ValueInfo& info(int id) {
         auto it = s.values.find(id);
@@ -156,33 +157,55 @@ struct Scheduler {
     }
     const LValue& val(int id) const { return s.value(id); }
 
+    // Generated reductions fold float32 or float64 values into an accumulator of that type
+    // (CUDA: float32, the type of its block-wide combines).
+    bool reduction_dtype_ok(const LNode& n) const {
+        DType in = val(n.inputs[0]).dtype;
+        bool cuda = s.graph.device.type == DeviceType::cuda;
+        return is_floating(in) && n.out.dtype == in && (!cuda || in == DType::float32);
+    }
+
     Plan plan_for(const LNode& n) {
-        bool f32 = n.out.dtype == DType::float32;
-        for (int in : n.inputs) f32 = f32 && val(in).dtype == DType::float32;
         const OpInfo& op = op_info(n.op);
-        if (!f32) return Plan::fallback;  // generated kernels are float32 only
         if (is_identity(n)) return n.inputs.size() == 1 ? Plan::pointwise : Plan::fallback;
+        if (n.op == OpId::where) return n.inputs.size() == 3 ? Plan::pointwise : Plan::fallback;
         if (op.kind == OpKind::pointwise && op.math) {
             size_t want = n.attrs.scalar_pos == ScalarPos::none ? size_t(op.arity) : size_t(op.arity) - 1;
             return n.inputs.size() == want ? Plan::pointwise : Plan::fallback;
         }
         if (op.kind == OpKind::reduction)
-            return trailing_reduced(n, val(n.inputs[0]).shape) >= 0 ? Plan::reduction : Plan::fallback;
+            return reduction_dtype_ok(n) && trailing_reduced(n, val(n.inputs[0]).shape) >= 0
+                       ? Plan::reduction
+                       : Plan::fallback;
         if (op.kind == OpKind::view) return Plan::view;
-        if (op.kind == OpKind::matmul) return Plan::blas;
+        if (op.kind == OpKind::matmul) {  // the blas kernel is cblas_sgemm
+            bool f32 = n.out.dtype == DType::float32;
+            for (int in : n.inputs) f32 = f32 && val(in).dtype == DType::float32;
+            return f32 ? Plan::blas : Plan::fallback;
+        }
         return Plan::fallback;
     }
 
     // Why plan_for() sent `n` to a fallback kernel, for explain, :code and KILN_LOGS=schedule.
     std::string fallback_reason(const LNode& n) {
         const OpInfo& op = op_info(n.op);
-        bool generable = (op.kind == OpKind::pointwise && (op.math || is_identity(n))) || op.kind == OpKind::reduction ||
-                         op.kind == OpKind::view;
-        if (!generable) return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) + " op)";
-        auto a_dtype = [](DType d) { return std::string(d == DType::int64 ? "an " : "a ") + dtype_name(d); };
-        if (n.out.dtype != DType::float32) return "its output is " + a_dtype(n.out.dtype) + " value; generated kernels are float32 only";
-        for (int in : n.inputs)
-            if (val(in).dtype != DType::float32) return "it reads " + a_dtype(val(in).dtype) + " value; generated kernels are float32 only";
+        bool generable =
+            (op.kind == OpKind::pointwise && (op.math || is_identity(n) || n.op == OpId::where)) ||
+            op.kind == OpKind::reduction || op.kind == OpKind::view;
+        auto a_dtype = [](DType d) {
+            return std::string(d == DType::int64 ? "an " : "a ") + dtype_name(d);
+        };
+        if (op.kind == OpKind::matmul)
+            return "a matmul of " + a_dtype(val(n.inputs[0]).dtype) +
+                   " value; the blas kernel is float32 only";
+        if (!generable)
+            return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) +
+                   " op)";
+        if (op.kind == OpKind::reduction && !reduction_dtype_ok(n))
+            return "it reduces " + a_dtype(val(n.inputs[0]).dtype) + " value to " +
+                   a_dtype(n.out.dtype) +
+                   (s.graph.device.type == DeviceType::cuda ? "; generated CUDA reductions fold float32 only"
+                                                             : "; generated reductions fold float32 or float64 into the same dtype");
         if (op.kind == OpKind::reduction) return "it reduces dims that are not the trailing ones";
         if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
         return "a pointwise form generated kernels do not take";
@@ -196,6 +219,7 @@ struct Scheduler {
     // From now on the value lives in memory: its kernel writes it out.
     void realize(int id) {
         ValueInfo& v = info(id);
+        KILN_CHECK(v.home != Home::constant, "codegen: constant ", id, " has a reader outside generated kernels");
         if (v.home != Home::inlined) return;
         v.home = Home::stored;
         v.access = {id, contiguous_stride_exprs(val(id).shape), {}};
@@ -345,8 +369,26 @@ struct Scheduler {
         s.values[n.out.id] = {Home::stored, k, false, {n.out.id, contiguous_stride_exprs(n.out.shape), {}}};
     }
 
+    // A `full` read only by nodes that generated kernels compute (not a graph output, not
+    // a view's base) is a literal in the kernels that read it (zeros_like(grad) in where's
+    // backward, masked_fill's -inf).
+    bool is_constant(const LNode& n) {
+        if (n.op != OpId::full) return false;
+        if (std::find(s.graph.outputs.begin(), s.graph.outputs.end(), n.out.id) != s.graph.outputs.end()) return false;
+        for (const LNode& user : s.graph.nodes)
+            if (std::find(user.inputs.begin(), user.inputs.end(), n.out.id) != user.inputs.end()) {
+                Plan p = plan_for(user);
+                if (p != Plan::pointwise && p != Plan::reduction) return false;
+            }
+        return true;
+    }
+
     void place(int index) {
         const LNode& n = s.graph.nodes[index];
+        if (is_constant(n)) {
+            s.values[n.out.id] = {Home::constant, -1, false, {-1, {}, {}}};
+            return;
+        }
         Plan plan = plan_for(n);
         if (plan == Plan::pointwise || plan == Plan::reduction) return place_compute(index, n, plan);
         if (plan == Plan::view && n.inputs.size() == 1) {
@@ -385,12 +427,46 @@ struct Scheduler {
             if (kernel.kind != KernelKind::pointwise && kernel.kind != KernelKind::row) continue;
             for (int index : kernel.nodes)
                 for (int in : s.graph.nodes[index].inputs) {
-                    if (computed_in(in, int(k))) continue;
+                    if (computed_in(in, int(k)) || info(in).home == Home::constant) continue;
                     int buffer = info(in).access.buffer;
                     if (std::find(kernel.loads.begin(), kernel.loads.end(), buffer) == kernel.loads.end())
                         kernel.loads.push_back(buffer);
                 }
         }
+    }
+
+    // A pointwise kernel whose stored values only one later pointwise kernel reads (none
+    // returned, none a view's base) is folded into that kernel: its nodes are recomputed
+    // for every element there. So batch norm's per-channel rsqrt(var + eps), shape
+    // [C, 1, 1], is computed inside the pass over x instead of by a kernel of its own.
+    bool fold_small_kernel() {
+        for (size_t k1 = 0; k1 < s.kernels.size(); ++k1) {
+            const Kernel& small = s.kernels[k1];
+            if (small.kind != KernelKind::pointwise || small.stores.empty()) continue;
+            std::set<int> stored(small.stores.begin(), small.stores.end());
+            int reader = -1;
+            bool ok = true;
+            for (int id : graph_outputs_) ok = ok && !stored.count(id);
+            for (const auto& [id, v] : s.values)
+                ok = ok && !(v.home == Home::view && stored.count(v.access.buffer));
+            for (size_t k = 0; k < s.kernels.size() && ok; ++k)
+                for (int index : s.kernels[k].nodes)
+                    for (int in : s.graph.nodes[index].inputs)
+                        if (stored.count(in) && int(k) != int(k1)) {
+                            ok = ok && (reader < 0 || reader == int(k));
+                            reader = int(k);
+                        }
+            if (!ok || reader < 0 || s.kernels[reader].kind != KernelKind::pointwise) continue;
+            Kernel& big = s.kernels[reader];
+            big.nodes.insert(big.nodes.end(), small.nodes.begin(), small.nodes.end());
+            std::sort(big.nodes.begin(), big.nodes.end());  // node indices are an execution order
+            for (int index : small.nodes) s.values[s.graph.nodes[index].out.id] = {Home::inlined, reader, false, {}};
+            s.kernels.erase(s.kernels.begin() + long(k1));
+            for (auto& [id, v] : s.values)
+                if (v.kernel > int(k1)) --v.kernel;
+            return true;
+        }
+        return false;
     }
 
     void run(const LGraph& graph) {
@@ -406,6 +482,9 @@ struct Scheduler {
             place(int(i));
         }
         for (int id : graph.outputs) realize(id);
+        graph_outputs_ = std::set<int>(graph.outputs.begin(), graph.outputs.end());
+        while (fold_small_kernel()) {
+        }
         bind_symbols();
         collect_loads();
     }

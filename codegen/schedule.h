@@ -29,9 +29,10 @@ enum class Home {
     stored,   // written to a fresh contiguous buffer by the kernel that computes it
     view,     // no memory of its own: strided index math over a stored or input buffer
     inlined,  // computed inside its kernel's loop and never written out
+    constant, // a `full` that only generated kernels read: a literal in each, never in memory
 };
 inline std::ostream& operator<<(std::ostream& os, Home h) {
-    const char* names[] = {"input", "stored", "view", "inlined"};
+    const char* names[] = {"input", "stored", "view", "inlined", "constant"};
     return os << names[int(h)];
 }
 

@@ -2,6 +2,8 @@
 // No compiler runs here; tests/codegen/test_emit.cpp checks the results against eager.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "codegen/schedule.h"
 #include "lgraph_builder.h"
 
@@ -119,15 +121,60 @@ BOOST_AUTO_TEST_CASE(a_value_used_by_two_kernels_is_stored_once) {
     BOOST_TEST(sched.values.at(e).home == Home::stored);
 }
 
-BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
+BOOST_AUTO_TEST_CASE(comparisons_and_where_fuse_into_one_kernel) {
     GraphBuilder b;
     int x = b.input({4}, "x"), y = b.input({4}, "y");
     int less = b.node(OpId::lt, {x, y}, {}, {4}, DType::boolean);
     b.output(b.node(OpId::where, {less, x, y}, {}, {4}));
     Schedule sched = schedule(b.graph);
-    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_REQUIRE(sched.kernels.size() == 1u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::pointwise);
+    BOOST_TEST(sched.values.at(less).home == Home::inlined);
+}
+
+BOOST_AUTO_TEST_CASE(a_small_kernel_read_by_one_pointwise_kernel_is_folded_into_it) {
+    // Batch norm's per-channel scale: rsqrt(var + eps) over [C, 1, 1] is recomputed inside
+    // the pass over x, unless something else needs it in memory (here: it is returned).
+    for (bool returned : {false, true}) {
+        GraphBuilder b;
+        int x = b.input({2, 4, 5, 5}, "x"), var = b.input({4, 1, 1}, "var");
+        int scale = b.unary(OpId::rsqrt, b.node(OpId::add, {var}, {.scalar = 1e-5, .scalar_pos = ScalarPos::right}, {4, 1, 1}));
+        b.output(b.unary(OpId::relu, b.binary(OpId::mul, x, scale)));
+        if (returned) b.output(scale);
+        Schedule sched = schedule(b.graph);
+        BOOST_TEST(sched.kernels.size() == (returned ? 2u : 1u));
+        BOOST_TEST(sched.values.at(scale).home == (returned ? Home::stored : Home::inlined));
+        BOOST_TEST(sched.values.at(scale).kernel == 0);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_full_read_only_by_generated_kernels_is_a_constant) {
+    GraphBuilder b;
+    int x = b.input({4}, "x");
+    int zero = b.node(OpId::full, {}, {.shape = {4}, .scalar = 0.0}, {4});
+    int inf = b.node(OpId::full, {}, {.shape = {}, .scalar = -INFINITY}, {});
+    int pos = b.node(OpId::gt, {x, zero}, {}, {4}, DType::boolean);
+    b.output(b.node(OpId::where, {pos, x, inf}, {}, {4}));
+    b.output(inf);  // also returned: this one must be in memory after all
+    Schedule sched = schedule(b.graph);
+    BOOST_TEST(sched.values.at(zero).home == Home::constant);
+    BOOST_TEST(sched.values.at(inf).home == Home::stored);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);  // the returned full (fallback), the where
     BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+    BOOST_TEST(sched.kernels[1].loads == std::vector<int>({x, inf}));
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
+    GraphBuilder b;
+    int x = b.input({4}, "x");
+    int ints = b.node(OpId::cast, {x}, {.dtype = DType::int64}, {4}, DType::int64);
+    b.output(b.node(OpId::sum, {ints}, {}, {}, DType::int64));  // generated reductions fold floats
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::pointwise);
     BOOST_TEST(sched.kernels[1].kind == KernelKind::fallback);
+    BOOST_TEST(sched.kernels[1].why.find("generated reductions fold float32 or float64") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(symbols_are_bound_from_input_dims) {
