@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -145,6 +146,7 @@ struct BuildState {
     bool reduce_overhead = false;              // mode="reduce-overhead": CUDA graphs replay `cuda`
     std::unique_ptr<CudaGraphReplay> replay;
     std::atomic<bool> ready{false};
+    std::shared_future<void> built;  // a background build the first call waits for
 };
 
 jit::CompiledFn interpreted(std::shared_ptr<const jit::Graph> graph) {
@@ -209,7 +211,11 @@ void dump(const CompiledGraphInfo& info) {
 }
 
 // The GraphCompiler: one graph (or AOT half) -> generated kernels, or the interpreter.
-jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph, bool async, bool reduce_overhead) {
+// `async`: build in the background and interpret until the kernels are loaded. `background`:
+// build in the background and let the first call wait for it, so that an AOT forward and
+// backward build at once (two compiler processes).
+jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph, bool async, bool reduce_overhead,
+                              bool background) {
     ++stats().graphs;
     CompiledGraphInfo info;
     info.id = next_graph_id();
@@ -245,9 +251,20 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
             record(owner, info);
         }
     };
-    if (async) launch(std::move(build));
-    else build();
+    if (async) {
+        launch(std::move(build));
+    } else if (background && lgraph->device.type == DeviceType::cpu) {
+        auto done = std::make_shared<std::promise<void>>();
+        state->built = done->get_future().share();
+        launch([build = std::move(build), done]() mutable {
+            build();  // reports its own failure; the call then interprets
+            done->set_value();
+        });
+    } else {
+        build();
+    }
     return [state](std::span<const Tensor> inputs) -> std::vector<Tensor> {
+        if (state->built.valid()) state->built.wait();
         if (state->ready.load(std::memory_order_acquire)) {
             ++stats().calls_compiled;
             if (state->replay) return state->replay->run(inputs);
@@ -267,9 +284,14 @@ jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor
     const jit::Graph* owner = &graph;
     // backend_compile keeps `graph` alive as long as the result: a non-owning handle.
     std::shared_ptr<const jit::Graph> g(&graph, [](const jit::Graph*) {});
-    return jit::aot::aot_compile(g, examples, [owner, async, reduce_overhead](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
-        return compile_graph(owner, std::move(half), async, reduce_overhead);
-    });
+    // A training step's two halves build at once: the backward right after the forward, both
+    // in the background (CPU), the forward's first call waiting for its own.
+    return jit::aot::aot_compile(
+        g, examples,
+        [owner, async, reduce_overhead](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
+            return compile_graph(owner, std::move(half), async, reduce_overhead, true);
+        },
+        true);
 }
 
 CompiledGraphInfo last_compiled() {

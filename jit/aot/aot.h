@@ -41,8 +41,11 @@ struct AotPlan {
 // Builds the joint graph, partitions it and cuts it into forward and backward graphs.
 AotPlan plan(const Graph& forward, std::span<const Tensor> example_inputs);
 
-// A backend that runs `inner`-compiled forward/backward halves when inputs need grad.
-CompiledFn aot_compile(std::shared_ptr<const Graph> graph, std::span<const Tensor> examples, GraphCompiler inner);
+// A backend that runs `inner`-compiled forward/backward halves when inputs need grad. The
+// backward half is compiled at the first backward, or, with `backward_with_forward`, right
+// after the forward half (a compiler that builds in the background then builds both at once).
+CompiledFn aot_compile(std::shared_ptr<const Graph> graph, std::span<const Tensor> examples, GraphCompiler inner,
+                       bool backward_with_forward = false);
 
 // The interpreter as a GraphCompiler.
 CompiledFn interpret_compiler(std::shared_ptr<const Graph> graph, std::span<const Tensor> examples);

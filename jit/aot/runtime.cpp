@@ -23,6 +23,7 @@ struct Compiled {
 struct State {
     std::shared_ptr<const Graph> graph;
     GraphCompiler inner;
+    bool backward_with_forward = false;
     std::once_flag plain_once;
     CompiledFn plain;  // no input needs grad: the graph as is
     std::mutex mu;
@@ -102,16 +103,18 @@ std::shared_ptr<Compiled> compiled_for(State& s, std::span<const Tensor> inputs)
         c->plan = plan(*s.graph, inputs);
         c->inner = s.inner;
         c->forward = s.inner(c->plan.forward, inputs);
+        if (s.backward_with_forward) std::call_once(c->backward_once, [&] { c->backward = c->inner(c->plan.backward, {}); });
     }
     return c;
 }
 
 }  // namespace
 
-CompiledFn aot_compile(std::shared_ptr<const Graph> graph, std::span<const Tensor>, GraphCompiler inner) {
+CompiledFn aot_compile(std::shared_ptr<const Graph> graph, std::span<const Tensor>, GraphCompiler inner, bool backward_with_forward) {
     auto s = std::make_shared<State>();
     s->graph = std::move(graph);
     s->inner = std::move(inner);
+    s->backward_with_forward = backward_with_forward;
     return [s](std::span<const Tensor> inputs) -> std::vector<Tensor> {
         bool wants_grad = autograd::grad_enabled() &&
                           std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });

@@ -171,6 +171,29 @@ BOOST_AUTO_TEST_CASE(mlp_forward_and_backward_match_eager) {
     BOOST_TEST(backward.generated_kernels >= 1);
 }
 
+// A training step's halves go to the compiler together at the first call (the backward right
+// after the forward, so the numbering stays forward first) and build in the background at
+// once: both are built before any backward runs.
+BOOST_AUTO_TEST_CASE(a_training_steps_halves_build_together_at_the_first_call) {
+    auto fn = [](Tensor x, Tensor w) { return (tanh(x * w) * 2.0).sum(); };
+    auto f = compile(fn);
+    Tensor x = randn({64}), w = randn({64}, {.requires_grad = true});
+    InductorStats i0 = inductor_stats();
+    Tensor loss = f(x, w);
+    BOOST_TEST(inductor_stats().graphs - i0.graphs == 2);
+    wait_for_async_compiles();
+    BOOST_TEST(inductor_stats().builds - i0.builds == 2, "both halves built before any backward");
+    CompiledGraphInfo backward = last_compiled();
+    BOOST_TEST(backward.graph.find("tangent") != std::string::npos, "the backward is numbered after the forward");
+    loss.backward();
+    Tensor v = w.detach().requires_grad_();
+    Tensor want = fn(x, v);
+    want.backward();
+    BOOST_TEST(allclose(loss, want, 1e-5, 1e-6));
+    BOOST_TEST(allclose(w.grad(), v.grad(), 1e-5, 1e-6));
+    BOOST_TEST(inductor_stats().calls_compiled - i0.calls_compiled == 2);
+}
+
 // The JIT specializes the first call ([8]), recompiles once with s0 at [10], and that
 // entry's kernel then serves [1000] with no build at all.
 BOOST_AUTO_TEST_CASE(one_kernel_serves_sizes_8_10_and_1000) {
