@@ -34,6 +34,7 @@ struct Backend {
 struct BackendOptions {
     bool async_compile = false;   // build in the background; interpret until it is ready
     std::string mode = "default";
+    bool choose_faster = true;  // inductor: per graph, keep the faster of its kernels and eager
 };
 const BackendOptions& backend_options();
 
@@ -49,6 +50,13 @@ CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> 
 // clears a graph's notes before its backend runs.
 void add_backend_note(const Graph* graph, const std::string& note);
 std::vector<std::string> backend_notes(const Graph* graph);
+
+// What a backend chose to run for a graph it was handed, one line per `key` (the inductor:
+// its generated kernels or the interpreter, per AOT half, measured on the first calls); a
+// line set again under the same key replaces the old one. explain prints them under
+// "Backend choice"; backend_compile clears them with the notes.
+void set_backend_choice(const Graph* graph, const std::string& key, const std::string& line);
+std::vector<std::string> backend_choices(const Graph* graph);
 
 // The reference interpreter: every node through dispatch(), in order. With a release plan,
 // each value is dropped after its last reader, so intermediates live only while needed (as
