@@ -68,16 +68,28 @@ struct Workload {
     bool rows;         // a [rows, 1024] input instead of a flat one
 };
 
-std::string json_workload(const Workload& w, int64_t n, int threads, double eager_ns, double compiled_ns,
-                          double memcpy_ns) {
+// How many of f's graphs (AOT halves counted apart) the inductor chose to run eagerly
+// because its kernels were not faster on the first calls (codegen/choose.h).
+template <class F>
+int graphs_run_eagerly(const F& f) {
+    int n = 0;
+    for (const auto& lines : jit::explain_compiled(f).backend_choices)
+        for (const std::string& line : lines) n += line.ends_with("-> eager");
+    return n;
+}
+
+std::string json_workload(const Workload& w, int64_t n, int threads, double eager_ns,
+                          double compiled_ns, double memcpy_ns, int eager_graphs) {
     // memcpy moves 2 floats per element (read + write); the workload moves tensors_read + 1.
     double bw_fraction = memcpy_ns / 2.0 * double(w.tensors_read + 1) / compiled_ns;
     char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "{\"workload\": \"%s\", \"numel\": %lld, \"threads\": %d, \"eager_ns_per_elem\": %.4f, "
-                  "\"compiled_ns_per_elem\": %.4f, \"memcpy_ns_per_elem\": %.4f, \"speedup_vs_eager\": %.3f, "
-                  "\"fraction_of_memcpy_bandwidth\": %.3f}",
-                  w.name, (long long)n, threads, eager_ns, compiled_ns, memcpy_ns, eager_ns / compiled_ns, bw_fraction);
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"workload\": \"%s\", \"numel\": %lld, \"threads\": %d, \"eager_ns_per_elem\": %.4f, "
+        "\"compiled_ns_per_elem\": %.4f, \"memcpy_ns_per_elem\": %.4f, \"speedup_vs_eager\": %.3f, "
+        "\"fraction_of_memcpy_bandwidth\": %.3f, \"graphs_run_eagerly\": %d}",
+        w.name, (long long)n, threads, eager_ns, compiled_ns, memcpy_ns, eager_ns / compiled_ns,
+        bw_fraction, eager_graphs);
     return buf;
 }
 
@@ -110,8 +122,10 @@ std::string mlp_step_json() {
     double eager_ms = median_ns([&] { step(loss_fn); }) / 1e6;
     double compiled_ms = median_ns([&] { step(compiled); }, kCompiledWarmup) / 1e6;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "{\"workload\": \"mlp_train_step_784_512_512_10_b256\", \"eager_ms\": %.3f, "
-                  "\"compiled_ms\": %.3f, \"speedup_vs_eager\": %.3f}", eager_ms, compiled_ms, eager_ms / compiled_ms);
+    std::snprintf(buf, sizeof buf,
+                  "{\"workload\": \"mlp_train_step_784_512_512_10_b256\", \"eager_ms\": %.3f, "
+                  "\"compiled_ms\": %.3f, \"speedup_vs_eager\": %.3f, \"graphs_run_eagerly\": %d}",
+                  eager_ms, compiled_ms, eager_ms / compiled_ms, graphs_run_eagerly(compiled));
     return buf;
 }
 
@@ -155,7 +169,9 @@ int main() {
                 double numel = double(x.numel());
                 double eager = median_ns([&] { w.fn(x, y); }) / numel;
                 double compiled = median_ns([&] { f(x, y); }, kCompiledWarmup) / numel;
-                out += std::string(first ? "\n  " : ",\n  ") + json_workload(w, x.numel(), threads, eager, compiled, memcpy_ns);
+                out += std::string(first ? "\n  " : ",\n  ") +
+                       json_workload(w, x.numel(), threads, eager, compiled, memcpy_ns,
+                                     graphs_run_eagerly(f));
                 first = false;
             }
         }

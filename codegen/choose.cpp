@@ -30,11 +30,7 @@ TimerHook& timer_hook() {
     return *h;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+double fastest(const std::vector<double>& ms) { return *std::min_element(ms.begin(), ms.end()); }
 
 // One size class's measurement. `chosen` is read without a lock on every call once set.
 struct Slot {
@@ -69,7 +65,7 @@ struct Chooser {
         r.samples = options.samples;
         r.size_class = symbolic ? cls : -1;
         if (c != Choice::measuring)
-            r.generated_ms = median(s.generated_ms), r.eager_ms = median(s.eager_ms);
+            r.generated_ms = fastest(s.generated_ms), r.eager_ms = fastest(s.eager_ms);
         return r;
     }
 
@@ -106,7 +102,7 @@ struct Chooser {
             int n = options.samples;
             if (int(s.generated_ms.size()) == n && int(s.eager_ms.size()) == n) {
                 bool eager_wins =
-                    median(s.eager_ms) * (1 + options.margin) < median(s.generated_ms);
+                    fastest(s.eager_ms) * (1 + options.margin) < fastest(s.generated_ms);
                 Choice c = eager_wins ? Choice::eager : Choice::generated;
                 decided = report(s, cls, c);
                 s.chosen.store(int(c), std::memory_order_release);
@@ -161,7 +157,7 @@ std::string ChoiceReport::str() const {
                       where.c_str(), samples);
         return buf;
     }
-    std::snprintf(buf, sizeof buf, "%s (median of %d) -> %s", where.c_str(), samples,
+    std::snprintf(buf, sizeof buf, "%s (best of %d) -> %s", where.c_str(), samples,
                   choice == Choice::eager ? "eager" : "generated kernels");
     return "generated kernels " + time_text(generated_ms) + " vs eager " + time_text(eager_ms) +
            buf;

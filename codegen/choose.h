@@ -2,8 +2,9 @@
 // "compiled is never slower than eager"). The first call runs the kernels untimed (it pays
 // for first-touch allocations); the next 2 * samples calls alternate kernels, eager,
 // kernels, eager ..., each timed with steady_clock; then the faster path serves every later
-// call. Eager wins only when its median beats the kernels' by more than `margin`, so noise
-// does not flip a choice the kernels nearly win. A call runs the graph once, through one
+// call. Each path is judged by its fastest timed call (other processes only ever add time),
+// and eager wins only when it beats the kernels by more than `margin`, so noise does not
+// flip a choice the kernels nearly win. A call runs the graph once, through one
 // path, so random ops draw once and writes happen once, as in eager.
 //
 // A graph with symbolic sizes serves many sizes, and which path wins depends on the size:
@@ -29,12 +30,12 @@ enum class Choice { measuring, generated, eager };
 
 struct ChoiceReport {
     Choice choice = Choice::measuring;
-    double generated_ms = 0;  // median of the timed calls of the generated kernels
+    double generated_ms = 0;  // the fastest timed call of the generated kernels
     double eager_ms = 0;      // ... of the interpreter
     int samples = 0;          // timed calls of each path
     int size_class =
         -1;  // graphs with symbols: inputs of 2^(size_class-1) .. 2^size_class elements
-    // "generated kernels 0.412 ms vs eager 0.950 ms (median of 3) -> generated kernels"
+    // "generated kernels 0.412 ms vs eager 0.950 ms (best of 3) -> generated kernels"
     std::string str() const;
 };
 
