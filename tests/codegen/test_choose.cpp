@@ -3,9 +3,11 @@
 // set_choice_timer_for_testing, so no test depends on how fast this machine is.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 #include <sstream>
 
+#include "jit/log.h"
 #include "kiln.h"
 
 using namespace kiln;
@@ -229,6 +231,30 @@ BOOST_AUTO_TEST_CASE(explain_shows_measuring_then_the_choice) {
                    std::string::npos,
                text);
     BOOST_TEST(text.find("measuring") == std::string::npos, text);
+}
+
+BOOST_AUTO_TEST_CASE(KILN_LOGS_choice_prints_the_measurement_and_the_choice) {
+    FakeTimes times(0.5, 2.0);
+    std::ostringstream captured;
+    {
+        ScopedEnv logs("KILN_LOGS", "choice");
+        log_reload();
+        std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+        auto f = compile(pointwise);
+        Tensor x = randn({32}), y = randn({32});
+        for (int i = 0; i < kMeasuringCalls; ++i) (void)f(x, y);
+        std::cerr.rdbuf(old);
+    }
+    log_reload();
+    std::string id = std::to_string(last_compiled().id);
+    std::string text = captured.str();
+    BOOST_TEST(text.find("[kiln:choice] inductor graph " + id +
+                         ": measuring generated kernels against eager") != std::string::npos,
+               text);
+    BOOST_TEST(text.find("[kiln:choice] inductor graph " + id +
+                         ": generated kernels 500.0 us vs eager 2.00 ms (best of 3) -> generated "
+                         "kernels") != std::string::npos,
+               text);
 }
 
 BOOST_AUTO_TEST_CASE(the_choice_is_turned_off_by_the_option_or_KILN_CHOOSE) {
