@@ -72,19 +72,21 @@ void record_choice(const jit::Graph* owner, int id, const ChoiceReport& r) {
         else
             info.choices.push_back(r);
     };
-    for (CompiledGraphInfo& info : infos().by_graph[owner])
-        if (info.id == id) update(info);
+    if (auto it = infos().by_graph.find(owner); it != infos().by_graph.end())
+        for (CompiledGraphInfo& info : it->second)
+            if (info.id == id) update(info);
     if (infos().last.id == id) update(infos().last);
 }
 
 // Where the choice for graph `id` goes: its info, explain's "Backend choice", KILN_LOGS=choice.
 OnChoiceReport report_choice(const jit::Graph* owner, int id) {
-    return [owner, id](const ChoiceReport& r) {
+    // Reports come from calls, maybe of a backward half run after `owner` died: by uid.
+    return [owner, uid = owner->uid(), id](const ChoiceReport& r) {
         record_choice(owner, id, r);
         char key[32];  // sorts graphs by id, then size classes
         std::snprintf(key, sizeof key, "%08d/%02d", id, r.size_class + 1);
         std::string line = "inductor graph " + std::to_string(id) + ": " + r.str();
-        jit::set_backend_choice(owner, key, line);
+        jit::set_backend_choice(uid, key, line);
         log_event("choice", line);
     };
 }

@@ -97,9 +97,9 @@ std::vector<std::string> backend_notes(const Graph* graph) {
     return it == notes().by_graph.end() ? std::vector<std::string>{} : it->second;
 }
 
-void set_backend_choice(const Graph* graph, const std::string& key, const std::string& line) {
+void set_backend_choice(uint64_t graph_uid, const std::string& key, const std::string& line) {
     std::lock_guard lock(notes().mu);
-    notes().choices[graph->uid()][key] = line;
+    notes().choices[graph_uid][key] = line;
 }
 
 std::vector<std::string> backend_choices(const Graph* graph) {

@@ -54,8 +54,9 @@ std::vector<std::string> backend_notes(const Graph* graph);
 // What a backend chose to run for a graph it was handed, one line per `key` (the inductor:
 // its generated kernels or the interpreter, per AOT half, measured on the first calls); a
 // line set again under the same key replaces the old one. explain prints them under
-// "Backend choice"; backend_compile clears them with the notes.
-void set_backend_choice(const Graph* graph, const std::string& key, const std::string& line);
+// "Backend choice"; backend_compile clears them with the notes. Set by Graph::uid(): a
+// report that arrives late (a backward half run after its graph died) touches no graph.
+void set_backend_choice(uint64_t graph_uid, const std::string& key, const std::string& line);
 std::vector<std::string> backend_choices(const Graph* graph);
 
 // The reference interpreter: every node through dispatch(), in order. With a release plan,
