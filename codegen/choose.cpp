@@ -24,9 +24,9 @@ struct TimerHook {
     std::mutex mu;
     ChoiceTimer timer;
 };
+// Leaked: compiled graphs may run during static destruction.
 TimerHook& timer_hook() {
-    static TimerHook* h =
-        new TimerHook;  // leaked: compiled graphs may run during static destruction
+    static TimerHook* h = new TimerHook;
     return *h;
 }
 
