@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <cstdlib>
 #include <iostream>
@@ -59,6 +60,36 @@ void record(const jit::Graph* owner, const CompiledGraphInfo& info) {
     if (it != list.end()) *it = info;
     else list.push_back(info);
     if (infos().last.id <= info.id) infos().last = info;
+}
+
+// Stores a choice report in graph `id`'s info (replacing the one for its size class).
+void record_choice(const jit::Graph* owner, int id, const ChoiceReport& r) {
+    std::lock_guard lock(infos().mu);
+    auto update = [&](CompiledGraphInfo& info) {
+        auto it = std::find_if(info.choices.begin(), info.choices.end(),
+                               [&](const ChoiceReport& c) { return c.size_class == r.size_class; });
+        if (it != info.choices.end())
+            *it = r;
+        else
+            info.choices.push_back(r);
+    };
+    if (auto it = infos().by_graph.find(owner); it != infos().by_graph.end())
+        for (CompiledGraphInfo& info : it->second)
+            if (info.id == id) update(info);
+    if (infos().last.id == id) update(infos().last);
+}
+
+// Where the choice for graph `id` goes: its info, explain's "Backend choice", KILN_LOGS=choice.
+OnChoiceReport report_choice(const jit::Graph* owner, int id) {
+    // Reports come from calls, maybe of a backward half run after `owner` died: by uid.
+    return [owner, uid = owner->uid(), id](const ChoiceReport& r) {
+        record_choice(owner, id, r);
+        char key[32];  // sorts graphs by id, then size classes
+        std::snprintf(key, sizeof key, "%08d/%02d", id, r.size_class + 1);
+        std::string line = "inductor graph " + std::to_string(id) + ": " + r.str();
+        jit::set_backend_choice(uid, key, line);
+        log_event("choice", line);
+    };
 }
 
 // Why generated kernels are off although a graph has some: "" (they are not), "no C++
@@ -214,8 +245,9 @@ void dump(const CompiledGraphInfo& info) {
 // `async`: build in the background and interpret until the kernels are loaded. `background`:
 // build in the background and let the first call wait for it, so that an AOT forward and
 // backward build at once (two compiler processes).
-jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph, bool async, bool reduce_overhead,
-                              bool background) {
+jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit::Graph> graph,
+                              const jit::BackendOptions& options, bool background) {
+    bool async = options.async_compile, reduce_overhead = options.mode == "reduce-overhead";
     ++stats().graphs;
     CompiledGraphInfo info;
     info.id = next_graph_id();
@@ -251,9 +283,11 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
             record(owner, info);
         }
     };
+    // Checked before the build, so that a bad KILN_CHOOSE is an error of this compile.
+    ChoiceOptions choice = choice_options_from_env();
     if (async) {
         launch(std::move(build));
-    } else if (background && lgraph->device.type == DeviceType::cpu) {
+    } else if (background && !info.cuda) {
         auto done = std::make_shared<std::promise<void>>();
         state->built = done->get_future().share();
         launch([build = std::move(build), done]() mutable {
@@ -263,13 +297,20 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     } else {
         build();
     }
-    return [state](std::span<const Tensor> inputs) -> std::vector<Tensor> {
+    jit::CompiledFn generated = [state](std::span<const Tensor> inputs) {
+        ++stats().calls_compiled;
+        if (state->replay) return state->replay->run(inputs);
+        return state->cuda ? state->cuda->run(inputs) : state->compiled->run(inputs);
+    };
+    // CUDA kernels are kept: timing them needs a device synchronize per call, which would
+    // cost more than the choice could find (eager CUDA kernels launch one per op).
+    if (options.choose_faster && choice.enabled && !info.cuda)
+        generated = choose_faster(info.id, std::move(generated), interpreted(graph), choice,
+                                  graph->num_symbols() > 0, report_choice(owner, info.id));
+    return [state, generated = std::move(generated)](
+               std::span<const Tensor> inputs) -> std::vector<Tensor> {
         if (state->built.valid()) state->built.wait();
-        if (state->ready.load(std::memory_order_acquire)) {
-            ++stats().calls_compiled;
-            if (state->replay) return state->replay->run(inputs);
-            return state->cuda ? state->cuda->run(inputs) : state->compiled->run(inputs);
-        }
+        if (state->ready.load(std::memory_order_acquire)) return generated(inputs);
         ++stats().calls_interpreted;  // still building (async), or the build failed
         return jit::interpret(*state->graph, inputs);
     };
@@ -279,8 +320,7 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
 
 jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor> examples) {
     // The halves compile lazily (at the first call, the first backward): copy the options now.
-    bool async = jit::backend_options().async_compile;
-    bool reduce_overhead = jit::backend_options().mode == "reduce-overhead";
+    jit::BackendOptions options = jit::backend_options();
     const jit::Graph* owner = &graph;
     // backend_compile keeps `graph` alive as long as the result: a non-owning handle.
     std::shared_ptr<const jit::Graph> g(&graph, [](const jit::Graph*) {});
@@ -288,8 +328,8 @@ jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor
     // in the background (CPU), the forward's first call waiting for its own.
     return jit::aot::aot_compile(
         g, examples,
-        [owner, async, reduce_overhead](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
-            return compile_graph(owner, std::move(half), async, reduce_overhead, true);
+        [owner, options](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
+            return compile_graph(owner, std::move(half), options, true);
         },
         true);
 }

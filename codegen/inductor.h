@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/choose.h"
 #include "jit/backends.h"
 
 namespace kiln::codegen {
@@ -29,6 +30,9 @@ struct CompiledGraphInfo {
     bool interpreted = false;    // no kernel to generate, no compiler, or not lowerable
     std::string why_interpreted;
     std::vector<std::string> fallbacks;  // "gather_3: gather has no generated form (...)": nodes run eagerly
+    // The kernels-or-eager choice (codegen/choose.h), one report per size class, latest
+    // first seen first. Empty when nothing is chosen: interpreted, CUDA, or choice turned off.
+    std::vector<ChoiceReport> choices;
 };
 
 // The most recent graph handed to the inductor (empty info before any).

@@ -78,6 +78,7 @@ namespace {
 struct Notes {
     std::mutex mu;
     std::map<uint64_t, std::vector<std::string>> by_graph;  // by Graph::uid()
+    std::map<uint64_t, std::map<std::string, std::string>> choices;  // by Graph::uid(), then key
 };
 Notes& notes() {
     static Notes* n = new Notes;  // leaked: graphs may die during static destruction
@@ -97,11 +98,26 @@ std::vector<std::string> backend_notes(const Graph* graph) {
     return it == notes().by_graph.end() ? std::vector<std::string>{} : it->second;
 }
 
+void set_backend_choice(uint64_t graph_uid, const std::string& key, const std::string& line) {
+    std::lock_guard lock(notes().mu);
+    notes().choices[graph_uid][key] = line;
+}
+
+std::vector<std::string> backend_choices(const Graph* graph) {
+    std::lock_guard lock(notes().mu);
+    std::vector<std::string> lines;
+    auto it = notes().choices.find(graph->uid());
+    if (it != notes().choices.end())
+        for (const auto& [key, line] : it->second) lines.push_back(line);
+    return lines;
+}
+
 CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples,
                            const BackendOptions& options) {
     {
         std::lock_guard lock(notes().mu);  // a graph compiled again starts without notes
         notes().by_graph.erase(graph->uid());
+        notes().choices.erase(graph->uid());
     }
     BackendFn factory = backend.fn;
     if (!factory) {

@@ -34,6 +34,7 @@ struct Backend {
 struct BackendOptions {
     bool async_compile = false;   // build in the background; interpret until it is ready
     std::string mode = "default";
+    bool choose_faster = true;  // inductor: per graph, keep the faster of its kernels and eager
 };
 const BackendOptions& backend_options();
 
@@ -63,6 +64,14 @@ class InputHandOver {
 };
 // `inputs` as tensors the caller may move from, when they were handed over; else empty.
 std::span<Tensor> take_handed_over(std::span<const Tensor> inputs);
+
+// What a backend chose to run for a graph it was handed, one line per `key` (the inductor:
+// its generated kernels or the interpreter, per AOT half, measured on the first calls); a
+// line set again under the same key replaces the old one. explain prints them under
+// "Backend choice"; backend_compile clears them with the notes. Set by Graph::uid(): a
+// report that arrives late (a backward half run after its graph died) touches no graph.
+void set_backend_choice(uint64_t graph_uid, const std::string& key, const std::string& line);
+std::vector<std::string> backend_choices(const Graph* graph);
 
 // The reference interpreter: every node through dispatch(), in order. With a release plan,
 // each value is dropped after its last reader, so intermediates live only while needed (as

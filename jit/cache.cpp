@@ -78,8 +78,13 @@ CompiledCore::CompiledCore(CompileOptions options) : options_(std::move(options)
     KILN_CHECK(valid_mode(options_.mode), "compile: unknown mode '", options_.mode,
                "' (expected default, reduce-overhead, max-autotune or max-autotune-no-cudagraphs)");
     KILN_CHECK(options_.cache_size_limit >= 0, "compile: cache_size_limit must be >= 0, got ", options_.cache_size_limit);
-    cfg_ = TraceConfig{options_.backend, options_.fullgraph, options_.arg_names, options_.name,
-                      {.async_compile = options_.async_compile, .mode = options_.mode}};
+    cfg_ = TraceConfig{options_.backend,
+                       options_.fullgraph,
+                       options_.arg_names,
+                       options_.name,
+                       {.async_compile = options_.async_compile,
+                        .mode = options_.mode,
+                        .choose_faster = options_.choose_faster}};
 }
 
 void CompiledCore::clear() {

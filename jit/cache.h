@@ -19,6 +19,7 @@ struct CompileOptions {
     int cache_size_limit = 8;                 // entries per function, then eager
     std::string mode = "default";             // default | reduce-overhead | max-autotune
     bool async_compile = false;               // inductor: interpret while the compiler runs
+    bool choose_faster = true;  // inductor: per graph, keep the faster of kernels and eager
     std::vector<std::string> arg_names;       // parameter names for guards and graphs (default arg0 ...)
     std::string name = "fn";                  // the function's name in logs and errors
 };

@@ -20,6 +20,7 @@ ExplainOutput explain_core(const CompiledCore& core) {
                 aot::MemoryReport m = aot::last_memory_report(s->graph.get());
                 out.saved_for_backward.push_back(m.eager.empty() && m.compiled.empty() ? "" : m.str());
                 out.backend_notes.push_back(backend_notes(s->graph.get()));
+                out.backend_choices.push_back(backend_choices(s->graph.get()));
             }
             out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
             out.guards.push_back(e->guards.lines(core.options().arg_names));
@@ -76,6 +77,14 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
         os << "Not fused (the backend runs these nodes' eager kernels):\n";
         for (size_t i = 0; i < e.backend_notes.size(); ++i)
             for (const std::string& n : e.backend_notes[i]) os << "  Graph " << i + 1 << ": " << n << "\n";
+    }
+    bool any_choice = false;
+    for (const auto& choices : e.backend_choices) any_choice = any_choice || !choices.empty();
+    if (any_choice) {
+        os << "Backend choice (generated kernels or eager, measured on the first calls):\n";
+        for (size_t i = 0; i < e.backend_choices.size(); ++i)
+            for (const std::string& c : e.backend_choices[i])
+                os << "  Graph " << i + 1 << ": " << c << "\n";
     }
     if (!e.write_backs.empty()) {
         os << "Functionalized in-place writes:\n";

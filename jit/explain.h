@@ -23,6 +23,8 @@ struct ExplainOutput {
     std::vector<std::string> saved_for_backward;
     // Per graph: what its backend said of it (the inductor: nodes left to eager kernels, and why).
     std::vector<std::vector<std::string>> backend_notes;
+    // Per graph: what its backend chose to run (the inductor: generated kernels or eager).
+    std::vector<std::vector<std::string>> backend_choices;
 };
 std::ostream& operator<<(std::ostream& os, const ExplainOutput& e);
 

@@ -329,7 +329,7 @@ const Builtin kCore[] = {
     {"max", "*args", b_max, "largest of the arguments or of one sequence"},
     {"min", "*args", b_min, "smallest of the arguments or of one sequence"},
     {"round", "number, ndigits=None", b_round, "round half to even"},
-    {"compile", "model=None, *, backend=None, fullgraph=False, dynamic=None, mode=None, cache_size_limit=8", b_compile,
+    {"compile", "model=None, *, backend=None, fullgraph=False, dynamic=None, mode=None, cache_size_limit=8, choose_faster=True", b_compile,
      "compile(f, backend=\"inductor\"): a JIT-compiled f (torch.compile)"},
     {"explain", "fn, *args", b_explain, "explain(f)(args): graphs, graph breaks and guards (torch._dynamo.explain)"},
     {"function._explain", "*args", b_explain_call, "runs the explained function"},

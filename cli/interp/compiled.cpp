@@ -241,6 +241,8 @@ Value compile_value(Interp& in, const Value& target, const std::vector<std::pair
             opt.fullgraph = in.truthy(v);
         } else if (key == "async_compile") {
             opt.async_compile = in.truthy(v);
+        } else if (key == "choose_faster") {
+            opt.choose_faster = in.truthy(v);
         } else if (key == "dynamic") {
             opt.dynamic = dynamic_option(in, v);
         } else if (key == "mode") {

@@ -188,4 +188,24 @@ BOOST_AUTO_TEST_CASE(explain_names_the_side_effect) {
     BOOST_TEST(out.find("list.append() at compiled.ks:3 in f") != std::string::npos, out);
 }
 
+// compile(f, choose_faster=...) reaches the inductor; either way calls print eager's values
+// (the choice between kernels and eager happens over the calls after the first).
+BOOST_AUTO_TEST_CASE(choose_faster_is_a_compile_option) {
+    const std::string body =
+        "def f(x):\n"
+        "    return sin(x) * 2 + 1\n"
+        "opt = OPT\n"
+        "x = ones(3)\n"
+        "for i in range(9):\n"
+        "    print(opt(x + i).sum())\n";
+    auto with = [&](const std::string& opt) {
+        std::string src = body;
+        src.replace(src.find("OPT"), 3, opt);
+        return run(src);
+    };
+    std::string eager = with("f");
+    BOOST_TEST(with("compile(f, choose_faster=False)") == eager);
+    BOOST_TEST(with("compile(f, choose_faster=True)") == eager);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
