@@ -281,7 +281,7 @@ std::vector<Tensor> backward_conv2d(const BackwardArgs& b) {
 }
 
 Tensor forward_conv2d_input_grad(std::span<const Tensor> in, const Attrs& a) {
-    ConvParams p = conv_params(a, "conv2d_input_grad");
+    [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_input_grad");  // checks the attributes
     KILN_CHECK(a.dims.size() == 2,
                "conv2d_input_grad: expected the input's size (H, W) in attrs.dims");
     const Tensor &g = in[0], &w = in[1];
@@ -309,7 +309,7 @@ std::vector<Tensor> backward_conv2d_input_grad(const BackwardArgs& b) {
 }
 
 Tensor forward_conv2d_weight_grad(std::span<const Tensor> in, const Attrs& a) {
-    ConvParams p = conv_params(a, "conv2d_weight_grad");
+    [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_weight_grad");
     const Tensor &x = in[0], &g = in[1];
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
