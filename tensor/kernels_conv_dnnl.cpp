@@ -105,13 +105,10 @@ Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvPara
 }
 
 // KILN_CONV=onednn-plain keeps oneDNN on kiln's NCHW/OIHW layouts (no reorders); by default
-// oneDNN picks its blocked layouts and kiln reorders in and out (faster: docs/perf.md).
+// oneDNN picks its layouts and kiln reorders in and out, which measured faster (docs/perf.md).
 bool plain_layouts() {
-    static bool plain = [] {
-        const char* e = std::getenv("KILN_CONV");
-        return e && std::string_view(e) == "onednn-plain";
-    }();
-    return plain;
+    const char* e = std::getenv("KILN_CONV");
+    return e && std::string_view(e) == "onednn-plain";
 }
 
 memory::desc md(const memory::dims& d, Tag plain_tag, bool any) {
