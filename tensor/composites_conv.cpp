@@ -2,9 +2,11 @@
 // unfold2d lays every window out as a column, so conv2d is one matmul (groups: a batched
 // one) and pooling one reduction over the window's entries. Autograd and the JIT see only
 // primitives: the derivative of unfold2d is fold2d, and the rest is matmul, amax, mean.
+// A CPU float32 conv2d built with oneDNN is instead the table op conv2d
+// (tensor/kernels_conv_dnnl.cpp).
 #include <limits>
 
-#include "tensor/ops.h"
+#include "tensor/kernels.h"
 
 namespace kiln {
 namespace {
@@ -56,7 +58,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pa
     KILN_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels / groups, kH, kW], got shape ",
                weight.shape());
     KILN_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
-    int64_t N = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+    int64_t C = x.size(1), O = weight.size(0), kh = weight.size(2), kw = weight.size(3);
     KILN_CHECK(C % groups == 0 && O % groups == 0, "conv2d: in_channels (", C, ") and out_channels (", O,
                ") must both be divisible by groups (", groups, ")");
     KILN_CHECK(weight.size(1) * groups == C, "conv2d: expected input with ", weight.size(1) * groups, " channels (weight ",
@@ -68,6 +70,23 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pa
     int64_t OW = out_size(x.size(3), kw, stride.second, padding.second, dilation.second);
     KILN_CHECK(OH > 0 && OW > 0, "conv2d: the ", kh, "x", kw, " kernel (padding ", padding.first, "x", padding.second,
                ", dilation ", dilation.first, "x", dilation.second, ") is larger than the input ", x.size(2), "x", x.size(3));
+    Attrs a = window_attrs({kh, kw}, stride, padding, dilation, 0.0);
+    a.dim = groups;
+    bool onednn = detail::conv_uses_onednn(x) && detail::conv_uses_onednn(weight) &&
+                  (!bias.defined() || detail::conv_uses_onednn(bias));
+    if (onednn)
+        return bias.defined() ? dispatch(OpId::conv2d, {x, weight, bias}, a)
+                              : dispatch(OpId::conv2d, {x, weight}, a);
+    return conv2d_im2col(x, weight, bias, stride, padding, dilation, groups);
+}
+
+Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     std::pair<int64_t, int64_t> stride, std::pair<int64_t, int64_t> padding,
+                     std::pair<int64_t, int64_t> dilation, int64_t groups) {
+    int64_t N = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2),
+            kw = weight.size(3);
+    int64_t OH = out_size(x.size(2), kh, stride.first, padding.first, dilation.first);
+    int64_t OW = out_size(x.size(3), kw, stride.second, padding.second, dilation.second);
     Tensor cols = dispatch(OpId::unfold2d, {x}, window_attrs({kh, kw}, stride, padding, dilation, 0.0));  // [N, C*kh*kw, L]
     int64_t K = C / groups * kh * kw, L = OH * OW;
     Tensor out;

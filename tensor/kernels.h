@@ -72,6 +72,12 @@ const char* cuda_c_type(DType d);  // float, double, long long, bool
 // casts, where, reductions): compile-only tests build them with NVRTC, which needs no GPU.
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources();
 
+// conv2d as im2col + GEMM (tensor/composites_conv.cpp): the reference the conv2d op's kernel
+// runs where oneDNN does not (float64, CUDA, a build without it, KILN_CONV=im2col).
+Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     std::pair<int64_t, int64_t> stride, std::pair<int64_t, int64_t> padding,
+                     std::pair<int64_t, int64_t> dilation, int64_t groups);
+
 // Copies any strided (or broadcast, stride-0) view into a new contiguous tensor.
 Tensor materialize(const Tensor& x);
 // Strided copy from `src` into `dst` (same shape; any strides, dtypes may differ).

@@ -202,6 +202,14 @@ Tensor embedding(const Tensor& index, const Tensor& weight);
 // Pairs are (height, width). bias may be undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::pair<int64_t, int64_t> stride = {1, 1},
               std::pair<int64_t, int64_t> padding = {0, 0}, std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1);
+namespace detail {
+// Which library a CPU float32 conv2d runs through now: "onednn" where kiln is built with it
+// (KILN_HAVE_DNNL), unless KILN_CONV=im2col asks for the im2col + GEMM composite; else "im2col".
+const char* conv_backend_name();
+bool conv_onednn_enabled();
+bool conv_uses_onednn(const Tensor& t);  // t is CPU float32 and oneDNN is enabled
+int64_t onednn_conv_calls();             // oneDNN convolution primitives run so far (for tests)
+}  // namespace detail
 struct Window2d {
     std::pair<int64_t, int64_t> kernel{1, 1};
     std::pair<int64_t, int64_t> stride{1, 1};  // PyTorch's default is the kernel size: say so

@@ -87,6 +87,14 @@ std::vector<Case> structural_cases() {
          {randn({2, 1, 5, 5})}},
         {OpId::fold2d, "fold2d(2x2 window over 3x3)", [](auto& in) { return dispatch(OpId::fold2d, {in[0]}, {.shape = {2, 2, 1, 1, 0, 0, 1, 1}, .dims = {3, 3}}); },
          {randn({1, 8, 4})}},
+        // The convolution ops oneDNN runs (float64 here: their im2col reference), each one's
+        // derivative, which is the other two: conv2d's backward, and the double backward.
+        {OpId::conv2d, "conv2d op (stride (2, 1), padding 1, bias)", [](auto& in) { return dispatch(OpId::conv2d, {in[0], in[1], in[2]}, {.shape = {3, 2, 2, 1, 1, 1, 1, 1}, .dim = 1}); },
+         {randn({2, 3, 5, 4}), randn({4, 3, 3, 2}), randn({4})}},
+        {OpId::conv2d_input_grad, "conv2d_input_grad (groups 2, dilation 2)", [](auto& in) { return dispatch(OpId::conv2d_input_grad, {in[0], in[1]}, {.shape = {2, 2, 1, 1, 0, 0, 2, 2}, .dims = {6, 6}, .dim = 2}); },
+         {randn({1, 2, 4, 4}), randn({2, 2, 2, 2})}},
+        {OpId::conv2d_weight_grad, "conv2d_weight_grad (stride 2, padding 1)", [](auto& in) { return dispatch(OpId::conv2d_weight_grad, {in[0], in[1]}, {.shape = {3, 3, 2, 2, 1, 1, 1, 1}, .dim = 1}); },
+         {randn({2, 3, 5, 5}), randn({2, 4, 3, 3})}},
         // gather through index_select and embedding; scatter_add in both of its inputs.
         {OpId::gather, "gather(x, 1, index)", [](auto& in) { return gather(in[0], 1, tensor(std::vector<int64_t>{2, 0, 0, 1, 1, 1}, {2, 3})); },
          {randn({2, 3})}},

@@ -1,9 +1,11 @@
 // conv2d and pooling (tensor/composites_conv.cpp over unfold2d/fold2d) against direct
 // float64 loops, the errors PyTorch gives, and compiled equal to eager forward and backward.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <tuple>
 
 #include "kiln.h"
@@ -37,6 +39,46 @@ Tensor conv_reference(const Tensor& x, const Tensor& w, const Tensor& b, std::pa
                 }
     return tensor(out, {N, O, OH, OW});
 }
+
+// The float64 loops of conv_reference run backwards: for a loss sum(out * r), the gradients
+// of x, w and b. {out, gx, gw, gb}.
+std::vector<Tensor> conv_reference_grads(const Tensor& x, const Tensor& w, const Tensor& r,
+                                         std::pair<int64_t, int64_t> s,
+                                         std::pair<int64_t, int64_t> p,
+                                         std::pair<int64_t, int64_t> d, int64_t groups) {
+    std::vector<double> xv = x.to(float64).contiguous().to_vector<double>(),
+                        wv = w.to(float64).contiguous().to_vector<double>();
+    std::vector<double> rv = r.to(float64).contiguous().to_vector<double>();
+    int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0),
+            kh = w.size(2), kw = w.size(3);
+    int64_t OH = r.size(2), OW = r.size(3), Cg = C / groups, Og = O / groups;
+    std::vector<double> gx(xv.size()), gw(wv.size()), gb(static_cast<size_t>(O));
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t i = 0; i < OH; ++i)
+                for (int64_t j = 0; j < OW; ++j) {
+                    double g = rv[size_t(((n * O + o) * OH + i) * OW + j)];
+                    gb[size_t(o)] += g;
+                    for (int64_t c = 0; c < Cg; ++c)
+                        for (int64_t ki = 0; ki < kh; ++ki)
+                            for (int64_t kj = 0; kj < kw; ++kj) {
+                                int64_t h = i * s.first + ki * d.first - p.first,
+                                        ww = j * s.second + kj * d.second - p.second;
+                                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                                size_t xi = size_t(((n * C + o / Og * Cg + c) * H + h) * W + ww),
+                                       wi = size_t(((o * Cg + c) * kh + ki) * kw + kj);
+                                gx[xi] += g * wv[wi];
+                                gw[wi] += g * xv[xi];
+                            }
+                }
+    return {tensor(gx, x.shape()), tensor(gw, w.shape()), tensor(gb, {O})};
+}
+
+// Sets KILN_CONV for one scope (the conv2d entry reads it on every call).
+struct ConvBackend {
+    explicit ConvBackend(const char* name) { setenv("KILN_CONV", name, 1); }
+    ~ConvBackend() { unsetenv("KILN_CONV"); }
+};
 
 Tensor pool_reference(const Tensor& x, const Window2d& win, bool max) {
     std::vector<double> xv = x.to(float64).contiguous().to_vector<double>();
@@ -95,6 +137,99 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_direct_loops_over_strides_padding_dilation_a
     }
 }
 
+// Both CPU paths (oneDNN where built with it, on its own layouts and on NCHW, and the im2col
+// composite) in float32 against the float64 loops: the output and the gradients of input,
+// weight and bias.
+BOOST_AUTO_TEST_CASE(conv2d_and_both_gradients_match_float64_loops_on_onednn_and_im2col) {
+    struct Config {
+        Shape x, w;
+        std::pair<int64_t, int64_t> s, p, d;
+        int64_t groups;
+        bool bias;
+    };
+    const Config configs[] = {
+        {{2, 3, 7, 6}, {5, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+        {{2, 3, 7, 6}, {5, 3, 3, 3}, {2, 1}, {1, 2}, {1, 1}, 1, false},
+        {{1, 4, 8, 8}, {6, 2, 3, 2}, {1, 2}, {1, 0}, {2, 1}, 2, true},
+        {{3, 2, 5, 5}, {4, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+        {{1, 6, 6, 7}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, false},   // depthwise
+        {{2, 8, 9, 9}, {16, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},  // downsampling
+        {{1, 3, 11, 10}, {4, 3, 5, 5}, {3, 2}, {2, 2}, {1, 2}, 1, true},
+        {{2, 4, 10, 10}, {8, 2, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 2, true},  // dilation with groups
+    };
+    for (const char* backend : {"onednn", "onednn-plain", "im2col"}) {
+#ifndef KILN_HAVE_DNNL
+        if (std::string(backend) != "im2col") {
+            BOOST_TEST_MESSAGE("built without oneDNN: KILN_CONV=" << backend << " is skipped");
+            continue;
+        }
+#endif
+        ConvBackend use(backend);
+        BOOST_TEST(detail::conv_backend_name() == std::string(backend).substr(0, 6));
+        manual_seed(15);
+        int index = 0;
+        for (const Config& c : configs) {
+            ++index;
+            Tensor x = randn(c.x, {.requires_grad = true}), w = randn(c.w, {.requires_grad = true});
+            Tensor b = c.bias ? randn({c.w[0]}, {.requires_grad = true}) : Tensor();
+            int64_t calls = detail::onednn_conv_calls();
+            Tensor out = conv2d(x, w, b, c.s, c.p, c.d, c.groups);
+            Tensor r = randn(out.shape());
+            (out * r).sum().backward();
+            // oneDNN: one forward, one input-gradient and one weight-gradient primitive.
+            BOOST_TEST(
+                detail::onednn_conv_calls() - calls == (std::string(backend) != "im2col" ? 3 : 0),
+                backend << " config " << index);
+            std::vector<Tensor> want = conv_reference_grads(x, w, r, c.s, c.p, c.d, c.groups);
+            double tol = 1e-4 * double(c.w[1] * c.w[2] * c.w[3]);
+            BOOST_TEST(max_diff(out, conv_reference(x, w, b, c.s, c.p, c.d, c.groups)) < tol,
+                       backend << " config " << index);
+            BOOST_TEST(max_diff(x.grad(), want[0]) < tol, backend << " config " << index);
+            BOOST_TEST(max_diff(w.grad(), want[1]) < tol * double(out.size(2) * out.size(3)),
+                       backend << " config " << index);
+            if (c.bias)
+                BOOST_TEST(max_diff(b.grad(), want[2]) < tol * double(out.size(2) * out.size(3)),
+                           backend << " config " << index);
+        }
+    }
+}
+
+// Built with oneDNN, a CPU float32 conv2d runs through it, eager and compiled (one conv2d node
+// in the graph, run by the same op); float64 and KILN_CONV=im2col take the composite.
+BOOST_AUTO_TEST_CASE(cpu_float32_conv2d_runs_through_onednn_when_built_with_it) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE(
+        "built without oneDNN (KILN_HAVE_DNNL unset): nothing to check but the name");
+    BOOST_TEST(detail::conv_backend_name() == std::string("im2col"));
+#else
+    BOOST_TEST(detail::conv_backend_name() == std::string("onednn"));
+    Tensor x = randn({2, 3, 8, 8}), w = randn({4, 3, 3, 3});
+    int64_t calls = detail::onednn_conv_calls();
+    conv2d(x, w);
+    BOOST_TEST(detail::onednn_conv_calls() == calls + 1);
+    conv2d(x.to(float64), w.to(float64));
+    BOOST_TEST(detail::onednn_conv_calls() == calls + 1);
+    auto fn = [&](const Tensor& a) { return relu(conv2d(a, w, {}, {1, 1}, {1, 1})); };
+    auto compiled = compile(fn);
+    Tensor eager = fn(x);
+    calls = detail::onednn_conv_calls();
+    Tensor got = compiled(x);
+    BOOST_TEST(detail::onednn_conv_calls() > calls);
+    BOOST_TEST(max_diff(got, eager) < 1e-5);
+    jit::ExplainOutput ex = jit::explain(fn, x);
+    BOOST_REQUIRE(ex.ops_per_graph.size() == 1);
+    BOOST_TEST(std::count(ex.ops_per_graph[0].begin(), ex.ops_per_graph[0].end(), "conv2d") == 1);
+    Tensor by_onednn = conv2d(x, w);
+    {
+        ConvBackend use("im2col");
+        BOOST_TEST(detail::conv_backend_name() == std::string("im2col"));
+        calls = detail::onednn_conv_calls();
+        BOOST_TEST(max_diff(conv2d(x, w), by_onednn) < 1e-4);
+        BOOST_TEST(detail::onednn_conv_calls() == calls);
+    }
+#endif
+}
+
 BOOST_AUTO_TEST_CASE(pooling_matches_direct_loops) {
     manual_seed(12);
     Tensor x = randn({2, 3, 7, 6});
@@ -150,26 +285,36 @@ BOOST_AUTO_TEST_CASE(bad_shapes_raise_naming_the_op_and_the_values) {
 }
 
 BOOST_AUTO_TEST_CASE(a_compiled_conv_block_equals_eager_forward_and_backward) {
-    manual_seed(13);
-    Tensor w = (randn({8, 3, 3, 3}) * 0.2).requires_grad_(), b = zeros({8}, {.requires_grad = true});
-    auto block = [&](const Tensor& x) {
-        Tensor h = relu(conv2d(x, w, b, {1, 1}, {1, 1}));
-        h = max_pool2d(h, {.kernel = {2, 2}, .stride = {2, 2}});
-        return adaptive_avg_pool2d(h, {1, 1}).reshape({x.size(0), 8}).sum();
-    };
-    auto compiled = compile(block);
-    for (int i = 0; i < 2; ++i) {
-        Tensor x = randn({2, 3, 8, 8});
-        w.zero_grad(), b.zero_grad();
-        Tensor l = block(x);
-        l.backward();
-        Tensor gw = w.grad().clone(), gb = b.grad().clone();
-        w.zero_grad(), b.zero_grad();
-        Tensor lc = compiled(x);
-        lc.backward();
-        BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
-        BOOST_TEST(max_diff(w.grad(), gw) < 1e-4);
-        BOOST_TEST(max_diff(b.grad(), gb) < 1e-4);
+    for (const char* backend : {"onednn", "im2col"}) {
+#ifndef KILN_HAVE_DNNL
+        if (std::string(backend) == "onednn") {
+            BOOST_TEST_MESSAGE("built without oneDNN: its half of this test is skipped");
+            continue;
+        }
+#endif
+        ConvBackend use(backend);
+        manual_seed(13);
+        Tensor w = (randn({8, 3, 3, 3}) * 0.2).requires_grad_(),
+               b = zeros({8}, {.requires_grad = true});
+        auto block = [&](const Tensor& x) {
+            Tensor h = relu(conv2d(x, w, b, {1, 1}, {1, 1}));
+            h = max_pool2d(h, {.kernel = {2, 2}, .stride = {2, 2}});
+            return adaptive_avg_pool2d(h, {1, 1}).reshape({x.size(0), 8}).sum();
+        };
+        auto compiled = compile(block);
+        for (int i = 0; i < 2; ++i) {
+            Tensor x = randn({2, 3, 8, 8});
+            w.zero_grad(), b.zero_grad();
+            Tensor l = block(x);
+            l.backward();
+            Tensor gw = w.grad().clone(), gb = b.grad().clone();
+            w.zero_grad(), b.zero_grad();
+            Tensor lc = compiled(x);
+            lc.backward();
+            BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
+            BOOST_TEST(max_diff(w.grad(), gw) < 1e-4);
+            BOOST_TEST(max_diff(b.grad(), gb) < 1e-4);
+        }
     }
 }
 

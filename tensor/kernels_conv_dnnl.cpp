@@ -1,0 +1,333 @@
+// conv2d and its two gradients as table ops (tensor/ops.def). On CPU float32, where kiln is
+// built with oneDNN (KILN_HAVE_DNNL), they run oneDNN's convolution primitives, created once
+// per shape and cached; elsewhere (float64, CUDA, a build without oneDNN, KILN_CONV=im2col)
+// they run im2col + GEMM as Tensor code, the reference path (tensor/composites_conv.cpp).
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+#include "tensor/kernels.h"
+#include "tensor/parallel.h"
+
+#ifdef KILN_HAVE_DNNL
+#include <omp.h>
+
+#include <dnnl.hpp>
+#endif
+
+namespace kiln {
+namespace {
+
+std::atomic<int64_t> g_onednn_calls{0};
+
+// attrs.shape = {kh, kw, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w}, attrs.dim =
+// groups.
+struct ConvParams {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+};
+
+ConvParams conv_params(const Attrs& a, const char* op) {
+    KILN_CHECK(a.shape.size() == 8 && a.dim > 0, op,
+               ": expected 8 window attributes and groups > 0, got ", a.shape, " and ", a.dim);
+    return {a.shape[0], a.shape[1], a.shape[2], a.shape[3], a.shape[4],
+            a.shape[5], a.shape[6], a.shape[7], a.dim};
+}
+
+Tensor as_columns(const Tensor& x, const Attrs& a) {  // [N, C * kh * kw, OH * OW]
+    return dispatch(OpId::unfold2d, {x}, {.shape = a.shape, .scalar = 0});
+}
+
+// --- The reference: im2col + GEMM (groups: a batched GEMM over [N, G, ...]).
+Tensor input_grad_im2col(const Tensor& g, const Tensor& w, const Attrs& a) {
+    ConvParams p = conv_params(a, "conv2d_input_grad");
+    int64_t N = g.size(0), O = w.size(0), G = p.groups, K = w.size(1) * p.kh * p.kw,
+            L = g.size(2) * g.size(3);
+    Tensor wt = w.reshape({G, O / G, K}).transpose(-1, -2);  // [G, K, O/G]
+    Tensor cols = matmul(wt, g.reshape({N, G, O / G, L}));   // [N, G, K, L]
+    return dispatch(OpId::fold2d, {cols.reshape({N, G * K, L})},
+                    {.shape = a.shape, .dims = a.dims});
+}
+
+Tensor weight_grad_im2col(const Tensor& x, const Tensor& g, const Attrs& a) {
+    ConvParams p = conv_params(a, "conv2d_weight_grad");
+    int64_t N = x.size(0), C = x.size(1), O = g.size(1), G = p.groups, K = C / G * p.kh * p.kw,
+            L = g.size(2) * g.size(3);
+    Tensor cols = as_columns(x, a).reshape({N, G, K, L});
+    Tensor gw =
+        matmul(g.reshape({N, G, O / G, L}), cols.transpose(-1, -2)).sum({0});  // [G, O/G, K]
+    return gw.reshape({O, C / G, p.kh, p.kw});
+}
+
+#ifdef KILN_HAVE_DNNL
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+dnnl::engine& engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+
+// One primitive argument: the layout the primitive wants and the plain one kiln's tensor has;
+// when they differ, a cached reorder copies between them around the call.
+struct Arg {
+    int id;  // DNNL_ARG_SRC, ...
+    memory::desc want, plain;
+    bool output;
+    std::optional<dnnl::reorder> reorder;
+};
+struct Prim {
+    dnnl::primitive prim;
+    std::vector<Arg> args;
+};
+enum class Kind : int64_t { forward, input_grad, weight_grad };
+
+struct Geometry {  // oneDNN's view of one convolution
+    memory::dims x, w, y, b, strides, dilates, pad_l, pad_r;
+    bool bias;
+};
+
+Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, bool bias) {
+    Geometry g{.x = x,
+               .w = w,
+               .y = y,
+               .b = {w[0]},
+               .strides = {p.sh, p.sw},
+               .dilates = {p.dh - 1, p.dw - 1},  // oneDNN counts from 0
+               .pad_l = {p.ph, p.pw},
+               .pad_r = {p.ph, p.pw},
+               .bias = bias};
+    if (p.groups > 1) g.w = {p.groups, w[0] / p.groups, w[1], w[2], w[3]};
+    return g;
+}
+
+// KILN_CONV=onednn-plain keeps oneDNN on kiln's NCHW/OIHW layouts (no reorders); by default
+// oneDNN picks its layouts and kiln reorders in and out, which measured faster (docs/perf.md).
+bool plain_layouts() {
+    const char* e = std::getenv("KILN_CONV");
+    return e && std::string_view(e) == "onednn-plain";
+}
+
+memory::desc md(const memory::dims& d, Tag plain_tag, bool any) {
+    return memory::desc(d, memory::data_type::f32, any ? Tag::any : plain_tag);
+}
+
+Arg arg(int id, const memory::desc& want, const memory::desc& plain, bool output) {
+    Arg a{id, want, plain, output, std::nullopt};
+    using Pd = dnnl::reorder::primitive_desc;
+    if (want != plain)
+        a.reorder = dnnl::reorder(output ? Pd(engine(), want, engine(), plain)
+                                         : Pd(engine(), plain, engine(), want));
+    return a;
+}
+
+Prim make_prim(Kind kind, const Geometry& g) {
+    using namespace dnnl;
+    bool any = !plain_layouts();
+    Tag wtag = g.w.size() == 5 ? Tag::goihw : Tag::oihw;
+    memory::desc x = md(g.x, Tag::nchw, any), w = md(g.w, wtag, any), y = md(g.y, Tag::nchw, any),
+                 b = md(g.b, Tag::x, false);
+    memory::desc px = md(g.x, Tag::nchw, false), pw = md(g.w, wtag, false),
+                 py = md(g.y, Tag::nchw, false);
+    auto fwd_desc = [&](prop_kind pk) {
+        return g.bias ? convolution_forward::desc(pk, algorithm::convolution_direct, x, w, b, y,
+                                                  g.strides, g.dilates, g.pad_l, g.pad_r)
+                      : convolution_forward::desc(pk, algorithm::convolution_direct, x, w, y,
+                                                  g.strides, g.dilates, g.pad_l, g.pad_r);
+    };
+    if (kind == Kind::forward) {
+        convolution_forward::primitive_desc pd(fwd_desc(prop_kind::forward_inference), engine());
+        Prim p{convolution_forward(pd),
+               {arg(DNNL_ARG_SRC, pd.src_desc(), px, false),
+                arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, false),
+                arg(DNNL_ARG_DST, pd.dst_desc(), py, true)}};
+        if (g.bias) p.args.push_back(arg(DNNL_ARG_BIAS, pd.bias_desc(), b, false));
+        return p;
+    }
+    convolution_forward::primitive_desc hint(fwd_desc(prop_kind::forward_training), engine());
+    if (kind == Kind::input_grad) {
+        convolution_backward_data::desc d(algorithm::convolution_direct, x, w, y, g.strides,
+                                          g.dilates, g.pad_l, g.pad_r);
+        convolution_backward_data::primitive_desc pd(d, engine(), hint);
+        return {convolution_backward_data(pd),
+                {arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), py, false),
+                 arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, false),
+                 arg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), px, true)}};
+    }
+    convolution_backward_weights::desc d(algorithm::convolution_direct, x, w, y, g.strides,
+                                         g.dilates, g.pad_l, g.pad_r);
+    convolution_backward_weights::primitive_desc pd(d, engine(), hint);
+    return {convolution_backward_weights(pd),
+            {arg(DNNL_ARG_SRC, pd.src_desc(), px, false),
+             arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), py, false),
+             arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(), pw, true)}};
+}
+
+// Creating a primitive costs far more than running a small one: one per shape, kept.
+const Prim& cached_prim(Kind kind, const Geometry& g) {
+    static std::mutex mu;
+    static std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache;
+    std::vector<int64_t> key{int64_t(kind), g.bias, plain_layouts()};
+    for (const memory::dims* d : {&g.x, &g.w, &g.y, &g.strides, &g.dilates, &g.pad_l}) {
+        key.push_back(int64_t(d->size()));
+        key.insert(key.end(), d->begin(), d->end());
+    }
+    std::lock_guard lock(mu);
+    auto& slot = cache[key];
+    if (!slot) slot = std::make_unique<Prim>(make_prim(kind, g));
+    return *slot;
+}
+
+// Runs `p` over kiln tensors (contiguous float32), one per argument in p.args' order.
+void run_prim(const Prim& p, std::span<const Tensor> tensors) {
+    static thread_local int threads_set = -1;  // OpenMP's count is per calling thread
+    if (int n = num_threads(); n != threads_set) omp_set_num_threads(threads_set = n);
+    static thread_local dnnl::stream stream(engine());
+    std::unordered_map<int, memory> args;
+    std::vector<std::pair<const Arg*, memory>> outputs;  // plain memory the result goes back to
+    for (size_t i = 0; i < p.args.size(); ++i) {
+        const Arg& a = p.args[i];
+        memory plain(a.plain, engine(), tensors[i].raw_data());
+        if (!a.reorder) {
+            args.emplace(a.id, plain);
+            continue;
+        }
+        memory want(a.want, engine());
+        if (a.output)
+            outputs.emplace_back(&a, plain);
+        else
+            a.reorder->execute(stream, plain, want);
+        args.emplace(a.id, want);
+    }
+    p.prim.execute(stream, args);
+    for (auto& [a, plain] : outputs) a->reorder->execute(stream, args.at(a->id), plain);
+    stream.wait();
+    ++g_onednn_calls;
+}
+
+Tensor f32(const Tensor& t) { return contiguous_as(t, DType::float32); }
+
+Shape out_shape(const Shape& x, const Shape& w, const ConvParams& p) {
+    return {x[0], w[0], (x[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1) / p.sh + 1,
+            (x[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1) / p.sw + 1};
+}
+
+bool onednn_usable(std::span<const Tensor> in) {
+    for (const Tensor& t : in)
+        if (!detail::conv_uses_onednn(t)) return false;
+    return true;
+}
+#endif
+
+}  // namespace
+
+bool detail::conv_onednn_enabled() {
+#ifdef KILN_HAVE_DNNL
+    const char* e = std::getenv("KILN_CONV");
+    std::string_view v = e ? e : "";
+    KILN_CHECK(v.empty() || v == "onednn" || v == "onednn-plain" || v == "im2col",
+               "KILN_CONV: expected onednn, onednn-plain or im2col, got '", v, "'");
+    return v != "im2col";
+#else
+    return false;
+#endif
+}
+
+bool detail::conv_uses_onednn(const Tensor& t) {
+    return t.device().type == DeviceType::cpu && t.dtype() == DType::float32 &&
+           conv_onednn_enabled();
+}
+
+const char* detail::conv_backend_name() { return conv_onednn_enabled() ? "onednn" : "im2col"; }
+int64_t detail::onednn_conv_calls() { return g_onednn_calls.load(); }
+
+Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
+    KILN_CHECK(in.size() == 2 || in.size() == 3,
+               "conv2d: expected (input, weight) or (input, weight, bias), got ", in.size(),
+               " tensors");
+    ConvParams p = conv_params(a, "conv2d");
+    Tensor bias = in.size() == 3 ? in[2] : Tensor();
+#ifdef KILN_HAVE_DNNL
+    if (onednn_usable(in)) {
+        Tensor x = f32(in[0]), w = f32(in[1]);
+        Tensor y = empty(out_shape(x.shape(), w.shape(), p), DType::float32);
+        const Prim& prim = cached_prim(
+            Kind::forward, geometry(x.shape(), w.shape(), y.shape(), p, bias.defined()));
+        if (bias.defined())
+            run_prim(prim, std::vector<Tensor>{x, w, y, f32(bias)});
+        else
+            run_prim(prim, std::vector<Tensor>{x, w, y});
+        return y;
+    }
+#endif
+    return conv2d_im2col(in[0], in[1], bias, {p.sh, p.sw}, {p.ph, p.pw}, {p.dh, p.dw}, p.groups);
+}
+
+std::vector<Tensor> backward_conv2d(const BackwardArgs& b) {
+    const Tensor &x = b.inputs[0], &w = b.inputs[1];
+    Attrs ig = b.attrs;
+    ig.dims = {b.input_shapes[0][2], b.input_shapes[0][3]};
+    std::vector<Tensor> out(b.inputs.size());
+    if (b.needs(0)) out[0] = dispatch(OpId::conv2d_input_grad, {b.grad, w}, ig);
+    if (b.needs(1)) out[1] = dispatch(OpId::conv2d_weight_grad, {x, b.grad}, b.attrs);
+    if (b.inputs.size() == 3 && b.needs(2)) out[2] = b.grad.sum({0, 2, 3});
+    return out;
+}
+
+Tensor forward_conv2d_input_grad(std::span<const Tensor> in, const Attrs& a) {
+    [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_input_grad");  // checks the attributes
+    KILN_CHECK(a.dims.size() == 2,
+               "conv2d_input_grad: expected the input's size (H, W) in attrs.dims");
+    const Tensor &g = in[0], &w = in[1];
+#ifdef KILN_HAVE_DNNL
+    if (onednn_usable(in)) {
+        Tensor gy = f32(g), wc = f32(w);
+        Tensor gx = empty({g.size(0), w.size(1) * p.groups, a.dims[0], a.dims[1]}, DType::float32);
+        run_prim(
+            cached_prim(Kind::input_grad, geometry(gx.shape(), wc.shape(), gy.shape(), p, false)),
+            std::vector<Tensor>{gy, wc, gx});
+        return gx;
+    }
+#endif
+    return input_grad_im2col(g, w, a);
+}
+
+// conv2d_input_grad is linear in each input: its gradients are the forward and the weight gradient.
+std::vector<Tensor> backward_conv2d_input_grad(const BackwardArgs& b) {
+    Attrs f = b.attrs;
+    f.dims = {};
+    std::vector<Tensor> out(2);
+    if (b.needs(0)) out[0] = dispatch(OpId::conv2d, {b.grad, b.inputs[1]}, f);
+    if (b.needs(1)) out[1] = dispatch(OpId::conv2d_weight_grad, {b.grad, b.inputs[0]}, f);
+    return out;
+}
+
+Tensor forward_conv2d_weight_grad(std::span<const Tensor> in, const Attrs& a) {
+    [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_weight_grad");
+    const Tensor &x = in[0], &g = in[1];
+#ifdef KILN_HAVE_DNNL
+    if (onednn_usable(in)) {
+        Tensor xc = f32(x), gy = f32(g);
+        Tensor gw = empty({g.size(1), x.size(1) / p.groups, p.kh, p.kw}, DType::float32);
+        run_prim(
+            cached_prim(Kind::weight_grad, geometry(xc.shape(), gw.shape(), gy.shape(), p, false)),
+            std::vector<Tensor>{xc, gy, gw});
+        return gw;
+    }
+#endif
+    return weight_grad_im2col(x, g, a);
+}
+
+std::vector<Tensor> backward_conv2d_weight_grad(const BackwardArgs& b) {
+    Attrs f = b.attrs, ig = b.attrs;
+    ig.dims = {b.input_shapes[0][2], b.input_shapes[0][3]};
+    std::vector<Tensor> out(2);
+    if (b.needs(0)) out[0] = dispatch(OpId::conv2d_input_grad, {b.inputs[1], b.grad}, ig);
+    if (b.needs(1)) out[1] = dispatch(OpId::conv2d, {b.inputs[0], b.grad}, f);
+    return out;
+}
+
+}  // namespace kiln
