@@ -18,6 +18,14 @@
 
 namespace kiln::codegen {
 
+std::string finite_double_literal(double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    std::string text = buf;
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    return value < 0 ? "(" + text + ")" : text;
+}
+
 std::string math_text(const std::string& math, const std::string& x, const std::string& y) {
     std::string out;
     size_t i = 0;
@@ -61,11 +69,7 @@ std::string double_literal(double value) {
     if (std::isinf(value))
         return value > 0 ? "std::numeric_limits<double>::infinity()"
                          : "(-std::numeric_limits<double>::infinity())";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    std::string text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    return value < 0 ? "(" + text + ")" : text;
+    return finite_double_literal(value);
 }
 
 // A scalar operand in the dtype the node computes in, converted as eager converts it.

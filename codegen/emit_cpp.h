@@ -24,4 +24,8 @@ std::string emit(const std::vector<const Schedule*>& schedules);
 // "a + b". The text comes from the op table (OpInfo::math), never from the emitter.
 std::string math_text(const std::string& math, const std::string& x, const std::string& y);
 
+// A finite double as a literal both emitters' compilers read back exactly ("%.17g", ".0"
+// added to an integer, parenthesized when negative).
+std::string finite_double_literal(double value);
+
 }  // namespace kiln::codegen

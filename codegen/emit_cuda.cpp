@@ -38,11 +38,7 @@ std::string float_literal(double value) {
 std::string double_literal(double value) {
     if (std::isnan(value)) return "__longlong_as_double(0x7ff8000000000000LL)";
     if (std::isinf(value)) return value > 0 ? "infinity<double>()" : "(-infinity<double>())";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    std::string text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    return value < 0 ? "(" + text + ")" : text;
+    return finite_double_literal(value);
 }
 
 // A scalar operand in the dtype the node computes in, converted as the eager CUDA kernel
