@@ -43,7 +43,7 @@ std::string hex64(uint64_t value) {
 }
 
 const std::string& cache_host_fingerprint() {
-    static const std::string fingerprint = [] {
+    static const std::string& fingerprint = *new std::string([] {  // leaked: see remove_stale_temps
         std::istringstream cpuinfo(read_file("/proc/cpuinfo").value_or(""));
         std::string line, model, flags;
         while (std::getline(cpuinfo, line)) {
@@ -51,7 +51,7 @@ const std::string& cache_host_fingerprint() {
             if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
         }
         return model + "\n" + flags;
-    }();
+    }());
     return fingerprint;
 }
 
@@ -158,9 +158,11 @@ int rename_into_place(const fs::path& temp, const fs::path& path) {
 // or deletes its temp within the compile timeout, so an older one, owned by us, is litter.
 void remove_stale_temps(const fs::path& dir) {
     static std::mutex mutex;
-    static std::set<std::string> cleaned;  // once per directory per process
+    // Once per directory per process. Leaked: a background build may still run it while the
+    // process exits (codegen::launch waits for builds only from a static destructor).
+    static std::set<std::string>* cleaned = new std::set<std::string>;
     std::lock_guard lock(mutex);
-    if (!cleaned.insert(dir.string()).second) return;
+    if (!cleaned->insert(dir.string()).second) return;
     std::error_code error;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
         std::string name = entry.path().filename().string();

@@ -165,7 +165,8 @@ std::vector<std::string> split_words(const std::string& text) {
 // nullopt if the compiler cannot be run. Probed once per $CXX value, since tests switch it.
 std::optional<std::string> cached_compiler_version(const std::string& cxx) {
     static std::mutex mutex;
-    static std::unordered_map<std::string, std::optional<std::string>> versions;
+    // Leaked: a background build may probe while the process exits (see codegen::launch).
+    static auto& versions = *new std::unordered_map<std::string, std::optional<std::string>>;
     std::lock_guard lock(mutex);
     auto found = versions.find(cxx);
     if (found != versions.end()) return found->second;
