@@ -158,10 +158,8 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
     std::vector<Tensor> big_env(size_t(num_value_ids_) > small_env.size() ? size_t(num_value_ids_) : 0);
     std::span<Tensor> env = big_env.empty() ? std::span<Tensor>(small_env.data(), size_t(num_value_ids_)) : std::span<Tensor>(big_env);
     std::span<Tensor> owned = jit::take_handed_over(inputs);  // AOT's saved tensors, freed after their last reader
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        Tensor input = owned.empty() ? inputs[i] : std::move(owned[i]);
-        env[graph.inputs[i].id] = contiguous_input(input);
-    }
+    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
+    for (Tensor& t : owned) t = Tensor();  // env holds them now, and drops each after its last reader
     std::array<float*, 16> small_buffers;
     std::vector<float*> big_buffers;
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {

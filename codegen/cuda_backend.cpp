@@ -52,10 +52,8 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
     std::vector<Tensor> env(static_cast<size_t>(num_value_ids_));
     std::vector<Tensor> moved(static_cast<size_t>(num_value_ids_));  // device copies of 0-d CPU values
     std::span<Tensor> owned = jit::take_handed_over(inputs);  // AOT's saved tensors, freed after their last reader
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        Tensor input = owned.empty() ? inputs[i] : std::move(owned[i]);
-        env[graph.inputs[i].id] = contiguous_input(input);
-    }
+    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
+    for (Tensor& t : owned) t = Tensor();  // env holds them now, and drops each after its last reader
     std::vector<void*> pointers;  // the kernel's buffer pointers, then its symbols
     std::vector<void*> args;      // what cuLaunchKernel takes: the address of each argument
     std::vector<long long> syms(symbols.begin(), symbols.end());

@@ -174,7 +174,10 @@ std::vector<Tensor> interpret(const Graph& graph, std::span<const Tensor> inputs
     for (size_t i = 0; i < nodes.size(); ++i) {
         const Node& n = nodes[i];
         switch (n.kind) {
-            case NodeKind::placeholder: vals[i] = owned.empty() ? inputs[i] : std::move(owned[i]); break;
+            case NodeKind::placeholder:
+                vals[i] = inputs[i];
+                if (!owned.empty()) owned[i] = Tensor();  // vals drops it after its last reader
+                break;
             case NodeKind::call: vals[i] = run_call(graph, n, syms, vals); break;
             case NodeKind::detach: vals[i] = vals[n.args[0]].detach(); break;
             case NodeKind::output: break;
