@@ -142,11 +142,24 @@ void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, cons
 // --- the engine
 namespace {
 
-void accumulate(TensorImpl& leaf, const Tensor& g) {
-    Tensor grad = g.dtype() == leaf.dtype ? g : g.to(leaf.dtype);
+// Whether `grad` can become a leaf's .grad as it is: nothing else holds its TensorImpl or its
+// storage (not saved state, not a compiled graph's buffer, not user data), and it is a plain
+// contiguous tensor. A compiled backward returns every parameter's gradient at once; taking
+// them instead of cloning keeps one copy of the gradients alive, not two (as PyTorch's
+// AccumulateGrad does).
+bool can_take(const Tensor& grad) {
+    const TensorImpl* impl = grad.impl();
+    return impl->storage && impl->storage->owned && impl->storage.use_count() == 1 && !impl->grad_fn &&
+           !impl->requires_grad && impl->offset == 0 && grad.is_contiguous() &&
+           impl->storage->bytes == size_t(shape_numel(impl->shape)) * dtype_bytes(impl->dtype);
+}
+
+void accumulate(TensorImpl& leaf, Tensor g) {
+    Tensor grad = g.dtype() == leaf.dtype ? std::move(g) : g.to(leaf.dtype);
     if (!leaf.grad) {
-        // A fresh buffer: the incoming gradient may alias saved state or user data.
-        leaf.grad = grad.clone().impl_ptr();
+        // A fresh buffer unless nothing else holds this one: the incoming gradient may alias
+        // saved state or user data.
+        leaf.grad = grad.impl_ptr().use_count() == 1 && can_take(grad) ? grad.impl_ptr() : grad.clone().impl_ptr();
     } else {
         Tensor(leaf.grad).add_(grad);
     }
@@ -213,7 +226,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
             const Edge& e = node->next[i];
             if (!e.defined() || !grads[i].defined()) continue;
             if (e.leaf) {
-                accumulate(*e.leaf, grads[i]);
+                accumulate(*e.leaf, std::move(grads[i]));
             } else {
                 Tensor& slot = slots(e.node.get())[e.output_nr];
                 slot = slot.defined() ? slot + grads[i] : grads[i];

@@ -1,13 +1,16 @@
-// The caching allocator: size classes, a free list per class, a cap on cached bytes.
+// The caching allocator: size classes, best-fit reuse of freed blocks, least recently freed
+// blocks given back to the OS first. See docs/perf.md, "The buffer pool".
 #include "tensor/storage.h"
 
+#include <malloc.h>
+#include <sys/mman.h>
 #include <sys/sysinfo.h>
 
-#include <cstdlib>
-#include <map>
 #include <algorithm>
+#include <cstdlib>
+#include <list>
+#include <map>
 #include <mutex>
-#include <vector>
 
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
@@ -17,6 +20,11 @@ namespace {
 
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxCachedBytes = size_t(4) << 30;
+// Blocks this big are mapped from the OS one by one, so that freeing one returns its pages
+// (malloc keeps freed memory of its heap resident).
+constexpr size_t kMapBytes = size_t(1) << 20;
+// The cache may hold this much even when little is live: small programs keep their blocks.
+constexpr size_t kMinCachedBytes = size_t(64) << 20;
 
 // Small blocks round to 64 B; larger ones to 1/8 of their power of two, so waste stays < 12.5%.
 size_t size_class(size_t bytes) {
@@ -27,23 +35,51 @@ size_t size_class(size_t bytes) {
     return (bytes + step - 1) / step * step;
 }
 
+// A cached block may serve a request up to a quarter smaller than itself: a step whose
+// sizes shift a little reuses what the last step freed instead of growing the cache.
+size_t largest_reusable(size_t block) { return block + block / 4; }
+
+void* os_allocate(size_t block) {
+    if (block < kMapBytes) return std::aligned_alloc(kAlign, block);
+    void* p = mmap(nullptr, block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+void os_free(void* p, size_t block) {
+    if (block < kMapBytes) std::free(p);
+    else munmap(p, block);
+}
+
 struct Pool {
+    struct Block {
+        void* data;
+        size_t bytes;
+    };
     std::mutex mu;
-    std::map<size_t, std::vector<void*>> free_blocks;
+    std::list<Block> free_blocks;  // least recently freed first
+    std::multimap<size_t, std::list<Block>::iterator> by_size;
     PoolStats stats;
 
-    void* take(size_t block) {  // the caller holds `block` bytes from here on, cached or fresh
+    // A cached block of at least `block` bytes, or null; `block` becomes the size held.
+    void* take(size_t& block) {
         std::lock_guard lock(mu);
+        auto it = by_size.lower_bound(block);
+        if (it != by_size.end() && it->first <= largest_reusable(block)) {
+            Block b = *it->second;
+            free_blocks.erase(it->second);
+            by_size.erase(it);
+            stats.cached_bytes -= b.bytes;
+            stats.live_bytes += b.bytes;
+            stats.peak_live_bytes = std::max(stats.peak_live_bytes, stats.live_bytes);
+            ++stats.hits;
+            block = b.bytes;
+            return b.data;
+        }
+        // A miss goes to the OS. Before it does, the cache gives back its least recently freed
+        // blocks while it holds more than is live: what the last steps left and this one does
+        // not reuse (the first call's tracing, sizes that changed) does not stay resident.
+        while (!free_blocks.empty() && stats.cached_bytes + block > std::max(stats.live_bytes, kMinCachedBytes)) evict_oldest();
         stats.live_bytes += block;
         stats.peak_live_bytes = std::max(stats.peak_live_bytes, stats.live_bytes);
-        auto it = free_blocks.find(block);
-        if (it != free_blocks.end() && !it->second.empty()) {
-            void* p = it->second.back();
-            it->second.pop_back();
-            stats.cached_bytes -= block;
-            ++stats.hits;
-            return p;
-        }
         ++stats.misses;
         return nullptr;
     }
@@ -51,18 +87,29 @@ struct Pool {
         std::lock_guard lock(mu);
         stats.live_bytes -= block;
         if (stats.cached_bytes + block > kMaxCachedBytes) {
-            std::free(p);
+            os_free(p, block);
             return;
         }
-        free_blocks[block].push_back(p);
+        free_blocks.push_back({p, block});
+        by_size.emplace(block, std::prev(free_blocks.end()));
         stats.cached_bytes += block;
+    }
+    void evict_oldest() {  // the caller holds mu
+        Block b = free_blocks.front();
+        auto [first, last] = by_size.equal_range(b.bytes);
+        for (auto it = first; it != last; ++it)
+            if (it->second == free_blocks.begin()) {
+                by_size.erase(it);
+                break;
+            }
+        free_blocks.pop_front();
+        stats.cached_bytes -= b.bytes;
+        os_free(b.data, b.bytes);
     }
     void release() {
         std::lock_guard lock(mu);
-        for (auto& [size, list] : free_blocks)
-            for (void* p : list) std::free(p);
-        free_blocks.clear();
-        stats.cached_bytes = 0;
+        while (!free_blocks.empty()) evict_oldest();
+        malloc_trim(0);  // and what malloc's heap holds freed, small blocks included
     }
     ~Pool() { release(); }
 };
@@ -103,7 +150,7 @@ std::shared_ptr<Storage> storage_allocate(size_t bytes, Device device) {
     s->block_bytes = size_class(bytes == 0 ? 1 : bytes);
     s->data = pool().take(s->block_bytes);
     if (!s->data) {
-        s->data = std::aligned_alloc(kAlign, s->block_bytes);
+        s->data = os_allocate(s->block_bytes);
         if (!s->data) {
             std::lock_guard lock(pool().mu);
             pool().stats.live_bytes -= s->block_bytes;

@@ -1,6 +1,10 @@
-// The caching allocator behind every tensor (tensor/storage.cpp): freed blocks are reused,
-// the cache is capped, and pool_release_cached empties it.
+// The caching allocator behind every tensor (tensor/storage.cpp): freed blocks are reused
+// (best fit, up to a quarter bigger), the cache is capped, a miss gives back the oldest
+// blocks while the cache holds more than is live, and pool_release_cached empties it and
+// returns big blocks' pages to the OS.
 #include <boost/test/unit_test.hpp>
+
+#include <fstream>
 
 #include "kiln.h"
 
@@ -24,6 +28,7 @@ BOOST_AUTO_TEST_CASE(same_size_alloc_free_hits_the_cache) {
 }
 
 BOOST_AUTO_TEST_CASE(size_classes_waste_less_than_an_eighth) {
+    kiln::pool_release_cached();  // fresh blocks: a cached one may be up to a quarter bigger
     for (size_t bytes : {1u, 100u, 4096u, 4097u, 100000u, 3u << 20}) {
         auto s = kiln::storage_allocate(bytes);
         BOOST_TEST(s->block_bytes >= bytes);
@@ -54,6 +59,58 @@ BOOST_AUTO_TEST_CASE(cached_bytes_are_capped) {
     BOOST_TEST(pool_stats().cached_bytes >= 3 * kGiB);
     kiln::pool_release_cached();
     BOOST_TEST(pool_stats().cached_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_freed_block_up_to_a_quarter_bigger_is_reused_a_bigger_one_is_not) {
+    kiln::pool_release_cached();
+    void* freed = nullptr;
+    { kiln::Tensor t = kiln::empty({1000000}); freed = t.raw_data(); }  // 4 MB, cached
+    {
+        kiln::Tensor smaller = kiln::empty({850000});  // 3.4 MB: within a quarter
+        BOOST_TEST(smaller.raw_data() == freed);
+        BOOST_TEST(smaller.impl()->storage->block_bytes >= 4000000u);
+    }
+    kiln::Tensor much_smaller = kiln::empty({500000});  // 2 MB: half the block, a fresh one
+    BOOST_TEST(much_smaller.raw_data() != freed);
+    BOOST_TEST(much_smaller.impl()->storage->block_bytes < 2000000u * 9 / 8 + 64);
+    kiln::Tensor bigger = kiln::empty({1100000});  // bigger than the block: never reused
+    BOOST_TEST(bigger.raw_data() != freed);
+}
+
+BOOST_AUTO_TEST_CASE(a_miss_gives_back_the_oldest_blocks_while_more_is_cached_than_live) {
+    kiln::pool_release_cached();
+    // 200 MB of 20 MB blocks freed (a traced first call's leftovers), never touched again.
+    { std::vector<kiln::Tensor> old; for (int i = 0; i < 10; ++i) old.push_back(kiln::empty({5 << 20})); }
+    BOOST_TEST(pool_stats().cached_bytes >= 200u << 20);
+    const size_t live = pool_stats().live_bytes;
+    // A request none of them fits: the pool gives back old blocks until what it caches is no
+    // more than what is live (or its 64 MB floor) before it asks the OS for a new one.
+    kiln::Tensor other = kiln::empty({1 << 20});  // 4 MB
+    BOOST_TEST(pool_stats().cached_bytes <= std::max<size_t>(live + (4u << 20), 64u << 20));
+    // Hits give nothing back: a step that reuses its blocks keeps them.
+    { std::vector<kiln::Tensor> again; for (int i = 0; i < 3; ++i) again.push_back(kiln::empty({5 << 20})); }
+    const size_t cached = pool_stats().cached_bytes;
+    { kiln::Tensor hit = kiln::empty({5 << 20}); }
+    BOOST_TEST(pool_stats().cached_bytes == cached);
+}
+
+size_t resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    size_t pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return resident * 4096;
+}
+
+BOOST_AUTO_TEST_CASE(release_cached_returns_big_blocks_pages_to_the_os) {
+    kiln::pool_release_cached();
+    const size_t before = resident_bytes();
+    {  // 256 MB in 8 MB blocks (malloc would keep blocks of this size in its heap), written, then cached
+        std::vector<kiln::Tensor> blocks;
+        for (int i = 0; i < 32; ++i) blocks.push_back(kiln::ones({2 << 20}));
+    }
+    BOOST_TEST(resident_bytes() >= before + (200u << 20));
+    kiln::pool_release_cached();
+    BOOST_TEST(resident_bytes() < before + (50u << 20), "resident " << (resident_bytes() >> 20) << " MB, before " << (before >> 20) << " MB");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
