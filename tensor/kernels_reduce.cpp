@@ -219,6 +219,7 @@ Tensor forward_matmul(std::span<const Tensor> in, const Attrs&) {
         return off;
     };
     auto ta = ga.trans ? CblasTrans : CblasNoTrans, tb = gb.trans ? CblasTrans : CblasNoTrans;
+    sync_blas_threads();
     for (int64_t i = 0; i < batches; ++i) {
         if (a.dtype() == DType::float32) {
             const float* pa = static_cast<const float*>(a.impl()->storage->data) + offset_of(a, i);

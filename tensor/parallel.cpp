@@ -1,6 +1,8 @@
 // A fixed pool of worker threads fed one parallel_for at a time.
 #include "tensor/parallel.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -98,6 +100,15 @@ int num_threads() {
     return n > 0 ? std::min(n, pool().size()) : pool().size();
 }
 void set_num_threads(int n) { g_threads.store(n); }
+
+void sync_blas_threads() {
+    using SetThreads = void (*)(int);
+    // Looked up, not linked: the BLAS that CMake found may be OpenBLAS, or not.
+    static const auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    static std::atomic<int> blas_threads{-1};
+    int n = num_threads();
+    if (set_threads && blas_threads.exchange(n) != n) set_threads(n);
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
     if (n <= 0) return;

@@ -10,6 +10,9 @@ inline constexpr int64_t kParallelGrain = 1 << 15;
 
 int num_threads();
 void set_num_threads(int n);  // 0: hardware concurrency; also read from KILN_NUM_THREADS
+// OpenBLAS keeps a thread count of its own (all cores), and its idle workers spin: call this
+// before a BLAS call so that BLAS uses num_threads() threads too. No-op for another BLAS.
+void sync_blas_threads();
 // body(begin, end) runs on disjoint ranges covering [0, n).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 

@@ -7,6 +7,8 @@
 #include "reference.h"
 #include "tensor/parallel.h"
 
+#include <dlfcn.h>
+
 using namespace kiln_test;
 
 namespace {
@@ -235,4 +237,24 @@ BOOST_AUTO_TEST_CASE(large_full_sum_splits_over_threads_deterministically) {
         BOOST_TEST(x.amax().item<float>() == float(ref_max));
     }
     kiln::set_num_threads(0);
+}
+
+// OpenBLAS keeps a thread count of its own (all cores by default); matmul hands it kiln's, so
+// that set_num_threads(1) means one thread for BLAS too (PyTorch does the same).
+BOOST_AUTO_TEST_CASE(matmul_runs_blas_on_kilns_thread_count) {
+    using GetThreads = int (*)();
+    auto get_threads = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (!get_threads) {
+        BOOST_TEST_MESSAGE("matmul_runs_blas_on_kilns_thread_count: SKIPPED: the BLAS is not OpenBLAS");
+        return;
+    }
+    kiln::Tensor a = kiln::randn({64, 64});
+    for (int threads : {1, 2}) {
+        kiln::set_num_threads(threads);
+        (void)kiln::matmul(a, a);
+        BOOST_TEST(get_threads() == kiln::num_threads());
+    }
+    kiln::set_num_threads(0);
+    (void)kiln::matmul(a, a);
+    BOOST_TEST(get_threads() == kiln::num_threads());
 }
