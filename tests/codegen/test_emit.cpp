@@ -78,6 +78,44 @@ BOOST_AUTO_TEST_CASE(softmax_and_layernorm_rows_are_one_kernel_each_and_match_ea
     BOOST_TEST(compiled[0].schedule().graph.nodes.size() == 5u);
 }
 
+namespace {
+
+// relu(x * scale + 1): one pointwise kernel.
+int scaled_relu(GraphBuilder& b, int x, double scale) {
+    return b.unary(OpId::relu, b.scalar(OpId::add, b.scalar(OpId::mul, x, scale), 1.0));
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(kernels_that_differ_only_in_names_are_compiled_once) {
+    // Three layers: the first two kernels are the same loop over the same shape on other
+    // buffers; the third multiplies by another scalar, the fourth runs over another shape.
+    GraphBuilder b;
+    int x = b.input({64, 100}, "x"), w = b.input({100, 100}, "w"), v = b.input({100, 30}, "v");
+    int h1 = scaled_relu(b, x, 2.0);
+    int h2 = scaled_relu(b, b.matmul(h1, w), 2.0);
+    int h3 = scaled_relu(b, b.matmul(h2, w), 3.0);
+    int h4 = scaled_relu(b, b.matmul(h3, v), 2.0);
+    b.output(h2), b.output(h4);
+    // A second graph in the same translation unit repeats the first kernel too.
+    GraphBuilder c;
+    int y = c.input({64, 100}, "y");
+    c.output(scaled_relu(c, y, 2.0));
+    std::vector<CompiledCpuGraph> compiled = compile_cpu_many({b.graph, c.graph});
+    const std::string& source = compiled[0].source();
+    BOOST_TEST(compiled[0].schedule().kernels.size() == 7u);  // 4 pointwise, 3 blas
+    BOOST_TEST(count(source, "static void ") == 3u, source);  // bodies: 2.0 [64, 100], 3.0, 2.0 [64, 30]
+    BOOST_TEST(count(source, "the same code as") == 2u, source);
+    check_against_eager(compiled[0], b.graph, {randn({64, 100}), randn({100, 100}) * 0.1, randn({100, 30}) * 0.1});
+    check_against_eager(compiled[1], c.graph, {randn({64, 100})});
+}
+
 BOOST_AUTO_TEST_CASE(broadcasting_scalars_strides_and_special_values_match_eager) {
     std::vector<LGraph> graphs;
     {  // [4,1,8] + [5,8] -> [4,5,8]: broadcasting as index math
