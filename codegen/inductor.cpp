@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <future>
@@ -241,6 +242,12 @@ void dump(const CompiledGraphInfo& info) {
     if (!info.source.empty()) log_event("code", code_file + ":\n" + info.source);
 }
 
+std::string milliseconds_since(std::chrono::steady_clock::time_point start) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    return text;
+}
+
 // The GraphCompiler: one graph (or AOT half) -> generated kernels, or the interpreter.
 // `async`: build in the background and interpret until the kernels are loaded. `background`:
 // build in the background and let the first call wait for it, so that an AOT forward and
@@ -268,11 +275,16 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     auto build = [state, owner, info, lgraph = std::move(*lgraph)]() mutable {
         int64_t timeouts_before = toolchain_stats().compiler_timeouts;
         try {
+            auto start = std::chrono::steady_clock::now();
             if (lgraph.device.type == DeviceType::cuda) {
                 state->cuda.emplace(compile_cuda(lgraph));
                 if (state->reduce_overhead) state->replay = std::make_unique<CudaGraphReplay>(*state->cuda);
             }
             else state->compiled.emplace(compile_cpu(lgraph));
+            if (log_enabled("compile"))
+                log_event("compile", "inductor graph " + std::to_string(info.id) + ": " + std::to_string(lgraph.nodes.size()) +
+                                         " nodes, kernels ready in " + milliseconds_since(start) +
+                                         " (schedule, emit, kernel cache or compiler, load)");
             ++stats().builds;
             state->ready.store(true, std::memory_order_release);
         } catch (const Error& e) {  // say so, keep running
@@ -307,9 +319,14 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     if (options.choose_faster && choice.enabled && !info.cuda)
         generated = choose_faster(info.id, std::move(generated), interpreted(graph), choice,
                                   graph->num_symbols() > 0, report_choice(owner, info.id));
-    return [state, generated = std::move(generated)](
+    return [state, generated = std::move(generated), id = info.id](
                std::span<const Tensor> inputs) -> std::vector<Tensor> {
-        if (state->built.valid()) state->built.wait();
+        if (state->built.valid() && state->built.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+            auto start = std::chrono::steady_clock::now();
+            state->built.wait();
+            log_event("compile", "inductor graph " + std::to_string(id) + ": its call waited " + milliseconds_since(start) +
+                                     " for the background build");
+        }
         if (state->ready.load(std::memory_order_acquire)) return generated(inputs);
         ++stats().calls_interpreted;  // still building (async), or the build failed
         return jit::interpret(*state->graph, inputs);

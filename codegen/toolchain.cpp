@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -24,6 +25,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "jit/log.h"
 #include "codegen/disk_cache.h"
 #include "tensor/error.h"
 
@@ -221,6 +223,11 @@ ProcessResult run_compiler(const std::vector<std::string>& argv) {
     auto start = std::chrono::steady_clock::now();
     ProcessResult result = run_process(argv, timeout);
     std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    std::string output = argv.size() >= 2 && argv[argv.size() - 2] == "-o" ? fs::path(argv.back()).filename().string() : "?";
+    output = output.substr(0, output.find(".tmp"));  // the name it is renamed to
+    char line[160];
+    std::snprintf(line, sizeof line, "the C++ compiler built %s in %.2f s", output.c_str(), seconds.count());
+    log_event("compile", line);
     update_stats([&](ToolchainStats& stats) {
         stats.compiler_calls++;
         stats.compile_seconds_total += seconds.count();

@@ -1,6 +1,9 @@
 // Cache lookup: guards first (shared lock, no host code), then record or replay (exclusive).
 #include "jit/cache.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include <algorithm>
 
 #include <iostream>
@@ -170,7 +173,14 @@ std::vector<Tensor> CompiledCore::record_new(const Args& args, const HostFn& hos
     std::string guard_text;
     for (const std::string& l : e->guards.lines(options_.arg_names)) guard_text += "\n  " + l;
     log_event("guards", "guards of " + options_.name + " entry " + std::to_string(e->id) + ":" + guard_text);
+    auto start = std::chrono::steady_clock::now();
     std::vector<Tensor> out = trace(*e, args, e->guards.sym_values, host);
+    if (log_enabled("compile")) {
+        char line[200];
+        std::snprintf(line, sizeof line, "%s entry %d: first call %.1f ms (tracing, backend compiles, running)", options_.name.c_str(),
+                      e->id, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        log_event("compile", line);
+    }
     entries_.push_back(std::move(e));
     return out;
 }

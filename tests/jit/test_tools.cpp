@@ -1,6 +1,8 @@
 // Seeing inside: print_tabular, DOT, KILN_LOGS, KILN_DEBUG_DIR; export and its text format.
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -48,6 +50,32 @@ BOOST_AUTO_TEST_CASE(print_tabular_like_fx) {
     BOOST_CHECK(table.find("output") != std::string::npos);
     BOOST_CHECK(dot.rfind("digraph", 0) == 0);
     BOOST_CHECK(dot.find("->") != std::string::npos);
+}
+
+// KILN_LOGS=compile says where a first call's time goes: the whole first call, and under the
+// inductor each graph's kernels (from the kernel cache or the compiler) and any wait for a
+// background build. A source no test compiled before (a fresh constant) makes the compiler run.
+BOOST_AUTO_TEST_CASE(kiln_logs_compile_times_the_first_call_and_each_build) {
+    jit::reset();
+    setenv("KILN_LOGS", "compile", 1);
+    log_reload();
+    std::string log;
+    const double fresh = 1.0 + double(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003) / 1e7;
+    {
+        CerrCapture cap;
+        auto f = compile([fresh](Tensor a) { return (a * fresh).sin() * 2.0; }, {.backend = "inductor", .name = "timed"});
+        Tensor x = randn({10}).requires_grad_();
+        f(x).sum().backward();
+        f(x);  // not a first call: nothing more
+        log = cap.out.str();
+    }
+    unsetenv("KILN_LOGS");
+    log_reload();
+    BOOST_TEST_MESSAGE(log);
+    BOOST_CHECK(log.find("[kiln:compile] timed entry 1: first call ") != std::string::npos);
+    BOOST_CHECK(log.find("[kiln:compile] the C++ compiler built ") != std::string::npos);
+    BOOST_CHECK(log.find(" nodes, kernels ready in ") != std::string::npos);
+    BOOST_CHECK(log.find("first call", log.find("first call") + 1) == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(kiln_logs_prints_graphs_guards_breaks_recompiles) {
