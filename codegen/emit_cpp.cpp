@@ -97,23 +97,33 @@ const char* cpp_type(DType d) {
 }
 
 struct Reduction {
-    const char* init;  // identity element
+    std::string init;  // identity element
     const char* fold;  // folds a batch into a float accumulator
+    OpId op;
+    DType dtype;       // the accumulator's: the reduction's output dtype
     std::string update(const std::string& acc, const std::string& v) const {
-        return std::string(fold) == "fold_sum" ? acc + " + " + v
-               : std::string(fold) == "fold_max" ? "maximum(" + acc + ", " + v + ")"
-                                                 : "minimum(" + acc + ", " + v + ")";
+        if (op == OpId::sum && dtype == DType::int64)  // wraps on overflow, as eager's
+            return "int64_t(wrap_int64(" + acc + ") + wrap_int64(" + v + "))";
+        return op == OpId::sum ? acc + " + " + v
+               : op == OpId::amax ? "maximum(" + acc + ", " + v + ")"
+                                  : "minimum(" + acc + ", " + v + ")";
     }
 };
 Reduction reduction_of(OpId op, DType dtype) {
-    if (dtype == DType::float64) {
-        if (op == OpId::sum) return {"0.0", "fold_sum"};
-        if (op == OpId::amax) return {"(-std::numeric_limits<double>::infinity())", "fold_max"};
-        return {"std::numeric_limits<double>::infinity()", "fold_min"};
-    }
-    if (op == OpId::sum) return {"0.0f", "fold_sum"};
-    if (op == OpId::amax) return {"(-std::numeric_limits<float>::infinity())", "fold_max"};
-    return {"std::numeric_limits<float>::infinity()", "fold_min"};
+    const char* fold = op == OpId::sum ? "fold_sum" : op == OpId::amax ? "fold_max" : "fold_min";
+    std::string type = dtype == DType::float64 ? "double" : "float";
+    std::string init;
+    if (dtype == DType::int64)
+        init = op == OpId::sum    ? "int64_t(0)"
+               : op == OpId::amax ? "std::numeric_limits<int64_t>::min()"
+                                  : "std::numeric_limits<int64_t>::max()";
+    else if (dtype == DType::boolean)  // amax is any, amin is all
+        init = op == OpId::amin ? "true" : "false";
+    else
+        init = op == OpId::sum    ? (dtype == DType::float64 ? "0.0" : "0.0f")
+               : op == OpId::amax ? "(-std::numeric_limits<" + type + ">::infinity())"
+                                  : "std::numeric_limits<" + type + ">::infinity()";
+    return {init, fold, op, dtype};
 }
 
 class KernelEmitter : KernelView {
@@ -140,11 +150,16 @@ class KernelEmitter : KernelView {
             os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0") << ";\n";
             emit_row_body("    ", "begin", "end");
         } else {
+            std::string run = run_from_ > outer_ ? "run_size" : "row_size";
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-            os_ << "    const int64_t vec_end = " << (vector_ ? "row_size / W * W" : "0") << ";\n";
+            if (run_from_ > outer_) {
+                os_ << "    const int64_t mid_size = " << product_cpp(k_.domain, outer_, run_from_) << ";  // runs per row\n";
+                os_ << "    const int64_t run_size = " << product_cpp(k_.domain, run_from_, rank_) << ";\n";
+            }
+            os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
             os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
             emit_row_indices("        ");
-            emit_row_body("        ", "0", "row_size");
+            emit_row_body("        ", "0", run);
             os_ << "    }\n";
         }
         os_ << "}\n";
@@ -176,7 +191,8 @@ class KernelEmitter : KernelView {
         out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
                      : product_cpp(k_.domain, 0, outer_) + " rows of " +
                            product_cpp(k_.domain, outer_, rank_);
-        out += !float32_ ? " (scalar: float64 or int64 values)"
+        if (run_from_ > outer_) out += " walked as " + product_cpp(k_.domain, outer_, run_from_) + " runs of " + product_cpp(k_.domain, run_from_, rank_);
+        out += !float32_ ? " (scalar: float64, int64 or bool reductions)"
                : vector_ ? ""
                          : " (scalar: strided loads)";
         return out;
@@ -205,13 +221,14 @@ class KernelEmitter : KernelView {
         };
         if (k_.kind == KernelKind::row) {
             outer_ = k_.outer_dims;
+            choose_run();
             strided_ = !all_contiguous();
             vector_ = float32_ && !strided_;
             return;
         }
-        outer_ = 0, flat_ = true;  // best case: one flat loop over all elements
+        outer_ = run_from_ = 0, flat_ = true;  // best case: one flat loop over all elements
         if (all_contiguous()) return void(vector_ = float32_);
-        flat_ = false, outer_ = std::max(rank_ - 1, 0);
+        flat_ = false, outer_ = run_from_ = std::max(rank_ - 1, 0);
         strided_ = !all_contiguous();
         vector_ = float32_ && !strided_;
     }
@@ -252,6 +269,16 @@ class KernelEmitter : KernelView {
         return math;
     }
 
+    // Element j of the run (k_d for strided loads) of value v's buffer.
+    static std::string index_text(const LoadPlan& p) {
+        std::string index = p.base + mid_terms(p);
+        if (p.kind == LoadKind::contiguous) index += " + j";
+        if (p.kind == LoadKind::strided)
+            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+        if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
+        return index;
+    }
+
     std::string load_text(int v, const LoadPlan& p, bool vec) const {
         if (is_constant(v)) {
             const LNode& n = node(s_.producer.at(v));
@@ -260,11 +287,7 @@ class KernelEmitter : KernelView {
             return vec ? (n.out.dtype == DType::boolean ? "BB(" : "B(") + value + ")" : value;
         }
         std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr";
-        std::string index = p.base;
-        if (p.kind == LoadKind::contiguous) index += " + j";
-        if (p.kind == LoadKind::strided)
-            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
-        if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
+        std::string index = index_text(p);
         if (!vec) return ptr + "[" + index + "]";
         bool is_bool = dtype(v) == DType::boolean;
         if (p.kind == LoadKind::contiguous)
@@ -284,18 +307,29 @@ class KernelEmitter : KernelView {
         os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            const char* init = reduction_of(node(r).op, node(r).out.dtype).init;
+            std::string init = reduction_of(node(r).op, node(r).out.dtype).init;
             if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
             os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
         }
-        if (vector_) {
-            os_ << ind << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
-            emit_loop_body(ind + "    ", body, reductions, stores, true);
-            os_ << ind << "}\n";
+        std::string in = ind;
+        if (run_from_ > outer_) {  // one run at a time: the mid dims' k_d once per run
+            os_ << ind << "for (int64_t mid = 0; mid < mid_size; ++mid) {\n";
+            in = ind + "    ";
+            os_ << in << "int64_t rest_m = mid;\n";
+            for (int d = run_from_ - 1; d > outer_; --d)
+                os_ << in << "const int64_t k" << d << " = rest_m % " << to_cpp(size_expr(k_.domain[d])) << "; rest_m /= "
+                    << to_cpp(size_expr(k_.domain[d])) << ";\n";
+            os_ << in << "const int64_t k" << outer_ << " = rest_m;\n";
         }
-        os_ << ind << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to << "; ++j) {\n";
-        emit_loop_body(ind + "    ", body, reductions, stores, false);
-        os_ << ind << "}\n";
+        if (vector_) {
+            os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
+            emit_loop_body(in + "    ", body, reductions, stores, true);
+            os_ << in << "}\n";
+        }
+        os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to << "; ++j) {\n";
+        emit_loop_body(in + "    ", body, reductions, stores, false);
+        os_ << in << "}\n";
+        if (run_from_ > outer_) os_ << ind << "}\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             if (vector_)
@@ -330,15 +364,13 @@ class KernelEmitter : KernelView {
             os_ << ind << "auto " << s_.value_name(node(index).out.id) << " = " << expression(node(index), vec, true) << ";\n";
         for (int r : reductions) {
             std::string acc = s_.value_name(node(r).out.id) + (vec ? "_vec" : "");
-            os_ << ind << acc << " = "
-                << reduction_of(node(r).op, node(r).out.dtype)
-                       .update(acc, operand(node(r).inputs[0], vec, true))
-                << ";\n";
+            std::string x = operand(node(r).inputs[0], vec, true);
+            if (dtype(node(r).inputs[0]) != node(r).out.dtype)  // a sum of bools counts them in int64
+                x = std::string("convert<") + cpp_type(node(r).out.dtype) + ">(" + x + ")";
+            os_ << ind << acc << " = " << reduction_of(node(r).op, node(r).out.dtype).update(acc, x) << ";\n";
         }
         for (int v : stores) {
-            LoadPlan p = plan_load(v, rank_, false);
-            std::string at = p.base + " + j";
-            if (at.rfind("0 + ", 0) == 0) at = at.substr(4);
+            std::string at = index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
             std::string ptr = s_.value_name(v) + "_ptr";
             if (vec && dtype(v) == DType::boolean)
                 os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at

@@ -1,0 +1,270 @@
+// Generated reductions over any set of dims (a row kernel whose loop takes the kept dims
+// first and the reduced ones last) and of every dtype (sum of int64 or bool: int64; amax and
+// amin keep the dtype), checked against eager on contiguous, permuted, sliced and expanded
+// inputs, odd and symbolic sizes, with fused producers and consumers.
+#include <boost/test/unit_test.hpp>
+
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "codegen/cpu_backend.h"
+#include "codegen/inductor.h"
+#include "codegen/schedule.h"
+#include "kiln.h"
+#include "lgraph_builder.h"
+#include "random_dtype_programs.h"
+
+using namespace kiln;
+using namespace kiln::codegen;
+using kiln::codegen::testing::GraphBuilder;
+using kiln_test::dtype_error;
+
+namespace {
+
+enum class Layout { contiguous, permuted, sliced, expanded };
+const char* layout_name(Layout l) {
+    static const char* names[] = {"contiguous", "permuted", "sliced", "expanded"};
+    return names[int(l)];
+}
+
+// An input tensor of `dtype`: small integers (ties for amax/amin), bools, or randn * 2.
+Tensor example(const Shape& shape, DType dtype) {
+    if (dtype == DType::boolean) return randn(shape) > 0.3;
+    if (dtype == DType::int64) return randint(-5, 6, shape);
+    return (randn(shape) * 2.0).to(dtype);
+}
+
+// A value of `shape` read through `layout`: an input of another shape and a view of it
+// inside the graph (a view made inside the graph is strided index math, never copied).
+int viewed_input(GraphBuilder& b, std::vector<Tensor>& inputs, const Shape& shape, DType dtype, Layout layout) {
+    size_t rank = shape.size();
+    switch (layout) {
+        case Layout::contiguous:
+            inputs.push_back(example(shape, dtype));
+            return b.input(shape, "x", dtype);
+        case Layout::permuted: {  // reversed dims, permuted back
+            Shape reversed(shape.rbegin(), shape.rend()), dims;
+            for (size_t d = rank; d-- > 0;) dims.push_back(int64_t(d));
+            inputs.push_back(example(reversed, dtype));
+            return b.permute(b.input(reversed, "x", dtype), dims);
+        }
+        case Layout::sliced: {  // every other element of a longer dim 0, from 1
+            Shape longer = shape;
+            longer[0] = 2 * shape[0] + 1;
+            inputs.push_back(example(longer, dtype));
+            return b.slice(b.input(longer, "x", dtype), 0, 1, longer[0], 2);
+        }
+        case Layout::expanded: {  // dim 0 broadcast from 1
+            Shape one = shape;
+            one[0] = 1;
+            inputs.push_back(example(one, dtype));
+            return b.expand(b.input(one, "x", dtype), shape);
+        }
+    }
+    return -1;
+}
+
+// One program: maybe a producer, the reduction, maybe a consumer; its outputs are added.
+void add_program(GraphBuilder& b, std::vector<Tensor>& inputs, const Shape& shape, const Shape& dims, bool keepdim,
+                 DType dtype, OpId op, Layout layout, bool fuse) {
+    int x;
+    if (dtype == DType::boolean && fuse) {  // a fused compare produces the bools
+        x = viewed_input(b, inputs, shape, DType::int64, layout);
+        x = b.node(OpId::gt, {x}, {.scalar = 1.0, .scalar_pos = ScalarPos::right}, shape, DType::boolean);
+    } else {
+        x = viewed_input(b, inputs, shape, dtype, layout);
+        if (fuse && dtype != DType::boolean) x = b.node(OpId::mul, {x}, {.scalar = 2.0, .scalar_pos = ScalarPos::right}, shape, dtype);
+    }
+    int r = b.reduce(op, x, dims, keepdim);
+    b.output(r);
+    DType out = b.value(r).dtype;
+    if (!fuse || out == DType::boolean) return;
+    if (keepdim) b.output(b.binary(OpId::sub, x, r));  // consumed per element, as x - mean
+    else b.output(b.node(OpId::add, {r}, {.scalar = 1.0, .scalar_pos = ScalarPos::right}, b.value(r).shape, out));
+}
+
+std::vector<Shape> subsets(size_t rank) {
+    std::vector<Shape> out;
+    for (unsigned mask = 1; mask < (1u << rank); ++mask) {
+        Shape dims;
+        for (size_t d = 0; d < rank; ++d)
+            if (mask & (1u << d)) dims.push_back(int64_t(d));
+        out.push_back(dims);
+    }
+    out.push_back({});  // empty: every dim
+    return out;
+}
+
+int count_kind(const Schedule& s, KernelKind kind) {
+    int n = 0;
+    for (const Kernel& k : s.kernels) n += k.kind == kind;
+    return n;
+}
+
+// Builds each graph with one compiler call (two at once), runs it, compares with eager.
+void check_graphs(std::vector<GraphBuilder>& builders, std::vector<std::vector<Tensor>>& inputs, double tol) {
+    std::vector<std::optional<CompiledCpuGraph>> compiled(builders.size());
+    std::vector<std::thread> threads;
+    for (size_t g = 0; g < builders.size(); ++g)
+        threads.emplace_back([&, g] { compiled[g].emplace(compile_cpu(builders[g].graph)); });
+    for (std::thread& t : threads) t.join();
+    int failures = 0, outputs = 0;
+    for (size_t g = 0; g < builders.size(); ++g) {
+        const Schedule& s = compiled[g]->schedule();
+        BOOST_TEST(count_kind(s, KernelKind::fallback) == 0, s.print());
+        std::vector<Tensor> got = compiled[g]->run(inputs[g]), want = run_eager(builders[g].graph, inputs[g]);
+        BOOST_REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i, ++outputs) {
+            double error = dtype_error(got[i], want[i]);
+            if (error > tol && ++failures <= 5)
+                BOOST_ERROR("graph " << g << " output " << i << " (value " << builders[g].graph.outputs[i] << "): error " << error << "\n"
+                                     << got[i] << "\nwant\n" << want[i]);
+        }
+    }
+    std::cout << outputs << " reduction outputs checked against eager\n";
+    BOOST_TEST(failures == 0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(generated_reductions)
+
+// Every set of dims of 1-D to 4-D values, keepdim both ways, all four dtypes; the op, the
+// input's layout and whether a producer and consumer fuse rotate through the cases.
+BOOST_AUTO_TEST_CASE(every_set_of_dims_of_every_dtype_matches_eager) {
+    manual_seed(11);
+    const std::vector<std::vector<Shape>> shapes = {{{1000}, {2, 1000}, {3, 1, 17}, {2, 3, 5, 17}},
+                                                    {{1}, {17, 3}, {17, 3, 1}, {3, 17, 1, 5}}};
+    const DType dtypes[] = {DType::float32, DType::float64, DType::int64, DType::boolean};
+    const OpId ops[] = {OpId::sum, OpId::amax, OpId::amin};
+    std::vector<GraphBuilder> builders(2);
+    std::vector<std::vector<Tensor>> inputs(2);
+    int n = 0;
+    for (int keepdim = 0; keepdim < 2; ++keepdim)
+        for (size_t rank = 1; rank <= 4; ++rank)
+            for (const Shape& dims : subsets(rank))
+                for (DType dtype : dtypes) {
+                    int g = int(dtype == DType::int64 || dtype == DType::boolean);
+                    const Shape& shape = shapes[(n / 4) % 2][rank - 1];
+                    Layout layout = Layout((n / 3) % 4);
+                    if (layout == Layout::expanded && shape[0] == 1) layout = Layout::sliced;
+                    add_program(builders[g], inputs[g], shape, dims, keepdim, dtype, ops[n % 3], layout, n % 5 < 3);
+                    ++n;
+                }
+    std::cout << n << " reductions (" << builders[0].graph.nodes.size() + builders[1].graph.nodes.size() << " nodes)\n";
+    check_graphs(builders, inputs, 1e-5);
+}
+
+// Each layout with each op, for the reductions batch norm and a bias gradient make.
+BOOST_AUTO_TEST_CASE(strided_inputs_of_batch_norm_and_column_reductions_match_eager) {
+    manual_seed(12);
+    std::vector<GraphBuilder> builders(1);
+    std::vector<std::vector<Tensor>> inputs(1);
+    for (Layout layout : {Layout::contiguous, Layout::permuted, Layout::sliced, Layout::expanded})
+        for (OpId op : {OpId::sum, OpId::amax, OpId::amin}) {
+            add_program(builders[0], inputs[0], {4, 3, 5, 17}, {0, 2, 3}, true, DType::float32, op, layout, true);
+            add_program(builders[0], inputs[0], {33, 20}, {0}, false, DType::float32, op, layout, true);
+            add_program(builders[0], inputs[0], {5, 4, 19}, {0, 2}, false, DType::float64, op, layout, true);
+        }
+    std::cout << "layouts: " << layout_name(Layout::contiguous) << " ... " << layout_name(Layout::expanded) << "\n";
+    check_graphs(builders, inputs, 1e-4);  // float32 sums of 340 values, in another order than eager's
+}
+
+BOOST_AUTO_TEST_CASE(symbolic_sizes_reduce_over_any_dims) {
+    using kiln::codegen::testing::s0;
+    using kiln::codegen::testing::s1;
+    GraphBuilder b;
+    int x = b.input({s0, 3, s1}, "x");
+    int ints = b.input({s0, s1}, "i", DType::int64);
+    int doubled = b.scalar(OpId::mul, x, 2.0);
+    int cols = b.reduce(OpId::sum, doubled, {0, 2}, false);  // (x * 2).sum((0, 2)) + 1
+    b.output(b.scalar(OpId::add, cols, 1.0));
+    int m = b.reduce(OpId::amax, x, {0}, true);
+    b.output(b.binary(OpId::sub, x, m));
+    b.output(b.reduce(OpId::sum, ints, {0}, false));
+    b.output(b.reduce(OpId::amin, ints, {0}, true));
+    CompiledCpuGraph f = compile_cpu(b.graph);
+    BOOST_TEST(count_kind(f.schedule(), KernelKind::fallback) == 0, f.schedule().print());
+    for (int64_t n : {1, 7, 300}) {
+        std::vector<Tensor> in = {randn({n, 3, 9}), randint(-1000, 1000, {n, 9})};
+        std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
+        for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "s0 = " << n << ", output " << i);
+    }
+}
+
+// int64 sums wrap on overflow as eager's do; bool amax/amin are any/all.
+BOOST_AUTO_TEST_CASE(int64_sums_wrap_and_bool_extremes_are_any_and_all) {
+    GraphBuilder b;
+    int big = b.input({3, 4}, "big", DType::int64);
+    int flags = b.input({3, 4}, "flags", DType::boolean);
+    b.output(b.reduce(OpId::sum, big, {0}, false));
+    b.output(b.reduce(OpId::sum, flags, {0}, false));
+    b.output(b.reduce(OpId::amax, flags, {0}, false));
+    b.output(b.reduce(OpId::amin, flags, {0}, true));
+    CompiledCpuGraph f = compile_cpu(b.graph);
+    Tensor large = full({3, 4}, 4.0e18, {.dtype = DType::int64});
+    Tensor bools = tensor({1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 1.f, 1.f}).reshape({3, 4}) > 0.5;
+    std::vector<Tensor> in = {large, bools};
+    std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
+    BOOST_TEST(got[0].dtype() == DType::int64);
+    BOOST_TEST(got[0].to_vector<int64_t>() == want[0].to_vector<int64_t>());  // wrapped, not saturated
+    BOOST_TEST(got[1].dtype() == DType::int64);
+    for (size_t i = 1; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) == 0.0, "output " << i);
+    BOOST_TEST(got[2].dtype() == DType::boolean);
+}
+
+// Batch norm's training forward (mean and var over (0, 2, 3) of [N, C, H, W], then normalize,
+// affine, relu) is one row kernel with rows = C, as layernorm is over its rows: three passes
+// along each channel, each walking N runs of H * W contiguous elements in float lanes.
+BOOST_AUTO_TEST_CASE(batch_norm_training_forward_is_one_row_kernel_and_vectorized) {
+    GraphBuilder b;
+    const Shape shape = {8, 16, 9, 9};
+    int x = b.input(shape, "x");
+    int w = b.input({16, 1, 1}, "w"), bias = b.input({16, 1, 1}, "b");
+    int mean = b.mean(x, {0, 2, 3}, true);
+    int centered = b.binary(OpId::sub, x, mean);
+    int var = b.mean(b.binary(OpId::mul, centered, centered), {0, 2, 3}, true);
+    int inv = b.unary(OpId::rsqrt, b.scalar(OpId::add, var, 1e-5));
+    int out = b.binary(OpId::add, b.binary(OpId::mul, b.binary(OpId::mul, centered, inv), w), bias);
+    b.output(b.unary(OpId::relu, out));
+    b.output(mean);
+    b.output(var);
+    CompiledCpuGraph f = compile_cpu(b.graph);
+    const Schedule& s = f.schedule();
+    BOOST_TEST(count_kind(s, KernelKind::fallback) == 0, s.print());
+    BOOST_TEST(s.kernels.size() == 1u, s.print());
+    BOOST_TEST(s.kernels[0].kind == KernelKind::row);
+    BOOST_TEST(s.kernels[0].domain == Shape({16, 8, 9, 9}));
+    BOOST_TEST(s.print().find("row [16] x [8, 9, 9] (dims 1 0 2 3)") != std::string::npos, s.print());
+    std::string kernel0 = f.source().substr(f.source().find("// kernel_0:"));
+    kernel0 = kernel0.substr(0, kernel0.find("// kernel_1:"));
+    BOOST_TEST(kernel0.find("walked as 8 runs of 81") != std::string::npos, kernel0);
+    BOOST_TEST(kernel0.find("B::load_unaligned(x_0_ptr + i0 * 81 + k1 * 1296 + j)") != std::string::npos, kernel0);
+    BOOST_TEST(kernel0.find("%") == kernel0.find("rest % "), "no div/mod per element");
+    std::vector<Tensor> in = {randn(shape) * 3.0 + 1.0, randn({16, 1, 1}), randn({16, 1, 1})};
+    std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
+    for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-4, "output " << i);
+}
+
+// The bias gradient of a linear layer (a sum over the batch dim) is generated code in the
+// compiled backward, and equals eager's.
+BOOST_AUTO_TEST_CASE(linear_bias_gradient_is_generated_and_matches_eager) {
+    manual_seed(5);
+    auto layer = std::make_shared<nn::Linear>(24, 40);
+    auto loss_fn = [&](Tensor x) { return (tanh(layer->forward(x)) * 0.5).sum(); };
+    auto f = compile(loss_fn, {.choose_faster = false});
+    Tensor x = randn({33, 24});
+    Tensor loss = f(x);
+    loss.backward();
+    CompiledGraphInfo backward = last_compiled();
+    BOOST_TEST(backward.fallbacks.empty(), backward.schedule);
+    BOOST_TEST(backward.schedule.find("(dims 1 0)") != std::string::npos, backward.schedule);
+    std::vector<Tensor> compiled_grads;
+    for (auto& [name, p] : layer->named_parameters()) compiled_grads.push_back(p.grad().clone()), p.zero_grad();
+    loss_fn(x).backward();
+    size_t i = 0;
+    for (auto& [name, p] : layer->named_parameters()) BOOST_TEST(allclose(compiled_grads[i++], p.grad(), 1e-4, 1e-5), name);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
