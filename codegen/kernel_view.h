@@ -27,6 +27,7 @@ struct LoadPlan {
     std::string base;                             // offset + outer index terms
     std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the run
     std::vector<std::pair<int, SizeExpr>> mid;    // (domain dim, stride) over the runs of a row
+    SizeExpr last_row_stride{0, {}};              // stride along the last row-indexing dim
 };
 
 // A row's loop dims [outer, run_from) are walked one index at a time (the "mid" dims, k_d
@@ -123,6 +124,7 @@ class KernelView {
             if (shape[d] == 1) continue;  // broadcast (or a dim of one): index 0
             int dim = loop_dim(consumer_rank, shape.size(), d);
             std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
+            if (dim == outer_ - 1) p.last_row_stride = a.strides[d];
             if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
             else if (row_context) continue;
             else if (dim < run_from_) p.mid.push_back({dim, a.strides[d]});

@@ -247,6 +247,24 @@ BOOST_AUTO_TEST_CASE(batch_norm_training_forward_is_one_row_kernel_and_vectorize
     for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-4, "output " << i);
 }
 
+// A column sum (dim 0 of [B, F]) walks tiles of consecutive columns, lanes across columns, so
+// each step down the rows reads consecutive memory (a column at a time strides by F).
+BOOST_AUTO_TEST_CASE(column_sums_walk_tiles_of_columns_in_lanes) {
+    GraphBuilder b;
+    int x = b.input({300, 203}, "x");
+    int ints = b.input({300, 7}, "i", DType::int64);  // another loop: its own kernel, scalar tiles
+    int cols = b.reduce(OpId::sum, b.unary(OpId::tanh, x), {0}, false);
+    b.output(b.scalar(OpId::mul, cols, 0.5));
+    b.output(b.reduce(OpId::amax, ints, {0}, true));
+    CompiledCpuGraph f = compile_cpu(b.graph);
+    BOOST_TEST(f.schedule().kernels.size() == 2u, f.schedule().print());
+    BOOST_TEST(f.source().find("row over 203 rows of 300 in tiles of 128 rows (lanes across rows)") != std::string::npos, f.source());
+    BOOST_TEST(f.source().find("B::load_unaligned(x_0_ptr + i0 + k1 * 203)") != std::string::npos, f.source());
+    std::vector<Tensor> in = {randn({300, 203}), randint(-1000, 1000, {300, 7})};
+    std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
+    for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "output " << i);
+}
+
 // The bias gradient of a linear layer (a sum over the batch dim) is generated code in the
 // compiled backward, and equals eager's.
 BOOST_AUTO_TEST_CASE(linear_bias_gradient_is_generated_and_matches_eager) {
