@@ -23,7 +23,9 @@ double median_ms(const std::function<void()>& body, int warmup = 3) {
     for (int r = 0; r < kReps; ++r) {
         auto t0 = std::chrono::steady_clock::now();
         body();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
     }
     std::sort(ms.begin(), ms.end());
     return ms[kReps / 2];
@@ -49,8 +51,10 @@ void row(const char* name, Tensor (*fn)(Tensor), const Tensor& x, bool last) {
     double compiled = median_ms([&] { (void)f(x); });
     Tensor a = f(x), b = fn(x);
     bool equal = allclose(a.to(DType::float64), b.to(DType::float64), 1e-4, 1e-4);
-    std::printf("  \"%s\": {\"eager_ms\": %.3f, \"compiled_ms\": %.3f, \"speedup\": %.2f, \"equal\": %s}%s\n", name, eager, compiled,
-                eager / compiled, equal ? "true" : "false", last ? "" : ",");
+    std::printf(
+        "  \"%s\": {\"eager_ms\": %.3f, \"compiled_ms\": %.3f, \"speedup\": %.2f, \"equal\": "
+        "%s}%s\n",
+        name, eager, compiled, eager / compiled, equal ? "true" : "false", last ? "" : ",");
 }
 
 }  // namespace

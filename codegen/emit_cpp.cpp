@@ -100,11 +100,11 @@ struct Reduction {
     std::string init;  // identity element
     const char* fold;  // folds a batch into a float accumulator
     OpId op;
-    DType dtype;       // the accumulator's: the reduction's output dtype
+    DType dtype;  // the accumulator's: the reduction's output dtype
     std::string update(const std::string& acc, const std::string& v) const {
         if (op == OpId::sum && dtype == DType::int64)  // wraps on overflow, as eager's
             return "int64_t(wrap_int64(" + acc + ") + wrap_int64(" + v + "))";
-        return op == OpId::sum ? acc + " + " + v
+        return op == OpId::sum    ? acc + " + " + v
                : op == OpId::amax ? "maximum(" + acc + ", " + v + ")"
                                   : "minimum(" + acc + ", " + v + ")";
     }
@@ -155,8 +155,10 @@ class KernelEmitter : KernelView {
             std::string run = run_from_ > outer_ ? "run_size" : "row_size";
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
             if (run_from_ > outer_) {
-                os_ << "    const int64_t mid_size = " << product_cpp(k_.domain, outer_, run_from_) << ";  // runs per row\n";
-                os_ << "    const int64_t run_size = " << product_cpp(k_.domain, run_from_, rank_) << ";\n";
+                os_ << "    const int64_t mid_size = " << product_cpp(k_.domain, outer_, run_from_)
+                    << ";  // runs per row\n";
+                os_ << "    const int64_t run_size = " << product_cpp(k_.domain, run_from_, rank_)
+                    << ";\n";
             }
             os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
             os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
@@ -172,8 +174,9 @@ class KernelEmitter : KernelView {
             os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name << "_body);\n";
         } else {
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-            os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>(" << (tile_ ? kTile : 1)
-                << ", 32768 / std::max<int64_t>(row_size, 1)), &args, " << name << "_body);\n";
+            os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
+                << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
+                << name << "_body);\n";
         }
         os_ << "}\n\n";
     }
@@ -197,7 +200,9 @@ class KernelEmitter : KernelView {
         out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
                      : product_cpp(k_.domain, 0, outer_) + " rows of " +
                            product_cpp(k_.domain, outer_, rank_);
-        if (run_from_ > outer_) out += " walked as " + product_cpp(k_.domain, outer_, run_from_) + " runs of " + product_cpp(k_.domain, run_from_, rank_);
+        if (run_from_ > outer_)
+            out += " walked as " + product_cpp(k_.domain, outer_, run_from_) + " runs of " +
+                   product_cpp(k_.domain, run_from_, rank_);
         if (tile_) out += " in tiles of " + std::to_string(kTile) + " rows (lanes across rows)";
         out += !float32_ ? " (scalar: float64, int64 or bool reductions)"
                : vector_ ? ""
@@ -282,14 +287,17 @@ class KernelEmitter : KernelView {
         std::string index = p.base + mid_terms(p);
         if (p.kind == LoadKind::contiguous) index += " + j";
         if (p.kind == LoadKind::strided)
-            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+            for (const auto& [dim, stride] : p.inner)
+                index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
         if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
         return index;
     }
 
     std::string load_text(int v, const LoadPlan& p, bool vec) const {
-        if (tile_ && vec && !is_constant(v)) {  // lanes across rows: contiguous along them, or one value
-            std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr", index = index_text(p);
+        if (tile_ && vec &&
+            !is_constant(v)) {  // lanes across rows: contiguous along them, or one value
+            std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr",
+                        index = index_text(p);
             bool is_bool = dtype(v) == DType::boolean;
             if (p.last_row_stride == SizeExpr{1, {}})
                 return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr + " + " + index + ")";
@@ -332,8 +340,9 @@ class KernelEmitter : KernelView {
             in = ind + "    ";
             os_ << in << "int64_t rest_m = mid;\n";
             for (int d = run_from_ - 1; d > outer_; --d)
-                os_ << in << "const int64_t k" << d << " = rest_m % " << to_cpp(size_expr(k_.domain[d])) << "; rest_m /= "
-                    << to_cpp(size_expr(k_.domain[d])) << ";\n";
+                os_ << in << "const int64_t k" << d << " = rest_m % "
+                    << to_cpp(size_expr(k_.domain[d]))
+                    << "; rest_m /= " << to_cpp(size_expr(k_.domain[d])) << ";\n";
             os_ << in << "const int64_t k" << outer_ << " = rest_m;\n";
         }
         if (vector_) {
@@ -341,7 +350,8 @@ class KernelEmitter : KernelView {
             emit_loop_body(in + "    ", body, reductions, stores, true);
             os_ << in << "}\n";
         }
-        os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to << "; ++j) {\n";
+        os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
+            << "; ++j) {\n";
         emit_loop_body(in + "    ", body, reductions, stores, false);
         os_ << in << "}\n";
         if (run_from_ > outer_) os_ << ind << "}\n";
@@ -380,19 +390,22 @@ class KernelEmitter : KernelView {
         for (int r : reductions) {
             std::string acc = s_.value_name(node(r).out.id) + (vec ? "_vec" : "");
             std::string x = operand(node(r).inputs[0], vec, true);
-            if (dtype(node(r).inputs[0]) != node(r).out.dtype)  // a sum of bools counts them in int64
+            if (dtype(node(r).inputs[0]) !=
+                node(r).out.dtype)  // a sum of bools counts them in int64
                 x = std::string("convert<") + cpp_type(node(r).out.dtype) + ">(" + x + ")";
             Reduction red = reduction_of(node(r).op, node(r).out.dtype);
             std::string tile = s_.value_name(node(r).out.id) + "_tile";
             if (tile_ && vec)
-                os_ << ind << "(" << red.update("B::load_unaligned(" + tile + " + t)", x) << ").store_unaligned(" << tile << " + t);\n";
+                os_ << ind << "(" << red.update("B::load_unaligned(" + tile + " + t)", x)
+                    << ").store_unaligned(" << tile << " + t);\n";
             else if (tile_)
                 os_ << ind << tile << "[t] = " << red.update(tile + "[t]", x) << ";\n";
             else
                 os_ << ind << acc << " = " << red.update(acc, x) << ";\n";
         }
         for (int v : stores) {
-            std::string at = index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
+            std::string at =
+                index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
             std::string ptr = s_.value_name(v) + "_ptr";
             if (vec && dtype(v) == DType::boolean)
                 os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at
@@ -424,7 +437,6 @@ class KernelEmitter : KernelView {
         emit_row_store(ind, n.out.id);
     }
 
-
     // ---- tiles of rows (lanes across rows)
 
     // Whether every load and store is contiguous along the last row dim, or one value along
@@ -442,7 +454,8 @@ class KernelEmitter : KernelView {
         std::vector<int> pass;
         for (int index : k_.nodes) {
             const LNode& n = node(index);
-            if (is_reduction(index)) pass.push_back(index);
+            if (is_reduction(index))
+                pass.push_back(index);
             else if (per_row(n.out.id))
                 for (int v : n.inputs)
                     if (!in_kernel(v) && !ok(plan_load(v, n.out.shape.size(), true))) return false;
@@ -475,18 +488,21 @@ class KernelEmitter : KernelView {
         std::vector<int> body = element_closure(targets);
         os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         for (int r : reductions)
-            os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id) << "_tile[" << kTile << "];\n";
-        os_ << "    for (int64_t row = begin; row < end;) {  // rows i" << o << " = first .. first + lanes - 1\n";
+            os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id)
+                << "_tile[" << kTile << "];\n";
+        os_ << "    for (int64_t row = begin; row < end;) {  // rows i" << o
+            << " = first .. first + lanes - 1\n";
         os_ << "        [[maybe_unused]] int64_t rest = row;\n";
         os_ << "        const int64_t first = rest % " << size_o << "; rest /= " << size_o << ";\n";
         for (int d = o - 1; d > 0; --d)
-            os_ << "        const int64_t i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
-                << to_cpp(size_expr(k_.domain[d])) << ";\n";
+            os_ << "        const int64_t i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d]))
+                << "; rest /= " << to_cpp(size_expr(k_.domain[d])) << ";\n";
         if (o > 0) os_ << "        const int64_t i0 = rest;\n";
-        os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, " << size_o << " - first});\n";
+        os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, "
+            << size_o << " - first});\n";
         for (int r : reductions)
-            os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id) << "_tile[t] = "
-                << reduction_of(node(r).op, node(r).out.dtype).init << ";\n";
+            os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
+                << "_tile[t] = " << reduction_of(node(r).op, node(r).out.dtype).init << ";\n";
         os_ << "        // pass along the rows\n";
         os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
         os_ << "            int64_t t = 0;\n";
@@ -506,11 +522,13 @@ class KernelEmitter : KernelView {
         row_scope_loads_.clear();
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = " << name << "_tile[t];\n";
+            os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = "
+                << name << "_tile[t];\n";
             emit_row_store("            ", node(r).out.id);
         }
         for (int index : k_.nodes)
-            if (!is_reduction(index) && per_row(node(index).out.id)) emit_per_row_node("            ", index);
+            if (!is_reduction(index) && per_row(node(index).out.id))
+                emit_per_row_node("            ", index);
         os_ << "        }\n";
         os_ << "        row += lanes;\n";
         os_ << "    }\n";

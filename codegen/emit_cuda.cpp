@@ -64,7 +64,7 @@ struct Reduction {
     std::string init;
     const char* block;  // the block-wide combine in the prelude
     const char* acc;    // the accumulator's C type (bool: int, which warp shuffles carry)
-    const char* shared; // the block's shared slots of that type
+    const char* shared;  // the block's shared slots of that type
     std::string update(OpId op, const std::string& acc, const std::string& v) const {
         return op == OpId::sum ? acc + " + " + v : op == OpId::amax ? "maximum(" + acc + ", " + v + ")" : "minimum(" + acc + ", " + v + ")";
     }
@@ -72,17 +72,27 @@ struct Reduction {
 // `dtype` is the reduction's output dtype: float32 and float64 as they are, int64 (sums of
 // int64 or bool, amax/amin of int64), bool (amax: any, amin: all).
 Reduction reduction_of(OpId op, DType dtype = DType::float32) {
-    const char* block = op == OpId::sum ? "block_sum" : op == OpId::amax ? "block_max" : "block_min";
+    const char* block = op == OpId::sum    ? "block_sum"
+                        : op == OpId::amax ? "block_max"
+                                           : "block_min";
     switch (dtype) {
         case DType::float64:
-            return {op == OpId::sum ? "0.0" : op == OpId::amax ? "(-infinity<double>())" : "infinity<double>()", block, "double", "shared_f64"};
+            return {op == OpId::sum    ? "0.0"
+                    : op == OpId::amax ? "(-infinity<double>())"
+                                       : "infinity<double>()",
+                    block, "double", "shared_f64"};
         case DType::int64:
-            return {op == OpId::sum ? "0LL" : op == OpId::amax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL", block, "long long",
-                    "shared_i64"};
+            return {op == OpId::sum    ? "0LL"
+                    : op == OpId::amax ? "(-9223372036854775807LL - 1)"
+                                       : "9223372036854775807LL",
+                    block, "long long", "shared_i64"};
         case DType::boolean:
             return {op == OpId::amin ? "1" : "0", block, "int", "shared_i32"};
         default:
-            return {op == OpId::sum ? "0.0f" : op == OpId::amax ? "(-infinity<float>())" : "infinity<float>()", block, "float", "shared"};
+            return {op == OpId::sum    ? "0.0f"
+                    : op == OpId::amax ? "(-infinity<float>())"
+                                       : "infinity<float>()",
+                    block, "float", "shared"};
     }
 }
 
@@ -216,7 +226,8 @@ class CudaKernelEmitter : KernelView {
             const LNode& n = node(r);
             Reduction red = reduction_of(n.op, n.out.dtype);
             std::string acc = s_.value_name(n.out.id), x = s_.value_name(n.inputs[0]);
-            if (dtype(n.inputs[0]) != n.out.dtype || n.out.dtype == DType::boolean) x = std::string("((") + red.acc + ")" + x + ")";
+            if (dtype(n.inputs[0]) != n.out.dtype || n.out.dtype == DType::boolean)
+                x = std::string("((") + red.acc + ")" + x + ")";
             os_ << ind << acc << " = " << red.update(n.op, acc, x) << ";\n";
         }
         for (int v : stores) {
@@ -308,7 +319,8 @@ class CudaKernelEmitter : KernelView {
         os_ << ind << "// pass along the row computing" << names << "\n";
         for (int r : reductions) {
             Reduction red = reduction_of(node(r).op, node(r).out.dtype);
-            os_ << ind << red.acc << " " << s_.value_name(node(r).out.id) << " = " << red.init << ";\n";
+            os_ << ind << red.acc << " " << s_.value_name(node(r).out.id) << " = " << red.init
+                << ";\n";
         }
         if (caching_) {
             os_ << ind << "#pragma unroll\n";
@@ -412,11 +424,15 @@ class CudaKernelEmitter : KernelView {
         os_ << "    __shared__ float shared[32];\n";
         std::set<std::string> slots;  // 64-bit and int accumulators combine through their own slots
         for (int index : k_.nodes)
-            if (is_reduction(index)) slots.insert(reduction_of(node(index).op, node(index).out.dtype).shared);
+            if (is_reduction(index))
+                slots.insert(reduction_of(node(index).op, node(index).out.dtype).shared);
         for (const std::string& slot : slots)
             if (slot != "shared")
-                os_ << "    __shared__ " << (slot == "shared_f64" ? "double" : slot == "shared_i64" ? "long long" : "int") << " " << slot
-                    << "[32];\n";
+                os_ << "    __shared__ "
+                    << (slot == "shared_f64"   ? "double"
+                        : slot == "shared_i64" ? "long long"
+                                               : "int")
+                    << " " << slot << "[32];\n";
         os_ << "    const long long rows = " << product_cpp(k_.domain, 0, outer_) << ";\n";
         os_ << "    const long long row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         std::string ind = "        ";

@@ -35,7 +35,8 @@ struct LoadPlan {
 // [C] x [N, H, W] walk N runs of H * W contiguous elements, vectorized.
 inline std::string mid_terms(const LoadPlan& p) {
     std::string out;
-    for (const auto& [dim, stride] : p.mid) out += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+    for (const auto& [dim, stride] : p.mid)
+        out += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
     return out;
 }
 
@@ -76,7 +77,12 @@ inline DType operand_dtype(const LNode& n, size_t i, DType compute) {
 class KernelView {
    protected:
     KernelView(const Schedule& s, int index, int outer)
-        : s_(s), k_(s.kernels[index]), index_(index), rank_(int(k_.domain.size())), outer_(outer), run_from_(outer) {
+        : s_(s),
+          k_(s.kernels[index]),
+          index_(index),
+          rank_(int(k_.domain.size())),
+          outer_(outer),
+          run_from_(outer) {
         loop_of_.resize(k_.perm.size());
         for (size_t i = 0; i < k_.perm.size(); ++i) loop_of_[k_.perm[i]] = int(i);
     }
@@ -96,7 +102,8 @@ class KernelView {
     void choose_run() {
         for (run_from_ = outer_; run_from_ < rank_; ++run_from_) {
             bool strided = false;
-            for (const LoadPlan& p : element_loads()) strided = strided || p.kind == LoadKind::strided;
+            for (const LoadPlan& p : element_loads())
+                strided = strided || p.kind == LoadKind::strided;
             if (!strided) return;
         }
         run_from_ = outer_;
@@ -126,19 +133,24 @@ class KernelView {
             std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
             if (dim == outer_ - 1) p.last_row_stride = a.strides[d];
             if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
-            else if (row_context) continue;
-            else if (dim < run_from_) p.mid.push_back({dim, a.strides[d]});
-            else p.inner.push_back({dim, a.strides[d]});
+            else if (row_context)
+                continue;
+            else if (dim < run_from_)
+                p.mid.push_back({dim, a.strides[d]});
+            else
+                p.inner.push_back({dim, a.strides[d]});
         }
         p.base = to_cpp(base) + outer_terms;
         if (p.base.rfind("0 + ", 0) == 0) p.base = p.base.substr(4);
         if (p.inner.empty()) return p;
-        std::vector<SizeExpr> want = contiguous_stride_exprs(Shape(k_.domain.begin() + run_from_, k_.domain.end()));
+        std::vector<SizeExpr> want =
+            contiguous_stride_exprs(Shape(k_.domain.begin() + run_from_, k_.domain.end()));
         size_t matched = 0;
         for (int d = run_from_; d < rank_; ++d) {
             if (k_.domain[d] == 1) continue;
             auto it = std::find_if(p.inner.begin(), p.inner.end(), [&](const auto& t) { return t.first == d; });
-            if (it == p.inner.end() || !(it->second == want[d - run_from_])) return p.kind = LoadKind::strided, p;
+            if (it == p.inner.end() || !(it->second == want[d - run_from_]))
+                return p.kind = LoadKind::strided, p;
             ++matched;
         }
         p.kind = matched == p.inner.size() ? LoadKind::contiguous : LoadKind::strided;
@@ -185,7 +197,8 @@ class KernelView {
             auto ok = [](DType d) { return d == DType::float32 || d == DType::boolean; };
             if (!ok(n.out.dtype) || !ok(compute_dtype(n))) return false;
             if (n.op == OpId::where && n.out.dtype != DType::float32) return false;
-            if (is_reduction(index) && (n.out.dtype != DType::float32 || dtype(n.inputs[0]) != DType::float32))
+            if (is_reduction(index) &&
+                (n.out.dtype != DType::float32 || dtype(n.inputs[0]) != DType::float32))
                 return false;  // int64 and bool reductions accumulate in scalar loops
             for (int v : n.inputs)
                 if (!ok(dtype(v))) return false;
@@ -204,8 +217,8 @@ class KernelView {
     const Kernel& k_;
     int index_;
     int rank_;
-    int outer_;     // leading domain dims indexed by `row`
-    int run_from_;  // row dims from here on are one run j; those before it are mid dims
+    int outer_;                 // leading domain dims indexed by `row`
+    int run_from_;              // row dims from here on are one run j; those before it are mid dims
     std::vector<int> loop_of_;  // row kernels: the loop dim of each element dim (empty: the same)
 };
 

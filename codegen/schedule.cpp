@@ -106,7 +106,8 @@ std::string Schedule::print() const {
             Shape rows(kernel.domain.begin(), kernel.domain.begin() + kernel.outer_dims);
             Shape row(kernel.domain.begin() + kernel.outer_dims, kernel.domain.end());
             head += " " + shape_str(rows) + " x " + shape_str(row);
-            if (!kernel.perm.empty()) {  // the loop order, when the reduced dims are not the trailing ones
+            if (!kernel.perm
+                     .empty()) {  // the loop order, when the reduced dims are not the trailing ones
                 head += " (dims";
                 for (int d : kernel.perm) head += " " + std::to_string(d);
                 head += ")";
@@ -143,7 +144,8 @@ RowLoop row_loop(const LNode& n, const Shape& in) {
     int64_t rank = int64_t(in.size());
     std::vector<bool> reduced(in.size(), n.attrs.dims.empty());
     for (int64_t d : n.attrs.dims)
-        if (rank > 0) reduced[normalize_dim(d, rank, op_info(n.op).name)] = true;  // a 0-d value: itself
+        if (rank > 0)
+            reduced[normalize_dim(d, rank, op_info(n.op).name)] = true;  // a 0-d value: itself
     RowLoop loop;
     for (int i = 0; i < int(rank); ++i)
         if (!reduced[i]) loop.perm.push_back(i);
@@ -224,8 +226,10 @@ struct Scheduler {
             return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) +
                    " op)";
         if (op.kind == OpKind::reduction)
-            return "it reduces " + a_dtype(val(n.inputs[0]).dtype) + " value to " + a_dtype(n.out.dtype) +
-                   "; generated reductions give eager's result dtype (sum of int64 or bool: int64, else the input's)";
+            return "it reduces " + a_dtype(val(n.inputs[0]).dtype) + " value to " +
+                   a_dtype(n.out.dtype) +
+                   "; generated reductions give eager's result dtype (sum of int64 or bool: int64, "
+                   "else the input's)";
         if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
         return "a pointwise form generated kernels do not take";
     }
@@ -263,7 +267,8 @@ struct Scheduler {
     // A per-row value with keepdim: the element shape with the reduced dims 1.
     Shape row_keepdim_shape(const Kernel& k) const {
         Shape keep = element_shape(k);
-        for (size_t i = k.outer_dims; i < k.domain.size(); ++i) keep[k.perm.empty() ? i : k.perm[i]] = 1;
+        for (size_t i = k.outer_dims; i < k.domain.size(); ++i)
+            keep[k.perm.empty() ? i : k.perm[i]] = 1;
         return keep;
     }
 
@@ -274,8 +279,10 @@ struct Scheduler {
             if (in != element_shape(k)) return Role::none;
             if (k.kind == KernelKind::pointwise) return Role::per_row;  // the kernel becomes a row kernel
             RowLoop loop = row_loop(n, in);
-            return k.kind == KernelKind::row && loop.perm == k.perm && loop.outer_dims == k.outer_dims ? Role::per_row
-                                                                                                      : Role::none;
+            return k.kind == KernelKind::row && loop.perm == k.perm &&
+                           loop.outer_dims == k.outer_dims
+                       ? Role::per_row
+                       : Role::none;
         }
         if (k.kind == KernelKind::pointwise) return n.out.shape == k.domain ? Role::element : Role::none;
         if (k.kind != KernelKind::row) return Role::none;

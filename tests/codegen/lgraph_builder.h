@@ -50,7 +50,8 @@ struct GraphBuilder {
 
     int unary(OpId op, int x) { return node(op, {x}, {}, value(x).shape); }
     int binary(OpId op, int x, int y) {
-        return node(op, {x, y}, {}, broadcast(value(x).shape, value(y).shape), promote(value(x).dtype, value(y).dtype));
+        return node(op, {x, y}, {}, broadcast(value(x).shape, value(y).shape),
+                    promote(value(x).dtype, value(y).dtype));
     }
     // op(x, scalar) or op(scalar, x)
     int scalar(OpId op, int x, double s, ScalarPos pos = ScalarPos::right) {
@@ -83,14 +84,19 @@ struct GraphBuilder {
         for (int64_t d : dims) out.push_back(value(x).shape[d]);
         return node(OpId::permute, {x}, {.dims = dims}, out, value(x).dtype);
     }
-    int reshape(int x, const Shape& shape) { return node(OpId::reshape, {x}, {.shape = shape}, shape, value(x).dtype); }
-    int expand(int x, const Shape& shape) { return node(OpId::expand, {x}, {.shape = shape}, shape, value(x).dtype); }
+    int reshape(int x, const Shape& shape) {
+        return node(OpId::reshape, {x}, {.shape = shape}, shape, value(x).dtype);
+    }
+    int expand(int x, const Shape& shape) {
+        return node(OpId::expand, {x}, {.shape = shape}, shape, value(x).dtype);
+    }
     int slice(int x, int64_t dim, int64_t start, int64_t end, int64_t step = 1) {
         Shape out = value(x).shape;
         int64_t n = out[dim];
         end = std::min(end, n);
         out[dim] = (end - start + step - 1) / step;
-        return node(OpId::slice, {x}, {.dim = dim, .start = start, .end = end, .step = step}, out, value(x).dtype);
+        return node(OpId::slice, {x}, {.dim = dim, .start = start, .end = end, .step = step}, out,
+                    value(x).dtype);
     }
 };
 

@@ -1,7 +1,7 @@
 // Seeded random programs over every dtype the code generators take (float32, float64,
 // int64, bool): comparisons, where, casts, type promotion between operands and with
-// scalars, and reductions of every dtype over any dims. Forward only (the inputs need no grad); every output is
-// checked against eager by the tests that build them (CPU run, CUDA compile).
+// scalars, and reductions of every dtype over any dims. Forward only (the inputs need no grad);
+// every output is checked against eager by the tests that build them (CPU run, CUDA compile).
 #pragma once
 #include "random_programs.h"
 

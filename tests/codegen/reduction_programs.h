@@ -27,7 +27,8 @@ inline Tensor example(const Shape& shape, DType dtype) {
 
 // A value of `shape` read through `layout`: an input of another shape and a view of it
 // inside the graph (a view made inside the graph is strided index math, never copied).
-inline int viewed_input(GraphBuilder& b, std::vector<Tensor>& inputs, const Shape& shape, DType dtype, Layout layout) {
+inline int viewed_input(GraphBuilder& b, std::vector<Tensor>& inputs, const Shape& shape,
+                        DType dtype, Layout layout) {
     size_t rank = shape.size();
     switch (layout) {
         case Layout::contiguous:
@@ -56,22 +57,29 @@ inline int viewed_input(GraphBuilder& b, std::vector<Tensor>& inputs, const Shap
 }
 
 // One program: maybe a producer, the reduction, maybe a consumer; its outputs are added.
-inline void add_program(GraphBuilder& b, std::vector<Tensor>& inputs, const Shape& shape, const Shape& dims, bool keepdim,
-                 DType dtype, OpId op, Layout layout, bool fuse) {
+inline void add_program(GraphBuilder& b, std::vector<Tensor>& inputs, const Shape& shape,
+                        const Shape& dims, bool keepdim, DType dtype, OpId op, Layout layout,
+                        bool fuse) {
     int x;
     if (dtype == DType::boolean && fuse) {  // a fused compare produces the bools
         x = viewed_input(b, inputs, shape, DType::int64, layout);
-        x = b.node(OpId::gt, {x}, {.scalar = 1.0, .scalar_pos = ScalarPos::right}, shape, DType::boolean);
+        x = b.node(OpId::gt, {x}, {.scalar = 1.0, .scalar_pos = ScalarPos::right}, shape,
+                   DType::boolean);
     } else {
         x = viewed_input(b, inputs, shape, dtype, layout);
-        if (fuse && dtype != DType::boolean) x = b.node(OpId::mul, {x}, {.scalar = 2.0, .scalar_pos = ScalarPos::right}, shape, dtype);
+        if (fuse && dtype != DType::boolean)
+            x = b.node(OpId::mul, {x}, {.scalar = 2.0, .scalar_pos = ScalarPos::right}, shape,
+                       dtype);
     }
     int r = b.reduce(op, x, dims, keepdim);
     b.output(r);
     DType out = b.value(r).dtype;
     if (!fuse || out == DType::boolean) return;
-    if (keepdim) b.output(b.binary(OpId::sub, x, r));  // consumed per element, as x - mean
-    else b.output(b.node(OpId::add, {r}, {.scalar = 1.0, .scalar_pos = ScalarPos::right}, b.value(r).shape, out));
+    if (keepdim)
+        b.output(b.binary(OpId::sub, x, r));  // consumed per element, as x - mean
+    else
+        b.output(b.node(OpId::add, {r}, {.scalar = 1.0, .scalar_pos = ScalarPos::right},
+                        b.value(r).shape, out));
 }
 
 inline std::vector<Shape> subsets(size_t rank) {
@@ -89,7 +97,8 @@ inline std::vector<Shape> subsets(size_t rank) {
 // Every set of dims of 1-D to 4-D values, keepdim both ways, all four dtypes, in two graphs
 // (floats, then int64 and bool); the op, the layout and whether a producer and consumer fuse
 // rotate through the cases. Returns how many reductions.
-inline int add_every_reduction(std::vector<GraphBuilder>& builders, std::vector<std::vector<Tensor>>& inputs) {
+inline int add_every_reduction(std::vector<GraphBuilder>& builders,
+                               std::vector<std::vector<Tensor>>& inputs) {
     const std::vector<std::vector<Shape>> shapes = {{{1000}, {2, 1000}, {3, 1, 17}, {2, 3, 5, 17}},
                                                     {{1}, {17, 3}, {17, 3, 1}, {3, 17, 1, 5}}};
     const DType dtypes[] = {DType::float32, DType::float64, DType::int64, DType::boolean};
@@ -104,7 +113,8 @@ inline int add_every_reduction(std::vector<GraphBuilder>& builders, std::vector<
                     const Shape& shape = shapes[(n / 4) % 2][rank - 1];
                     Layout layout = Layout((n / 3) % 4);
                     if (layout == Layout::expanded && shape[0] == 1) layout = Layout::sliced;
-                    add_program(builders[g], inputs[g], shape, dims, keepdim, dtype, ops[n % 3], layout, n % 5 < 3);
+                    add_program(builders[g], inputs[g], shape, dims, keepdim, dtype, ops[n % 3],
+                                layout, n % 5 < 3);
                     ++n;
                 }
     return n;

@@ -3,7 +3,6 @@
 // amin keep the dtype), checked against eager on contiguous, permuted, sliced and expanded
 // inputs, odd and symbolic sizes, with fused producers and consumers.
 #include <boost/test/unit_test.hpp>
-
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -31,7 +30,8 @@ int count_kind(const Schedule& s, KernelKind kind) {
 }
 
 // Builds each graph with one compiler call (two at once), runs it, compares with eager.
-void check_graphs(std::vector<GraphBuilder>& builders, std::vector<std::vector<Tensor>>& inputs, double tol) {
+void check_graphs(std::vector<GraphBuilder>& builders, std::vector<std::vector<Tensor>>& inputs,
+                  double tol) {
     std::vector<std::optional<CompiledCpuGraph>> compiled(builders.size());
     std::vector<std::thread> threads;
     for (size_t g = 0; g < builders.size(); ++g)
@@ -41,13 +41,16 @@ void check_graphs(std::vector<GraphBuilder>& builders, std::vector<std::vector<T
     for (size_t g = 0; g < builders.size(); ++g) {
         const Schedule& s = compiled[g]->schedule();
         BOOST_TEST(count_kind(s, KernelKind::fallback) == 0, s.print());
-        std::vector<Tensor> got = compiled[g]->run(inputs[g]), want = run_eager(builders[g].graph, inputs[g]);
+        std::vector<Tensor> got = compiled[g]->run(inputs[g]),
+                            want = run_eager(builders[g].graph, inputs[g]);
         BOOST_REQUIRE(got.size() == want.size());
         for (size_t i = 0; i < got.size(); ++i, ++outputs) {
             double error = dtype_error(got[i], want[i]);
             if (error > tol && ++failures <= 5)
-                BOOST_ERROR("graph " << g << " output " << i << " (value " << builders[g].graph.outputs[i] << "): error " << error << "\n"
-                                     << got[i] << "\nwant\n" << want[i]);
+                BOOST_ERROR("graph " << g << " output " << i << " (value "
+                                     << builders[g].graph.outputs[i] << "): error " << error << "\n"
+                                     << got[i] << "\nwant\n"
+                                     << want[i]);
         }
     }
     std::cout << outputs << " reduction outputs checked against eager\n";
@@ -65,7 +68,8 @@ BOOST_AUTO_TEST_CASE(every_set_of_dims_of_every_dtype_matches_eager) {
     std::vector<GraphBuilder> builders;
     std::vector<std::vector<Tensor>> inputs;
     int n = add_every_reduction(builders, inputs);
-    std::cout << n << " reductions (" << builders[0].graph.nodes.size() + builders[1].graph.nodes.size() << " nodes)\n";
+    std::cout << n << " reductions ("
+              << builders[0].graph.nodes.size() + builders[1].graph.nodes.size() << " nodes)\n";
     check_graphs(builders, inputs, 1e-5);
 }
 
@@ -76,12 +80,17 @@ BOOST_AUTO_TEST_CASE(strided_inputs_of_batch_norm_and_column_reductions_match_ea
     std::vector<std::vector<Tensor>> inputs(1);
     for (Layout layout : {Layout::contiguous, Layout::permuted, Layout::sliced, Layout::expanded})
         for (OpId op : {OpId::sum, OpId::amax, OpId::amin}) {
-            add_program(builders[0], inputs[0], {4, 3, 5, 17}, {0, 2, 3}, true, DType::float32, op, layout, true);
-            add_program(builders[0], inputs[0], {33, 20}, {0}, false, DType::float32, op, layout, true);
-            add_program(builders[0], inputs[0], {5, 4, 19}, {0, 2}, false, DType::float64, op, layout, true);
+            add_program(builders[0], inputs[0], {4, 3, 5, 17}, {0, 2, 3}, true, DType::float32, op,
+                        layout, true);
+            add_program(builders[0], inputs[0], {33, 20}, {0}, false, DType::float32, op, layout,
+                        true);
+            add_program(builders[0], inputs[0], {5, 4, 19}, {0, 2}, false, DType::float64, op,
+                        layout, true);
         }
-    std::cout << "layouts: " << layout_name(Layout::contiguous) << " ... " << layout_name(Layout::expanded) << "\n";
-    check_graphs(builders, inputs, 1e-4);  // float32 sums of 340 values, in another order than eager's
+    std::cout << "layouts: " << layout_name(Layout::contiguous) << " ... "
+              << layout_name(Layout::expanded) << "\n";
+    check_graphs(builders, inputs,
+                 1e-4);  // float32 sums of 340 values, in another order than eager's
 }
 
 BOOST_AUTO_TEST_CASE(symbolic_sizes_reduce_over_any_dims) {
@@ -102,7 +111,8 @@ BOOST_AUTO_TEST_CASE(symbolic_sizes_reduce_over_any_dims) {
     for (int64_t n : {1, 7, 300}) {
         std::vector<Tensor> in = {randn({n, 3, 9}), randint(-1000, 1000, {n, 9})};
         std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
-        for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "s0 = " << n << ", output " << i);
+        for (size_t i = 0; i < got.size(); ++i)
+            BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "s0 = " << n << ", output " << i);
     }
 }
 
@@ -117,13 +127,16 @@ BOOST_AUTO_TEST_CASE(int64_sums_wrap_and_bool_extremes_are_any_and_all) {
     b.output(b.reduce(OpId::amin, flags, {0}, true));
     CompiledCpuGraph f = compile_cpu(b.graph);
     Tensor large = full({3, 4}, 4.0e18, {.dtype = DType::int64});
-    Tensor bools = tensor({1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 1.f, 1.f}).reshape({3, 4}) > 0.5;
+    Tensor bools =
+        tensor({1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 1.f, 1.f}).reshape({3, 4}) > 0.5;
     std::vector<Tensor> in = {large, bools};
     std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
     BOOST_TEST(got[0].dtype() == DType::int64);
-    BOOST_TEST(got[0].to_vector<int64_t>() == want[0].to_vector<int64_t>());  // wrapped, not saturated
+    BOOST_TEST(got[0].to_vector<int64_t>() ==
+               want[0].to_vector<int64_t>());  // wrapped, not saturated
     BOOST_TEST(got[1].dtype() == DType::int64);
-    for (size_t i = 1; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) == 0.0, "output " << i);
+    for (size_t i = 1; i < got.size(); ++i)
+        BOOST_TEST(dtype_error(got[i], want[i]) == 0.0, "output " << i);
     BOOST_TEST(got[2].dtype() == DType::boolean);
 }
 
@@ -149,15 +162,19 @@ BOOST_AUTO_TEST_CASE(batch_norm_training_forward_is_one_row_kernel_and_vectorize
     BOOST_TEST(s.kernels.size() == 1u, s.print());
     BOOST_TEST(s.kernels[0].kind == KernelKind::row);
     BOOST_TEST(s.kernels[0].domain == Shape({16, 8, 9, 9}));
-    BOOST_TEST(s.print().find("row [16] x [8, 9, 9] (dims 1 0 2 3)") != std::string::npos, s.print());
+    BOOST_TEST(s.print().find("row [16] x [8, 9, 9] (dims 1 0 2 3)") != std::string::npos,
+               s.print());
     std::string kernel0 = f.source().substr(f.source().find("// kernel_0:"));
     kernel0 = kernel0.substr(0, kernel0.find("// kernel_1:"));
     BOOST_TEST(kernel0.find("walked as 8 runs of 81") != std::string::npos, kernel0);
-    BOOST_TEST(kernel0.find("B::load_unaligned(x_0_ptr + i0 * 81 + k1 * 1296 + j)") != std::string::npos, kernel0);
+    BOOST_TEST(
+        kernel0.find("B::load_unaligned(x_0_ptr + i0 * 81 + k1 * 1296 + j)") != std::string::npos,
+        kernel0);
     BOOST_TEST(kernel0.find("%") == kernel0.find("rest % "), "no div/mod per element");
     std::vector<Tensor> in = {randn(shape) * 3.0 + 1.0, randn({16, 1, 1}), randn({16, 1, 1})};
     std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
-    for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-4, "output " << i);
+    for (size_t i = 0; i < got.size(); ++i)
+        BOOST_TEST(dtype_error(got[i], want[i]) < 1e-4, "output " << i);
 }
 
 // A column sum (dim 0 of [B, F]) walks tiles of consecutive columns, lanes across columns, so
@@ -171,11 +188,16 @@ BOOST_AUTO_TEST_CASE(column_sums_walk_tiles_of_columns_in_lanes) {
     b.output(b.reduce(OpId::amax, ints, {0}, true));
     CompiledCpuGraph f = compile_cpu(b.graph);
     BOOST_TEST(f.schedule().kernels.size() == 2u, f.schedule().print());
-    BOOST_TEST(f.source().find("row over 203 rows of 300 in tiles of 128 rows (lanes across rows)") != std::string::npos, f.source());
-    BOOST_TEST(f.source().find("B::load_unaligned(x_0_ptr + i0 + k1 * 203)") != std::string::npos, f.source());
+    BOOST_TEST(
+        f.source().find("row over 203 rows of 300 in tiles of 128 rows (lanes across rows)") !=
+            std::string::npos,
+        f.source());
+    BOOST_TEST(f.source().find("B::load_unaligned(x_0_ptr + i0 + k1 * 203)") != std::string::npos,
+               f.source());
     std::vector<Tensor> in = {randn({300, 203}), randint(-1000, 1000, {300, 7})};
     std::vector<Tensor> got = f.run(in), want = run_eager(b.graph, in);
-    for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "output " << i);
+    for (size_t i = 0; i < got.size(); ++i)
+        BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "output " << i);
 }
 
 // The bias gradient of a linear layer (a sum over the batch dim) is generated code in the
@@ -192,10 +214,12 @@ BOOST_AUTO_TEST_CASE(linear_bias_gradient_is_generated_and_matches_eager) {
     BOOST_TEST(backward.fallbacks.empty(), backward.schedule);
     BOOST_TEST(backward.schedule.find("(dims 1 0)") != std::string::npos, backward.schedule);
     std::vector<Tensor> compiled_grads;
-    for (auto& [name, p] : layer->named_parameters()) compiled_grads.push_back(p.grad().clone()), p.zero_grad();
+    for (auto& [name, p] : layer->named_parameters())
+        compiled_grads.push_back(p.grad().clone()), p.zero_grad();
     loss_fn(x).backward();
     size_t i = 0;
-    for (auto& [name, p] : layer->named_parameters()) BOOST_TEST(allclose(compiled_grads[i++], p.grad(), 1e-4, 1e-5), name);
+    for (auto& [name, p] : layer->named_parameters())
+        BOOST_TEST(allclose(compiled_grads[i++], p.grad(), 1e-4, 1e-5), name);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

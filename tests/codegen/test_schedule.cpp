@@ -174,7 +174,8 @@ BOOST_AUTO_TEST_CASE(unsupported_ops_and_dtypes_are_fallback_kernels) {
     BOOST_REQUIRE(sched.kernels.size() == 2u);
     BOOST_TEST(sched.kernels[0].kind == KernelKind::row);
     BOOST_TEST(sched.kernels[1].kind == KernelKind::fallback);
-    BOOST_TEST(sched.kernels[1].why == "a matmul of a float64 value; the blas kernel is float32 only");
+    BOOST_TEST(sched.kernels[1].why ==
+               "a matmul of a float64 value; the blas kernel is float32 only");
 }
 
 BOOST_AUTO_TEST_CASE(symbols_are_bound_from_input_dims) {

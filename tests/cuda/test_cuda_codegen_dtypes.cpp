@@ -117,7 +117,8 @@ BOOST_AUTO_TEST_CASE(random_dtype_programs_on_the_gpu_match_eager_cpu,
 // generated_reductions programs, on the device): no fallback kernel, and the source compiles.
 BOOST_AUTO_TEST_CASE(reductions_over_any_dims_of_every_dtype_compile_with_nvrtc) {
     if (!cuda::detail::nvrtc_unavailable_reason().empty()) {
-        std::cout << "cuda codegen dtypes: SKIPPED compile-only test (" << cuda::detail::nvrtc_unavailable_reason() << ")\n";
+        std::cout << "cuda codegen dtypes: SKIPPED compile-only test ("
+                  << cuda::detail::nvrtc_unavailable_reason() << ")\n";
         return;
     }
     manual_seed(11);
@@ -125,7 +126,8 @@ BOOST_AUTO_TEST_CASE(reductions_over_any_dims_of_every_dtype_compile_with_nvrtc)
     std::vector<std::vector<Tensor>> inputs;
     int n = kiln_test::add_every_reduction(builders, inputs);
     std::vector<LGraph> graphs;
-    for (kiln_test::GraphBuilder& b : builders) graphs.push_back(b.graph), graphs.back().device = kiln_test::kCuda;
+    for (kiln_test::GraphBuilder& b : builders)
+        graphs.push_back(b.graph), graphs.back().device = kiln_test::kCuda;
     std::vector<Schedule> schedules = schedule_many(graphs);
     for (const Schedule& s : schedules)
         for (const Kernel& k : s.kernels) BOOST_TEST(k.kind != KernelKind::fallback, s.print());
@@ -155,12 +157,14 @@ BOOST_AUTO_TEST_CASE(reductions_over_any_dims_on_the_gpu_match_eager_cpu,
         CompiledCudaGraph compiled = compile_cuda(graph);
         std::vector<Tensor> on_device;
         for (const Tensor& x : inputs[g]) on_device.push_back(x.cuda());
-        std::vector<Tensor> got = compiled.run(on_device), want = run_eager(builders[g].graph, inputs[g]);
+        std::vector<Tensor> got = compiled.run(on_device),
+                            want = run_eager(builders[g].graph, inputs[g]);
         BOOST_REQUIRE(got.size() == want.size());
         for (size_t k = 0; k < want.size(); ++k) {
             double error = kiln_test::dtype_error(got[k].cpu(), want[k]);
             if (error > 1e-5 && ++failures <= 5)
-                BOOST_ERROR("graph " << g << " output " << k << ": error " << error << "\n" << compiled.schedule().print());
+                BOOST_ERROR("graph " << g << " output " << k << ": error " << error << "\n"
+                                     << compiled.schedule().print());
         }
     }
     BOOST_TEST(failures == 0);
@@ -182,11 +186,13 @@ BOOST_AUTO_TEST_CASE(batch_norm_statistics_and_column_sums_on_the_gpu_match_the_
     auto g = compile(cols);
     Tensor x = randn({8, 16, 9, 9}) * 2.0 + 1.0;
     std::vector<Tensor> got = f(x.cuda()), want = bn(x);
-    for (size_t k = 0; k < want.size(); ++k) BOOST_TEST(kiln_test::dtype_error(got[k].cpu(), want[k]) < 1e-4, "bn output " << k);
+    for (size_t k = 0; k < want.size(); ++k)
+        BOOST_TEST(kiln_test::dtype_error(got[k].cpu(), want[k]) < 1e-4, "bn output " << k);
     BOOST_TEST(codegen::last_compiled().fallbacks.empty());
     Tensor y = randn({300, 203}), ints = randint(-100, 100, {300, 203});
     got = g(y.cuda(), ints.cuda()), want = cols(y, ints);
-    for (size_t k = 0; k < want.size(); ++k) BOOST_TEST(kiln_test::dtype_error(got[k].cpu(), want[k]) < 1e-4, "column output " << k);
+    for (size_t k = 0; k < want.size(); ++k)
+        BOOST_TEST(kiln_test::dtype_error(got[k].cpu(), want[k]) < 1e-4, "column output " << k);
     BOOST_TEST(codegen::last_compiled().fallbacks.empty());
 }
 

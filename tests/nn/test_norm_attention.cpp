@@ -1,7 +1,6 @@
 // batch_norm / BatchNorm2d (running statistics as PyTorch, train and eval, compiled) and
 // scaled_dot_product_attention (against the formula, causal masks, compiled with gradients).
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <sstream>
 
