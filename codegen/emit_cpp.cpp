@@ -99,23 +99,33 @@ const char* cpp_type(DType d) {
 }
 
 struct Reduction {
-    const char* init;  // identity element
+    std::string init;  // identity element
     const char* fold;  // folds a batch into a float accumulator
+    OpId op;
+    DType dtype;  // the accumulator's: the reduction's output dtype
     std::string update(const std::string& acc, const std::string& v) const {
-        return std::string(fold) == "fold_sum" ? acc + " + " + v
-               : std::string(fold) == "fold_max" ? "maximum(" + acc + ", " + v + ")"
-                                                 : "minimum(" + acc + ", " + v + ")";
+        if (op == OpId::sum && dtype == DType::int64)  // wraps on overflow, as eager's
+            return "int64_t(wrap_int64(" + acc + ") + wrap_int64(" + v + "))";
+        return op == OpId::sum    ? acc + " + " + v
+               : op == OpId::amax ? "maximum(" + acc + ", " + v + ")"
+                                  : "minimum(" + acc + ", " + v + ")";
     }
 };
 Reduction reduction_of(OpId op, DType dtype) {
-    if (dtype == DType::float64) {
-        if (op == OpId::sum) return {"0.0", "fold_sum"};
-        if (op == OpId::amax) return {"(-std::numeric_limits<double>::infinity())", "fold_max"};
-        return {"std::numeric_limits<double>::infinity()", "fold_min"};
-    }
-    if (op == OpId::sum) return {"0.0f", "fold_sum"};
-    if (op == OpId::amax) return {"(-std::numeric_limits<float>::infinity())", "fold_max"};
-    return {"std::numeric_limits<float>::infinity()", "fold_min"};
+    const char* fold = op == OpId::sum ? "fold_sum" : op == OpId::amax ? "fold_max" : "fold_min";
+    std::string type = dtype == DType::float64 ? "double" : "float";
+    std::string init;
+    if (dtype == DType::int64)
+        init = op == OpId::sum    ? "int64_t(0)"
+               : op == OpId::amax ? "std::numeric_limits<int64_t>::min()"
+                                  : "std::numeric_limits<int64_t>::max()";
+    else if (dtype == DType::boolean)  // amax is any, amin is all
+        init = op == OpId::amin ? "true" : "false";
+    else
+        init = op == OpId::sum    ? (dtype == DType::float64 ? "0.0" : "0.0f")
+               : op == OpId::amax ? "(-std::numeric_limits<" + type + ">::infinity())"
+                                  : "std::numeric_limits<" + type + ">::infinity()";
+    return {init, fold, op, dtype};
 }
 
 class KernelEmitter : KernelView {
@@ -141,12 +151,21 @@ class KernelEmitter : KernelView {
         if (flat_) {
             os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0") << ";\n";
             emit_row_body("    ", "begin", "end");
+        } else if (tile_) {
+            emit_tile_rows();
         } else {
+            std::string run = run_from_ > outer_ ? "run_size" : "row_size";
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-            os_ << "    const int64_t vec_end = " << (vector_ ? "row_size / W * W" : "0") << ";\n";
+            if (run_from_ > outer_) {
+                os_ << "    const int64_t mid_size = " << product_cpp(k_.domain, outer_, run_from_)
+                    << ";  // runs per row\n";
+                os_ << "    const int64_t run_size = " << product_cpp(k_.domain, run_from_, rank_)
+                    << ";\n";
+            }
+            os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
             os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
             emit_row_indices("        ");
-            emit_row_body("        ", "0", "row_size");
+            emit_row_body("        ", "0", run);
             os_ << "    }\n";
         }
         os_ << "}\n";
@@ -157,8 +176,9 @@ class KernelEmitter : KernelView {
             os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name << "_body);\n";
         } else {
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-            os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_)
-                << ", std::max<int64_t>(1, 32768 / std::max<int64_t>(row_size, 1)), &args, " << name << "_body);\n";
+            os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
+                << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
+                << name << "_body);\n";
         }
         os_ << "}\n\n";
     }
@@ -170,6 +190,10 @@ class KernelEmitter : KernelView {
                             // float32 or bool
     bool float32_ = true;   // every value float32 or bool (else the loops are scalar)
     bool strided_ = false;  // some element load is strided: the loop computes the k_d
+    // Strided rows whose last row dim is contiguous (a column sum, a bias gradient): tiles of
+    // up to kTile consecutive rows at once, lanes across rows, accumulators in arrays.
+    bool tile_ = false;
+    static constexpr int kTile = 128;
     std::set<int> row_scope_loads_;
 
 
@@ -178,7 +202,11 @@ class KernelEmitter : KernelView {
         out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
                      : product_cpp(k_.domain, 0, outer_) + " rows of " +
                            product_cpp(k_.domain, outer_, rank_);
-        out += !float32_ ? " (scalar: float64 or int64 values)"
+        if (run_from_ > outer_)
+            out += " walked as " + product_cpp(k_.domain, outer_, run_from_) + " runs of " +
+                   product_cpp(k_.domain, run_from_, rank_);
+        if (tile_) out += " in tiles of " + std::to_string(kTile) + " rows (lanes across rows)";
+        out += !float32_ ? " (scalar: float64, int64 or bool reductions)"
                : vector_ ? ""
                          : " (scalar: strided loads)";
         return out;
@@ -207,13 +235,15 @@ class KernelEmitter : KernelView {
         };
         if (k_.kind == KernelKind::row) {
             outer_ = k_.outer_dims;
+            choose_run();
             strided_ = !all_contiguous();
             vector_ = float32_ && !strided_;
+            tile_ = strided_ && tile_fits();
             return;
         }
-        outer_ = 0, flat_ = true;  // best case: one flat loop over all elements
+        outer_ = run_from_ = 0, flat_ = true;  // best case: one flat loop over all elements
         if (all_contiguous()) return void(vector_ = float32_);
-        flat_ = false, outer_ = std::max(rank_ - 1, 0);
+        flat_ = false, outer_ = run_from_ = std::max(rank_ - 1, 0);
         strided_ = !all_contiguous();
         vector_ = float32_ && !strided_;
     }
@@ -254,7 +284,27 @@ class KernelEmitter : KernelView {
         return math;
     }
 
+    // Element j of the run (k_d for strided loads) of value v's buffer.
+    static std::string index_text(const LoadPlan& p) {
+        std::string index = p.base + mid_terms(p);
+        if (p.kind == LoadKind::contiguous) index += " + j";
+        if (p.kind == LoadKind::strided)
+            for (const auto& [dim, stride] : p.inner)
+                index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+        if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
+        return index;
+    }
+
     std::string load_text(int v, const LoadPlan& p, bool vec) const {
+        if (tile_ && vec &&
+            !is_constant(v)) {  // lanes across rows: contiguous along them, or one value
+            std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr",
+                        index = index_text(p);
+            bool is_bool = dtype(v) == DType::boolean;
+            if (p.last_row_stride == SizeExpr{1, {}})
+                return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr + " + " + index + ")";
+            return (is_bool ? "BB(" : "B(") + ptr + "[" + index + "])";
+        }
         if (is_constant(v)) {
             const LNode& n = node(s_.producer.at(v));
             std::string value = n.out.dtype == DType::boolean ? (n.attrs.scalar != 0 ? "true" : "false")
@@ -262,11 +312,7 @@ class KernelEmitter : KernelView {
             return vec ? (n.out.dtype == DType::boolean ? "BB(" : "B(") + value + ")" : value;
         }
         std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr";
-        std::string index = p.base;
-        if (p.kind == LoadKind::contiguous) index += " + j";
-        if (p.kind == LoadKind::strided)
-            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
-        if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
+        std::string index = index_text(p);
         if (!vec) return ptr + "[" + index + "]";
         bool is_bool = dtype(v) == DType::boolean;
         if (p.kind == LoadKind::contiguous)
@@ -286,18 +332,31 @@ class KernelEmitter : KernelView {
         os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            const char* init = reduction_of(node(r).op, node(r).out.dtype).init;
+            std::string init = reduction_of(node(r).op, node(r).out.dtype).init;
             if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
             os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
         }
-        if (vector_) {
-            os_ << ind << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
-            emit_loop_body(ind + "    ", body, reductions, stores, true);
-            os_ << ind << "}\n";
+        std::string in = ind;
+        if (run_from_ > outer_) {  // one run at a time: the mid dims' k_d once per run
+            os_ << ind << "for (int64_t mid = 0; mid < mid_size; ++mid) {\n";
+            in = ind + "    ";
+            os_ << in << "int64_t rest_m = mid;\n";
+            for (int d = run_from_ - 1; d > outer_; --d)
+                os_ << in << "const int64_t k" << d << " = rest_m % "
+                    << to_cpp(size_expr(k_.domain[d]))
+                    << "; rest_m /= " << to_cpp(size_expr(k_.domain[d])) << ";\n";
+            os_ << in << "const int64_t k" << outer_ << " = rest_m;\n";
         }
-        os_ << ind << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to << "; ++j) {\n";
-        emit_loop_body(ind + "    ", body, reductions, stores, false);
-        os_ << ind << "}\n";
+        if (vector_) {
+            os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
+            emit_loop_body(in + "    ", body, reductions, stores, true);
+            os_ << in << "}\n";
+        }
+        os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
+            << "; ++j) {\n";
+        emit_loop_body(in + "    ", body, reductions, stores, false);
+        os_ << in << "}\n";
+        if (run_from_ > outer_) os_ << ind << "}\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             if (vector_)
@@ -332,15 +391,23 @@ class KernelEmitter : KernelView {
             os_ << ind << "auto " << s_.value_name(node(index).out.id) << " = " << expression(node(index), vec, true) << ";\n";
         for (int r : reductions) {
             std::string acc = s_.value_name(node(r).out.id) + (vec ? "_vec" : "");
-            os_ << ind << acc << " = "
-                << reduction_of(node(r).op, node(r).out.dtype)
-                       .update(acc, operand(node(r).inputs[0], vec, true))
-                << ";\n";
+            std::string x = operand(node(r).inputs[0], vec, true);
+            if (dtype(node(r).inputs[0]) !=
+                node(r).out.dtype)  // a sum of bools counts them in int64
+                x = std::string("convert<") + cpp_type(node(r).out.dtype) + ">(" + x + ")";
+            Reduction red = reduction_of(node(r).op, node(r).out.dtype);
+            std::string tile = s_.value_name(node(r).out.id) + "_tile";
+            if (tile_ && vec)
+                os_ << ind << "(" << red.update("B::load_unaligned(" + tile + " + t)", x)
+                    << ").store_unaligned(" << tile << " + t);\n";
+            else if (tile_)
+                os_ << ind << tile << "[t] = " << red.update(tile + "[t]", x) << ";\n";
+            else
+                os_ << ind << acc << " = " << red.update(acc, x) << ";\n";
         }
         for (int v : stores) {
-            LoadPlan p = plan_load(v, rank_, false);
-            std::string at = p.base + " + j";
-            if (at.rfind("0 + ", 0) == 0) at = at.substr(4);
+            std::string at =
+                index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
             std::string ptr = s_.value_name(v) + "_ptr";
             if (vec && dtype(v) == DType::boolean)
                 os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at
@@ -372,6 +439,102 @@ class KernelEmitter : KernelView {
         emit_row_store(ind, n.out.id);
     }
 
+    // ---- tiles of rows (lanes across rows)
+
+    // Whether every load and store is contiguous along the last row dim, or one value along
+    // it (some contiguous), and the kernel is one pass (its reductions and element stores read
+    // no per-row value) followed by per-row values.
+    bool tile_fits() const {
+        if (outer_ < 1) return false;
+        bool contiguous = false;
+        auto ok = [&](const LoadPlan& p) {
+            if (p.last_row_stride == SizeExpr{1, {}}) return contiguous = true;
+            return p.last_row_stride.c == 0;
+        };
+        for (const LoadPlan& p : element_loads())
+            if (!ok(p)) return false;
+        std::vector<int> pass;
+        for (int index : k_.nodes) {
+            const LNode& n = node(index);
+            if (is_reduction(index))
+                pass.push_back(index);
+            else if (per_row(n.out.id))
+                for (int v : n.inputs)
+                    if (!in_kernel(v) && !ok(plan_load(v, n.out.shape.size(), true))) return false;
+        }
+        for (int v : k_.stores) {
+            if (per_row(v) && !ok(plan_load(v, s_.value(v).shape.size(), true))) return false;
+            if (!per_row(v)) pass.push_back(s_.producer.at(v));
+        }
+        std::vector<int> reads = element_closure(pass);
+        reads.insert(reads.end(), pass.begin(), pass.end());
+        for (int index : reads)
+            for (int v : node(index).inputs)
+                if (per_row(v)) return false;
+        return contiguous;
+    }
+
+    // A column sum walks each row (a column) with a large stride; a tile walks kTile columns
+    // side by side instead, so each step along the row reads consecutive memory, W lanes at a
+    // time, as eager's reduce_columns does.
+    void emit_tile_rows() {
+        int o = outer_ - 1;
+        std::string size_o = to_cpp(size_expr(k_.domain[o]));
+        std::vector<int> reductions, stores;
+        for (int index : k_.nodes)
+            if (is_reduction(index)) reductions.push_back(index);
+        for (int v : k_.stores)
+            if (!per_row(v)) stores.push_back(v);
+        std::vector<int> targets = reductions;
+        for (int v : stores) targets.push_back(s_.producer.at(v));
+        std::vector<int> body = element_closure(targets);
+        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        for (int r : reductions)
+            os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id)
+                << "_tile[" << kTile << "];\n";
+        os_ << "    for (int64_t row = begin; row < end;) {  // rows i" << o
+            << " = first .. first + lanes - 1\n";
+        os_ << "        [[maybe_unused]] int64_t rest = row;\n";
+        os_ << "        const int64_t first = rest % " << size_o << "; rest /= " << size_o << ";\n";
+        for (int d = o - 1; d > 0; --d)
+            os_ << "        const int64_t i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d]))
+                << "; rest /= " << to_cpp(size_expr(k_.domain[d])) << ";\n";
+        if (o > 0) os_ << "        const int64_t i0 = rest;\n";
+        os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, "
+            << size_o << " - first});\n";
+        for (int r : reductions)
+            os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
+                << "_tile[t] = " << reduction_of(node(r).op, node(r).out.dtype).init << ";\n";
+        os_ << "        // pass along the rows\n";
+        os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
+        os_ << "            int64_t t = 0;\n";
+        if (float32_) {
+            os_ << "            for (; t + W <= lanes; t += W) {\n";
+            os_ << "                const int64_t i" << o << " = first + t;\n";
+            emit_loop_body("                ", body, reductions, stores, true);
+            os_ << "            }\n";
+        }
+        os_ << "            for (; t < lanes; ++t) {\n";
+        os_ << "                const int64_t i" << o << " = first + t;\n";
+        emit_loop_body("                ", body, reductions, stores, false);
+        os_ << "            }\n";
+        os_ << "        }\n";
+        os_ << "        for (int64_t t = 0; t < lanes; ++t) {  // per-row values\n";
+        os_ << "            const int64_t i" << o << " = first + t;\n";
+        row_scope_loads_.clear();
+        for (int r : reductions) {
+            std::string name = s_.value_name(node(r).out.id);
+            os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = "
+                << name << "_tile[t];\n";
+            emit_row_store("            ", node(r).out.id);
+        }
+        for (int index : k_.nodes)
+            if (!is_reduction(index) && per_row(node(index).out.id))
+                emit_per_row_node("            ", index);
+        os_ << "        }\n";
+        os_ << "        row += lanes;\n";
+        os_ << "    }\n";
+    }
 
     // Reductions are grouped into one pass while none needs another's result.
     void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {

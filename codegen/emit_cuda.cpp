@@ -61,16 +61,39 @@ std::string strip_zero(std::string index) {
 }
 
 struct Reduction {
-    const char* init;
+    std::string init;
     const char* block;  // the block-wide combine in the prelude
+    const char* acc;    // the accumulator's C type (bool: int, which warp shuffles carry)
+    const char* shared;  // the block's shared slots of that type
     std::string update(OpId op, const std::string& acc, const std::string& v) const {
         return op == OpId::sum ? acc + " + " + v : op == OpId::amax ? "maximum(" + acc + ", " + v + ")" : "minimum(" + acc + ", " + v + ")";
     }
 };
-Reduction reduction_of(OpId op) {
-    if (op == OpId::sum) return {"0.0f", "block_sum"};
-    if (op == OpId::amax) return {"(-infinity<float>())", "block_max"};
-    return {"infinity<float>()", "block_min"};
+// `dtype` is the reduction's output dtype: float32 and float64 as they are, int64 (sums of
+// int64 or bool, amax/amin of int64), bool (amax: any, amin: all).
+Reduction reduction_of(OpId op, DType dtype = DType::float32) {
+    const char* block = op == OpId::sum    ? "block_sum"
+                        : op == OpId::amax ? "block_max"
+                                           : "block_min";
+    switch (dtype) {
+        case DType::float64:
+            return {op == OpId::sum    ? "0.0"
+                    : op == OpId::amax ? "(-infinity<double>())"
+                                       : "infinity<double>()",
+                    block, "double", "shared_f64"};
+        case DType::int64:
+            return {op == OpId::sum    ? "0LL"
+                    : op == OpId::amax ? "(-9223372036854775807LL - 1)"
+                                       : "9223372036854775807LL",
+                    block, "long long", "shared_i64"};
+        case DType::boolean:
+            return {op == OpId::amin ? "1" : "0", block, "int", "shared_i32"};
+        default:
+            return {op == OpId::sum    ? "0.0f"
+                    : op == OpId::amax ? "(-infinity<float>())"
+                                       : "infinity<float>()",
+                    block, "float", "shared"};
+    }
 }
 
 class CudaKernelEmitter : KernelView {
@@ -126,7 +149,7 @@ class CudaKernelEmitter : KernelView {
 
 
     std::string index_text(const LoadPlan& p) const {
-        std::string index = p.base;
+        std::string index = p.base + mid_terms(p);
         if (p.kind == LoadKind::contiguous) index += " + j";
         if (p.kind == LoadKind::strided)
             for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
@@ -200,8 +223,12 @@ class CudaKernelEmitter : KernelView {
             os_ << ind << "const " << type(node(index).out.id) << " " << s_.value_name(node(index).out.id) << " = " << expression(node(index))
                 << ";\n";
         for (int r : reductions) {
-            std::string acc = s_.value_name(node(r).out.id);
-            os_ << ind << acc << " = " << reduction_of(node(r).op).update(node(r).op, acc, s_.value_name(node(r).inputs[0])) << ";\n";
+            const LNode& n = node(r);
+            Reduction red = reduction_of(n.op, n.out.dtype);
+            std::string acc = s_.value_name(n.out.id), x = s_.value_name(n.inputs[0]);
+            if (dtype(n.inputs[0]) != n.out.dtype || n.out.dtype == DType::boolean)
+                x = std::string("((") + red.acc + ")" + x + ")";
+            os_ << ind << acc << " = " << red.update(n.op, acc, x) << ";\n";
         }
         for (int v : stores) {
             if (lane) os_ << ind << s_.value_name(v) << "_v[c] = " << s_.value_name(v) << ";\n";
@@ -290,7 +317,11 @@ class CudaKernelEmitter : KernelView {
         std::string names;
         for (int t : targets) names += " " + s_.value_name(node(t).out.id);
         os_ << ind << "// pass along the row computing" << names << "\n";
-        for (int r : reductions) os_ << ind << "float " << s_.value_name(node(r).out.id) << " = " << reduction_of(node(r).op).init << ";\n";
+        for (int r : reductions) {
+            Reduction red = reduction_of(node(r).op, node(r).out.dtype);
+            os_ << ind << red.acc << " " << s_.value_name(node(r).out.id) << " = " << red.init
+                << ";\n";
+        }
         if (caching_) {
             os_ << ind << "#pragma unroll\n";
             os_ << ind << "for (int c = 0; c < " << kRowCache << "; ++c) {\n";
@@ -306,7 +337,8 @@ class CudaKernelEmitter : KernelView {
         filled_.clear();
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            os_ << ind << name << " = " << reduction_of(node(r).op).block << "(" << name << ", shared);\n";
+            Reduction red = reduction_of(node(r).op, node(r).out.dtype);
+            os_ << ind << name << " = " << red.block << "(" << name << ", " << red.shared << ");\n";
             if (!split) emit_row_store(ind, node(r).out.id);
         }
     }
@@ -378,6 +410,8 @@ class CudaKernelEmitter : KernelView {
         for (size_t i = 0; i < steps.size(); ++i)
             if (steps[i].pass) passes += 1, first = std::min(first, i);
         if (passes != 1 || steps[first].reductions.empty()) return 0;
+        for (int r : steps[first].reductions)  // the partials are float
+            if (node(r).out.dtype != DType::float32) return 0;
         for (size_t i = 0; i < first; ++i)  // per-row values before it read only row constants: fine
             if (steps[i].pass) return 0;
         return int(steps[first].reductions.size());
@@ -388,6 +422,17 @@ class CudaKernelEmitter : KernelView {
         std::vector<Step> steps = row_steps();
         int split = split_reductions();
         os_ << "    __shared__ float shared[32];\n";
+        std::set<std::string> slots;  // 64-bit and int accumulators combine through their own slots
+        for (int index : k_.nodes)
+            if (is_reduction(index))
+                slots.insert(reduction_of(node(index).op, node(index).out.dtype).shared);
+        for (const std::string& slot : slots)
+            if (slot != "shared")
+                os_ << "    __shared__ "
+                    << (slot == "shared_f64"   ? "double"
+                        : slot == "shared_i64" ? "long long"
+                                               : "int")
+                    << " " << slot << "[32];\n";
         os_ << "    const long long rows = " << product_cpp(k_.domain, 0, outer_) << ";\n";
         os_ << "    const long long row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         std::string ind = "        ";
@@ -487,22 +532,22 @@ class CudaKernelEmitter : KernelView {
 
 // Block-wide combines for row kernels: shuffles within each warp, then the warps' results
 // through shared memory, and every thread gets the row's value. blockDim.x is a multiple of 32.
-const char* kRowPrelude = R"(template <int Op> __device__ inline float combine(float a, float b) {
+const char* kRowPrelude = R"(template <int Op, class T> __device__ inline T combine(T a, T b) {
     return Op == 0 ? a + b : Op == 1 ? maximum(a, b) : minimum(a, b);
 }
-template <int Op> __device__ inline float block_combine(float v, float identity, float* shared) {
+template <int Op, class T> __device__ inline T block_combine(T v, T* shared) {
     for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
     __syncthreads();  // the slots' readers from the last combine are done
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = lane < warps ? shared[lane] : identity;
+    v = lane < warps ? shared[lane] : Op == 0 ? T(0) : shared[0];  // max/min: a repeat changes nothing
     for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-__device__ inline float block_sum(float v, float* shared) { return block_combine<0>(v, 0.0f, shared); }
-__device__ inline float block_max(float v, float* shared) { return block_combine<1>(v, -infinity<float>(), shared); }
-__device__ inline float block_min(float v, float* shared) { return block_combine<2>(v, infinity<float>(), shared); }
+template <class T> __device__ inline T block_sum(T v, T* shared) { return block_combine<0>(v, shared); }
+template <class T> __device__ inline T block_max(T v, T* shared) { return block_combine<1>(v, shared); }
+template <class T> __device__ inline T block_min(T v, T* shared) { return block_combine<2>(v, shared); }
 
 )";
 

@@ -25,8 +25,20 @@ enum class LoadKind { constant, contiguous, strided };
 struct LoadPlan {
     LoadKind kind = LoadKind::constant;
     std::string base;                             // offset + outer index terms
-    std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the row
+    std::vector<std::pair<int, SizeExpr>> inner;  // (domain dim, stride) along the run
+    std::vector<std::pair<int, SizeExpr>> mid;    // (domain dim, stride) over the runs of a row
+    SizeExpr last_row_stride{0, {}};              // stride along the last row-indexing dim
 };
+
+// A row's loop dims [outer, run_from) are walked one index at a time (the "mid" dims, k_d
+// computed once per run) and [run_from, rank) as one run j: batch norm's statistics over
+// [C] x [N, H, W] walk N runs of H * W contiguous elements, vectorized.
+inline std::string mid_terms(const LoadPlan& p) {
+    std::string out;
+    for (const auto& [dim, stride] : p.mid)
+        out += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
+    return out;
+}
 
 // The comparisons of tensor/ops.def (their output is bool).
 inline bool is_compare(OpId op) {
@@ -65,7 +77,37 @@ inline DType operand_dtype(const LNode& n, size_t i, DType compute) {
 class KernelView {
    protected:
     KernelView(const Schedule& s, int index, int outer)
-        : s_(s), k_(s.kernels[index]), index_(index), rank_(int(k_.domain.size())), outer_(outer) {}
+        : s_(s),
+          k_(s.kernels[index]),
+          index_(index),
+          rank_(int(k_.domain.size())),
+          outer_(outer),
+          run_from_(outer) {
+        loop_of_.resize(k_.perm.size());
+        for (size_t i = 0; i < k_.perm.size(); ++i) loop_of_[k_.perm[i]] = int(i);
+    }
+
+    // The loop dim indexing dim d of a value of rank value_rank read by a node of
+    // consumer_rank dims (aligned right, NumPy-style). A row kernel's element nodes and its
+    // keepdim per-row values have the element shape, whose dims the loop permutes; its
+    // per-row values without keepdim have the rows' shape, the loop's leading dims.
+    int loop_dim(size_t consumer_rank, size_t value_rank, size_t d) const {
+        int dim = int(consumer_rank - value_rank + d);
+        return !k_.perm.empty() && int(consumer_rank) == rank_ ? loop_of_[dim] : dim;
+    }
+
+    // The longest run of trailing row dims along which every element load and store is
+    // contiguous (or constant); the dims before it become mid dims. None: the whole row,
+    // strided.
+    void choose_run() {
+        for (run_from_ = outer_; run_from_ < rank_; ++run_from_) {
+            bool strided = false;
+            for (const LoadPlan& p : element_loads())
+                strided = strided || p.kind == LoadKind::strided;
+            if (!strided) return;
+        }
+        run_from_ = outer_;
+    }
 
     bool in_kernel(int v) const {
         const ValueInfo& info = s_.values.at(v);
@@ -87,20 +129,28 @@ class KernelView {
         std::string outer_terms;
         for (size_t d = 0; d < shape.size(); ++d) {
             if (shape[d] == 1) continue;  // broadcast (or a dim of one): index 0
-            int dim = int(consumer_rank - shape.size() + d);
+            int dim = loop_dim(consumer_rank, shape.size(), d);
             std::string stride = a.strides[d] == SizeExpr{1, {}} ? "" : " * " + to_cpp(a.strides[d]);
+            if (dim == outer_ - 1) p.last_row_stride = a.strides[d];
             if (dim < outer_) outer_terms += " + i" + std::to_string(dim) + stride;
-            else if (!row_context) p.inner.push_back({dim, a.strides[d]});
+            else if (row_context)
+                continue;
+            else if (dim < run_from_)
+                p.mid.push_back({dim, a.strides[d]});
+            else
+                p.inner.push_back({dim, a.strides[d]});
         }
         p.base = to_cpp(base) + outer_terms;
         if (p.base.rfind("0 + ", 0) == 0) p.base = p.base.substr(4);
         if (p.inner.empty()) return p;
-        std::vector<SizeExpr> want = contiguous_stride_exprs(Shape(k_.domain.begin() + outer_, k_.domain.end()));
+        std::vector<SizeExpr> want =
+            contiguous_stride_exprs(Shape(k_.domain.begin() + run_from_, k_.domain.end()));
         size_t matched = 0;
-        for (int d = outer_; d < rank_; ++d) {
+        for (int d = run_from_; d < rank_; ++d) {
             if (k_.domain[d] == 1) continue;
             auto it = std::find_if(p.inner.begin(), p.inner.end(), [&](const auto& t) { return t.first == d; });
-            if (it == p.inner.end() || !(it->second == want[d - outer_])) return p.kind = LoadKind::strided, p;
+            if (it == p.inner.end() || !(it->second == want[d - run_from_]))
+                return p.kind = LoadKind::strided, p;
             ++matched;
         }
         p.kind = matched == p.inner.size() ? LoadKind::contiguous : LoadKind::strided;
@@ -147,6 +197,9 @@ class KernelView {
             auto ok = [](DType d) { return d == DType::float32 || d == DType::boolean; };
             if (!ok(n.out.dtype) || !ok(compute_dtype(n))) return false;
             if (n.op == OpId::where && n.out.dtype != DType::float32) return false;
+            if (is_reduction(index) &&
+                (n.out.dtype != DType::float32 || dtype(n.inputs[0]) != DType::float32))
+                return false;  // int64 and bool reductions accumulate in scalar loops
             for (int v : n.inputs)
                 if (!ok(dtype(v))) return false;
         }
@@ -164,7 +217,9 @@ class KernelView {
     const Kernel& k_;
     int index_;
     int rank_;
-    int outer_;  // leading domain dims indexed by `row`
+    int outer_;                 // leading domain dims indexed by `row`
+    int run_from_;              // row dims from here on are one run j; those before it are mid dims
+    std::vector<int> loop_of_;  // row kernels: the loop dim of each element dim (empty: the same)
 };
 
 }  // namespace kiln::codegen::emit_detail

@@ -106,6 +106,12 @@ std::string Schedule::print() const {
             Shape rows(kernel.domain.begin(), kernel.domain.begin() + kernel.outer_dims);
             Shape row(kernel.domain.begin() + kernel.outer_dims, kernel.domain.end());
             head += " " + shape_str(rows) + " x " + shape_str(row);
+            if (!kernel.perm
+                     .empty()) {  // the loop order, when the reduced dims are not the trailing ones
+                head += " (dims";
+                for (int d : kernel.perm) head += " " + std::to_string(d);
+                head += ")";
+            }
         }
         os << head << std::string(head.size() < 36 ? 36 - head.size() : 1, ' ');
         for (size_t i = 0; i < kernel.nodes.size(); ++i)
@@ -129,14 +135,34 @@ enum class Role { none, element, per_row };
 
 bool is_identity(const LNode& n) { return n.op == OpId::contiguous || n.op == OpId::cast; }
 
-// How many trailing dims a reduction reduces, or -1 if its dims are not the trailing ones.
-int trailing_reduced(const LNode& n, const Shape& in) {
+// How a row kernel loops for reduction n over `in`: the kept dims, then the reduced ones.
+struct RowLoop {
+    std::vector<int> perm;  // loop dim i is dim perm[i] of `in`; empty: the identity
+    int outer_dims = 0;     // how many kept dims (the rows)
+};
+RowLoop row_loop(const LNode& n, const Shape& in) {
     int64_t rank = int64_t(in.size());
-    if (n.attrs.dims.empty()) return int(rank);
-    std::set<int64_t> dims;
-    for (int64_t d : n.attrs.dims) dims.insert(normalize_dim(d, rank, op_info(n.op).name));
-    if (int64_t(dims.size()) != int64_t(n.attrs.dims.size())) return -1;
-    return *dims.begin() == rank - int64_t(dims.size()) ? int(dims.size()) : -1;
+    std::vector<bool> reduced(in.size(), n.attrs.dims.empty());
+    for (int64_t d : n.attrs.dims)
+        if (rank > 0)
+            reduced[normalize_dim(d, rank, op_info(n.op).name)] = true;  // a 0-d value: itself
+    RowLoop loop;
+    for (int i = 0; i < int(rank); ++i)
+        if (!reduced[i]) loop.perm.push_back(i);
+    loop.outer_dims = int(loop.perm.size());
+    for (int i = 0; i < int(rank); ++i)
+        if (reduced[i]) loop.perm.push_back(i);
+    bool identity = true;
+    for (int i = 0; i < int(rank); ++i) identity = identity && loop.perm[i] == i;
+    if (identity) loop.perm.clear();
+    return loop;
+}
+
+Shape permuted(const Shape& shape, const std::vector<int>& perm) {
+    if (perm.empty()) return shape;
+    Shape out;
+    for (int d : perm) out.push_back(shape[d]);
+    return out;
 }
 
 Shape padded(const Shape& shape, size_t rank) {
@@ -157,12 +183,12 @@ struct Scheduler {
     }
     const LValue& val(int id) const { return s.value(id); }
 
-    // Generated reductions fold float32 or float64 values into an accumulator of that type
-    // (CUDA: float32, the type of its block-wide combines).
+    // Generated reductions give eager's result dtype (tensor/kernels_reduce.cpp): a sum of
+    // int64 or bool values is int64, amax/amin keep the dtype, floats stay as they are.
     bool reduction_dtype_ok(const LNode& n) const {
         DType in = val(n.inputs[0]).dtype;
-        bool cuda = s.graph.device.type == DeviceType::cuda;
-        return is_floating(in) && n.out.dtype == in && (!cuda || in == DType::float32);
+        DType want = n.op == OpId::sum && !is_floating(in) ? DType::int64 : in;
+        return n.out.dtype == want;
     }
 
     Plan plan_for(const LNode& n) {
@@ -174,9 +200,7 @@ struct Scheduler {
             return n.inputs.size() == want ? Plan::pointwise : Plan::fallback;
         }
         if (op.kind == OpKind::reduction)
-            return reduction_dtype_ok(n) && trailing_reduced(n, val(n.inputs[0]).shape) >= 0
-                       ? Plan::reduction
-                       : Plan::fallback;
+            return reduction_dtype_ok(n) ? Plan::reduction : Plan::fallback;
         if (op.kind == OpKind::view) return Plan::view;
         if (op.kind == OpKind::matmul) {  // the blas kernel is cblas_sgemm
             bool f32 = n.out.dtype == DType::float32;
@@ -201,18 +225,19 @@ struct Scheduler {
         if (!generable)
             return std::string(op.name) + " has no generated form (a " + op_kind_name(op.kind) +
                    " op)";
-        if (op.kind == OpKind::reduction && !reduction_dtype_ok(n))
+        if (op.kind == OpKind::reduction)
             return "it reduces " + a_dtype(val(n.inputs[0]).dtype) + " value to " +
                    a_dtype(n.out.dtype) +
-                   (s.graph.device.type == DeviceType::cuda ? "; generated CUDA reductions fold float32 only"
-                                                             : "; generated reductions fold float32 or float64 into the same dtype");
-        if (op.kind == OpKind::reduction) return "it reduces dims that are not the trailing ones";
+                   "; generated reductions give eager's result dtype (sum of int64 or bool: int64, "
+                   "else the input's)";
         if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
         return "a pointwise form generated kernels do not take";
     }
 
     int new_kernel(KernelKind kind, Shape domain, int outer_dims) {
-        s.kernels.push_back({kind, {}, std::move(domain), outer_dims, {}, {}});
+        Kernel k;
+        k.kind = kind, k.domain = std::move(domain), k.outer_dims = outer_dims;
+        s.kernels.push_back(std::move(k));
         return int(s.kernels.size()) - 1;
     }
 
@@ -231,9 +256,19 @@ struct Scheduler {
         return v.kernel == k && (v.home == Home::inlined || v.home == Home::stored) && s.producer.count(id);
     }
 
+    // The shape of a kernel's element nodes (a row kernel's domain is in loop order).
+    Shape element_shape(const Kernel& k) const {
+        if (k.perm.empty()) return k.domain;
+        Shape out(k.domain.size());
+        for (size_t i = 0; i < k.perm.size(); ++i) out[k.perm[i]] = k.domain[i];
+        return out;
+    }
+
+    // A per-row value with keepdim: the element shape with the reduced dims 1.
     Shape row_keepdim_shape(const Kernel& k) const {
-        Shape keep(k.domain.begin(), k.domain.begin() + k.outer_dims);
-        keep.resize(k.domain.size(), 1);
+        Shape keep = element_shape(k);
+        for (size_t i = k.outer_dims; i < k.domain.size(); ++i)
+            keep[k.perm.empty() ? i : k.perm[i]] = 1;
         return keep;
     }
 
@@ -241,14 +276,17 @@ struct Scheduler {
     Role role_in(const Kernel& k, const LNode& n, Plan plan) {
         if (plan == Plan::reduction) {
             const Shape& in = val(n.inputs[0]).shape;
-            if (in != k.domain) return Role::none;
+            if (in != element_shape(k)) return Role::none;
             if (k.kind == KernelKind::pointwise) return Role::per_row;  // the kernel becomes a row kernel
-            int reduced = trailing_reduced(n, in);
-            return k.kind == KernelKind::row && reduced == int(in.size()) - k.outer_dims ? Role::per_row : Role::none;
+            RowLoop loop = row_loop(n, in);
+            return k.kind == KernelKind::row && loop.perm == k.perm &&
+                           loop.outer_dims == k.outer_dims
+                       ? Role::per_row
+                       : Role::none;
         }
         if (k.kind == KernelKind::pointwise) return n.out.shape == k.domain ? Role::element : Role::none;
         if (k.kind != KernelKind::row) return Role::none;
-        if (n.out.shape == k.domain) return Role::element;
+        if (n.out.shape == element_shape(k)) return Role::element;
         Shape rows(k.domain.begin(), k.domain.begin() + k.outer_dims);
         if (n.out.shape == rows || n.out.shape == row_keepdim_shape(k)) return Role::per_row;
         return Role::none;
@@ -306,7 +344,9 @@ struct Scheduler {
         if (best < 0) {
             if (plan == Plan::reduction) {
                 const Shape& in = val(n.inputs[0]).shape;
-                best = new_kernel(KernelKind::row, in, int(in.size()) - trailing_reduced(n, in));
+                RowLoop loop = row_loop(n, in);
+                best = new_kernel(KernelKind::row, permuted(in, loop.perm), loop.outer_dims);
+                s.kernels[best].perm = loop.perm;
                 best_role = Role::per_row;
             } else {
                 best = new_kernel(KernelKind::pointwise, n.out.shape, 0);
@@ -315,8 +355,11 @@ struct Scheduler {
         }
         Kernel& kernel = s.kernels[best];
         if (plan == Plan::reduction && kernel.kind == KernelKind::pointwise) {
+            RowLoop loop = row_loop(n, kernel.domain);
             kernel.kind = KernelKind::row;
-            kernel.outer_dims = int(kernel.domain.size()) - trailing_reduced(n, kernel.domain);
+            kernel.domain = permuted(kernel.domain, loop.perm);
+            kernel.outer_dims = loop.outer_dims;
+            kernel.perm = loop.perm;
         }
         kernel.nodes.push_back(index);
         for (int in : n.inputs)

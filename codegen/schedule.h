@@ -53,7 +53,8 @@ struct ValueInfo {
 
 enum class KernelKind {
     pointwise,  // one loop over the output shape
-    row,        // reductions over the trailing dims, with their producers and consumers
+    row,        // reductions (over any dims, looped as the row's trailing dims), with their
+                // producers and consumers
     blas,       // matmul through the eager kernel (cblas_sgemm); epilogue: the next kernel
     fallback,   // one node run by the eager dispatcher
 };
@@ -63,8 +64,11 @@ inline std::ostream& operator<<(std::ostream& os, KernelKind k) { return os << k
 struct Kernel {
     KernelKind kind = KernelKind::pointwise;
     std::vector<int> nodes;   // indices into graph.nodes, in execution order
-    Shape domain;             // pointwise: the loop shape; row: the shape of one element node
+    Shape domain;             // pointwise: the loop shape; row: the loop shape, rows first
     int outer_dims = 0;       // row: leading dims of domain that index rows
+    // row: loop dim i is dim perm[i] of the element nodes' shape (the kept dims, then the
+    // reduced ones); empty when that is the identity (a reduction over the trailing dims).
+    std::vector<int> perm;
     std::vector<int> loads;   // buffers (value ids) read, in first-use order
     std::vector<int> stores;  // values written, in order
     std::string why;          // fallback: why the node runs its eager kernel instead of generated code

@@ -49,7 +49,10 @@ struct GraphBuilder {
     }
 
     int unary(OpId op, int x) { return node(op, {x}, {}, value(x).shape); }
-    int binary(OpId op, int x, int y) { return node(op, {x, y}, {}, broadcast(value(x).shape, value(y).shape)); }
+    int binary(OpId op, int x, int y) {
+        return node(op, {x, y}, {}, broadcast(value(x).shape, value(y).shape),
+                    promote(value(x).dtype, value(y).dtype));
+    }
     // op(x, scalar) or op(scalar, x)
     int scalar(OpId op, int x, double s, ScalarPos pos = ScalarPos::right) {
         return node(op, {x}, {.scalar = s, .scalar_pos = pos}, value(x).shape);
@@ -63,7 +66,9 @@ struct GraphBuilder {
         for (size_t i = 0; i < in.size(); ++i)
             if (!reduced[i]) out.push_back(in[i]);
             else if (keepdim) out.push_back(1);
-        return node(op, {x}, {.dims = dims, .keepdim = keepdim}, out);
+        DType in_dtype = value(x).dtype;  // eager's result dtype: a sum of int64 or bool is int64
+        DType dtype = op == OpId::sum && !is_floating(in_dtype) ? DType::int64 : in_dtype;
+        return node(op, {x}, {.dims = dims, .keepdim = keepdim}, out, dtype);
     }
     // mean over dims of concrete size, written as eager writes it: sum * (1 / count)
     int mean(int x, Shape dims, bool keepdim) {
@@ -77,16 +82,21 @@ struct GraphBuilder {
     int permute(int x, const Shape& dims) {
         Shape out;
         for (int64_t d : dims) out.push_back(value(x).shape[d]);
-        return node(OpId::permute, {x}, {.dims = dims}, out);
+        return node(OpId::permute, {x}, {.dims = dims}, out, value(x).dtype);
     }
-    int reshape(int x, const Shape& shape) { return node(OpId::reshape, {x}, {.shape = shape}, shape); }
-    int expand(int x, const Shape& shape) { return node(OpId::expand, {x}, {.shape = shape}, shape); }
+    int reshape(int x, const Shape& shape) {
+        return node(OpId::reshape, {x}, {.shape = shape}, shape, value(x).dtype);
+    }
+    int expand(int x, const Shape& shape) {
+        return node(OpId::expand, {x}, {.shape = shape}, shape, value(x).dtype);
+    }
     int slice(int x, int64_t dim, int64_t start, int64_t end, int64_t step = 1) {
         Shape out = value(x).shape;
         int64_t n = out[dim];
         end = std::min(end, n);
         out[dim] = (end - start + step - 1) / step;
-        return node(OpId::slice, {x}, {.dim = dim, .start = start, .end = end, .step = step}, out);
+        return node(OpId::slice, {x}, {.dim = dim, .start = start, .end = end, .step = step}, out,
+                    value(x).dtype);
     }
 };
 

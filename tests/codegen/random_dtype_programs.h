@@ -1,7 +1,7 @@
 // Seeded random programs over every dtype the code generators take (float32, float64,
 // int64, bool): comparisons, where, casts, type promotion between operands and with
-// scalars, and float reductions. Forward only (the inputs need no grad); every output is
-// checked against eager by the tests that build them (CPU run, CUDA compile).
+// scalars, and reductions of every dtype over any dims. Forward only (the inputs need no grad);
+// every output is checked against eager by the tests that build them (CPU run, CUDA compile).
 #pragma once
 #include "random_programs.h"
 
@@ -143,17 +143,24 @@ class DtypeProgramGenerator {
         return r.call(OpId::cast, {v}, {.dtype = to});
     }
 
-    // Generated reductions fold floats: int64 and bool values are widened first, sometimes
-    // to float64; a keepdim result is often consumed row-wise.
+    // Reductions of every dtype over any dims (sum of int64 or bool: int64; amax/amin keep
+    // the dtype); values are sometimes cast first. A result that is not bool, kept with
+    // keepdim, is often consumed row-wise.
     int reduction(Recorder& r, int v) {
-        if (!is_floating(dtype(r, v)))
-            v = cast(r, v, uniform() < 0.5 ? DType::float64 : DType::float32);
+        if (uniform() < 0.3) v = cast(r, v, random_dtype());
         const Shape& shape = r.shape(v);
         if (shape.empty()) return unary(r, v);
         bool keepdim = uniform() < 0.6;
+        Shape dims = {-1};
+        if (uniform() < 0.6) {  // any non-empty set of dims, or (empty) all of them
+            dims.clear();
+            for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+                if (uniform() < 0.5) dims.push_back(d);
+        }
         static const OpId ops[] = {OpId::sum, OpId::amax, OpId::amin};
-        int reduced = r.call(ops[pick(3)], {v}, {.dims = {-1}, .keepdim = keepdim});
-        if (keepdim && uniform() < 0.7) return r.call(OpId::sub, {v, reduced});
+        int reduced = r.call(ops[pick(3)], {v}, {.dims = dims, .keepdim = keepdim});
+        if (keepdim && dtype(r, reduced) != DType::boolean && uniform() < 0.7)
+            return r.call(OpId::sub, {v, reduced});
         return reduced;
     }
 };

@@ -1,6 +1,7 @@
 // Seeded random programs for differential tests of the code generators (CPU and CUDA):
 // pointwise, reduction, broadcast and view ops recorded as jit Graphs whose inputs need grad.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -126,17 +127,29 @@ class ProgramGenerator {
         return r.call(ops[pick(3)], {v}, {.scalar = s, .scalar_pos = side});
     }
 
-    // Over the trailing dims, often consumed row-wise (x - max(x)), as softmax does.
+    // Over the trailing dims, often consumed row-wise (x - max(x)), as softmax does; or over
+    // any other dims (batch norm's (0, 2, 3), a bias gradient's 0), consumed the same way.
     int reduction(Recorder& r, int v) {
         const Shape& shape = r.shape(v);
         if (shape.empty()) return unary(r, v);
         Shape dims = {-1};
         if (shape.size() >= 2 && uniform() < 0.3) dims = {-2, -1};
+        if (uniform() < 0.5) dims = any_dims(shape.size());
         bool keepdim = uniform() < 0.6;
         static const OpId ops[] = {OpId::sum, OpId::amax, OpId::amin};
         int reduced = r.call(ops[pick(3)], {v}, {.dims = dims, .keepdim = keepdim});
         if (keepdim && uniform() < 0.7) return r.call(OpId::sub, {v, reduced});
         return reduced;
+    }
+
+    // A random non-empty set of dims of a rank-`rank` value, in random order and sign.
+    Shape any_dims(size_t rank) {
+        Shape dims;
+        for (int64_t d = 0; d < int64_t(rank); ++d)
+            if (uniform() < 0.5) dims.push_back(uniform() < 0.5 ? d : d - int64_t(rank));
+        if (dims.empty()) dims.push_back(int64_t(pick(rank)));
+        std::shuffle(dims.begin(), dims.end(), rng_);
+        return dims;
     }
 
     int view(Recorder& r, int v) {

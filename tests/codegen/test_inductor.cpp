@@ -93,9 +93,9 @@ BOOST_AUTO_TEST_CASE(seed_cos_plus_sin_is_one_kernel_and_dumps_its_source) {
 }
 
 BOOST_AUTO_TEST_CASE(nodes_left_to_eager_kernels_are_reported_with_their_reason) {
-    // gather has no generated form, a sum over the leading dim is not a trailing reduction,
-    // and an int64 sum is not a generated reduction (those fold floats): each runs its eager
-    // kernel, and says why in the schedule, the generated source (:code) and explain.
+    // gather has no generated form: it runs its eager kernel, and says why in the schedule, the
+    // generated source (:code) and explain. A sum over the leading dim and an int64 sum are
+    // generated (they fell back before reductions over any dims and of any dtype).
     auto fn = [](const Tensor& x, const Tensor& idx) {
         Tensor g = gather(exp(x), 1, idx);
         Tensor cols = sin(x).sum({0});
@@ -109,10 +109,8 @@ BOOST_AUTO_TEST_CASE(nodes_left_to_eager_kernels_are_reported_with_their_reason)
     BOOST_TEST(!info.interpreted);
     std::string all;
     for (const std::string& line : info.fallbacks) all += line + "\n";
+    BOOST_TEST(info.fallbacks.size() == 1u, all);
     BOOST_TEST(all.find("gather has no generated form") != std::string::npos, all);
-    BOOST_TEST(all.find("it reduces dims that are not the trailing ones") != std::string::npos,
-               all);
-    BOOST_TEST(all.find("generated reductions fold float32 or float64") != std::string::npos, all);
     BOOST_TEST(info.schedule.find("(gather has no generated form") != std::string::npos,
                info.schedule);
     BOOST_TEST(

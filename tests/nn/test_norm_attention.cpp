@@ -1,8 +1,8 @@
 // batch_norm / BatchNorm2d (running statistics as PyTorch, train and eval, compiled) and
 // scaled_dot_product_attention (against the formula, causal masks, compiled with gradients).
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
+#include <sstream>
 
 #include "kiln.h"
 
@@ -56,6 +56,33 @@ BOOST_AUTO_TEST_CASE(a_compiled_conv_bn_relu_step_equals_eager_including_running
     std::vector<double> eager = run(false), jit = run(true);
     BOOST_REQUIRE(eager.size() == jit.size());
     for (size_t i = 0; i < eager.size(); ++i) BOOST_TEST(std::abs(eager[i] - jit[i]) < 1e-4 * (1 + std::abs(eager[i])), "value " << i);
+}
+
+// Batch norm's statistics over (0, 2, 3) are generated reductions: no node of a compiled
+// BatchNorm2d training step runs its eager kernel. Forward: one row kernel (statistics,
+// normalize, relu) beside the running statistics' and the loss's kernels, 4 in all (8 with 2
+// fallbacks before 2026-11-25); backward: 5 kernels (14 with 7 fallbacks before).
+BOOST_AUTO_TEST_CASE(a_compiled_batch_norm_training_step_has_no_fallback_kernels) {
+    manual_seed(34);
+    nn::BatchNorm2d bn(8);
+    auto loss_fn = [&](const Tensor& x) { return relu(bn.forward(x)).sum(); };
+    auto step = compile(loss_fn, {.choose_faster = false});
+    Tensor x = randn({4, 8, 6, 6}).requires_grad_();
+    Tensor loss = step(x);
+    loss.backward();
+    codegen::CompiledGraphInfo backward = codegen::last_compiled();
+    BOOST_TEST(!backward.interpreted);
+    BOOST_TEST(backward.fallbacks.empty(), backward.schedule);
+    BOOST_TEST(backward.generated_kernels <= 5, backward.schedule);
+    std::ostringstream explained;
+    explained << jit::explain_compiled(step);
+    BOOST_TEST(explained.str().find("Not fused") == std::string::npos, explained.str());
+    Tensor grad = x.grad().clone();
+    x.zero_grad();
+    Tensor want = loss_fn(x);
+    want.backward();
+    BOOST_TEST(allclose(loss, want, 1e-4, 1e-4));
+    BOOST_TEST(allclose(grad, x.grad(), 1e-4, 1e-5));
 }
 
 BOOST_AUTO_TEST_CASE(attention_matches_the_formula_and_masks_the_future) {
