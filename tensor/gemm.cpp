@@ -4,6 +4,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "tensor/kernels.h"
@@ -42,7 +44,16 @@ bool can_fold_batch(const GemmPlan& p) {
     return true;
 }
 
+std::atomic<bool> g_profile{false};
+std::atomic<int64_t> g_profile_calls{0}, g_profile_ns{0};
+
 }  // namespace
+
+void gemm_profile(bool on) {
+    g_profile_calls = 0, g_profile_ns = 0;
+    g_profile = on;
+}
+GemmProfile gemm_profile_counts() { return {g_profile_calls.load(), g_profile_ns.load()}; }
 
 GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     Tensor a = in_a.detach(), b = in_b.detach();
@@ -86,6 +97,8 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
         std::memset(static_cast<char*>(out) + oc * elem, 0, size_t(rows * p.N) * elem);
         return;
     }
+    bool profile = g_profile.load(std::memory_order_relaxed);
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (p.a.dtype() == DType::float32) {
         const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;
         const float* pb = static_cast<const float*>(p.b.impl()->storage->data) + ob;
@@ -94,6 +107,11 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
         const double* pa = static_cast<const double*>(p.a.impl()->storage->data) + oa;
         const double* pb = static_cast<const double*>(p.b.impl()->storage->data) + ob;
         cblas_dgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.0, pa, p.ga.ld, pb, p.gb.ld, 0.0, static_cast<double*>(out) + oc, ldc);
+    }
+    if (profile) {
+        g_profile_calls.fetch_add(1, std::memory_order_relaxed);
+        g_profile_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                               std::memory_order_relaxed);
     }
 }
 

@@ -33,4 +33,13 @@ GemmPlan plan_gemm(const Tensor& a, const Tensor& b);
 // ([batches * M, N] elements of a's dtype). Runs BLAS with its own threads.
 void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* out);
 
+// Time inside BLAS, summed over gemm_rows calls (threads add up), for profiles
+// (bench/epilogue.cpp). Counting starts at gemm_profile(true), which zeroes the counts.
+struct GemmProfile {
+    int64_t calls = 0;
+    int64_t ns = 0;
+};
+void gemm_profile(bool on);
+GemmProfile gemm_profile_counts();
+
 }  // namespace kiln
