@@ -68,27 +68,34 @@ std::string measure(const std::string& workload, std::vector<Mode>& modes, int r
             m.blas_ns += double(gemm_profile_counts().ns);
             gemm_profile(false);
         }
-    std::string out = "{\"workload\": \"" + workload + "\", \"threads\": " + std::to_string(num_threads());
+    std::string out =
+        "{\"workload\": \"" + workload + "\", \"threads\": " + std::to_string(num_threads());
     for (Mode& m : modes) {
         char buf[160];
         double total_ms = 0;
         for (double t : m.ms) total_ms += t;
-        std::snprintf(buf, sizeof buf, ", \"%s_ms\": %.3f, \"%s_blas_share\": %.2f", m.name, median(m.ms), m.name,
-                      m.blas_ns / 1e6 / total_ms);
+        std::snprintf(buf, sizeof buf, ", \"%s_ms\": %.3f, \"%s_blas_share\": %.2f", m.name,
+                      median(m.ms), m.name, m.blas_ns / 1e6 / total_ms);
         out += buf;
     }
     char buf[200];
-    std::snprintf(buf, sizeof buf, ", \"fused_vs_unfused\": %.3f, \"fused_vs_eager\": %.3f}", median(modes[2].ms) / median(modes[1].ms),
+    std::snprintf(buf, sizeof buf, ", \"fused_vs_unfused\": %.3f, \"fused_vs_eager\": %.3f}",
+                  median(modes[2].ms) / median(modes[1].ms),
                   median(modes[0].ms) / median(modes[1].ms));
     return out + buf;
 }
 
-Tensor linear_gelu(Tensor x, Tensor w, Tensor b) { return nn::functional::gelu(matmul(x, w.t()) + b, "tanh"); }
+Tensor linear_gelu(Tensor x, Tensor w, Tensor b) {
+    return nn::functional::gelu(matmul(x, w.t()) + b, "tanh");
+}
 Tensor linear_relu(Tensor x, Tensor w, Tensor b) { return relu(matmul(x, w.t()) + b); }
-Tensor attention_scores(Tensor q, Tensor k, Tensor mask) { return softmax(matmul(q, k.transpose(-2, -1)) * 0.125 + mask, -1); }
+Tensor attention_scores(Tensor q, Tensor k, Tensor mask) {
+    return softmax(matmul(q, k.transpose(-2, -1)) * 0.125 + mask, -1);
+}
 
 // One of the three-input workloads above: eager, compiled fused, compiled unfused.
-std::string three_input(const std::string& name, Tensor (*fn)(Tensor, Tensor, Tensor), Tensor a, Tensor b, Tensor c, int reps) {
+std::string three_input(const std::string& name, Tensor (*fn)(Tensor, Tensor, Tensor), Tensor a,
+                        Tensor b, Tensor c, int reps) {
     CompileOptions options;
     options.choose_faster = false;  // time the generated code itself
     auto fused = compile(fn, options), unfused = compile(fn, options);
@@ -96,14 +103,16 @@ std::string three_input(const std::string& name, Tensor (*fn)(Tensor, Tensor, Te
     auto call_unfused = [&] { (void)unfused(a, b, c); };
     warm_up(call_fused, "1", 2);
     warm_up(call_unfused, "0", 2);
-    std::vector<Mode> modes = {{"eager", [&] { (void)fn(a, b, c); }, {}}, {"fused", call_fused, {}}, {"unfused", call_unfused, {}}};
+    std::vector<Mode> modes = {{"eager", [&] { (void)fn(a, b, c); }, {}},
+                               {"fused", call_fused, {}},
+                               {"unfused", call_unfused, {}}};
     return measure(name, modes, reps);
 }
 
 std::vector<std::string> gpt(int reps) {
     manual_seed(0);
-    auto net = std::make_shared<models::Gpt>(
-        models::GptConfig{.vocab_size = 1024, .max_positions = 128, .layers = 4, .d_model = 256, .heads = 4});
+    auto net = std::make_shared<models::Gpt>(models::GptConfig{
+        .vocab_size = 1024, .max_positions = 128, .layers = 4, .d_model = 256, .heads = 4});
     Tensor x = randint(0, 1024, {8, 128}), target = randint(0, 1024, {8 * 128});
     nn::Module& m = *net;
     auto forward_fn = [](nn::Module& module, const Tensor& input) { return module.forward(input); };
@@ -124,7 +133,9 @@ std::vector<std::string> gpt(int reps) {
         auto call_unfused = [&] { infer(unfused); };
         warm_up(call_fused, "1");
         warm_up(call_unfused, "0");
-        std::vector<Mode> modes = {{"eager", [&] { infer(forward_fn); }, {}}, {"fused", call_fused, {}}, {"unfused", call_unfused, {}}};
+        std::vector<Mode> modes = {{"eager", [&] { infer(forward_fn); }, {}},
+                                   {"fused", call_fused, {}},
+                                   {"unfused", call_unfused, {}}};
         rows.push_back(measure("gpt_infer", modes, reps));
     }
     {
@@ -140,7 +151,9 @@ std::vector<std::string> gpt(int reps) {
         auto call_unfused = [&] { step(unfused); };
         warm_up(call_fused, "1");
         warm_up(call_unfused, "0");
-        std::vector<Mode> modes = {{"eager", [&] { step(loss_fn); }, {}}, {"fused", call_fused, {}}, {"unfused", call_unfused, {}}};
+        std::vector<Mode> modes = {{"eager", [&] { step(loss_fn); }, {}},
+                                   {"fused", call_fused, {}},
+                                   {"unfused", call_unfused, {}}};
         rows.push_back(measure("gpt_train_step", modes, reps));
     }
     return rows;
@@ -148,13 +161,13 @@ std::vector<std::string> gpt(int reps) {
 
 std::string run_threads(int reps, bool with_gpt) {
     std::vector<std::string> rows;
-    rows.push_back(three_input("linear_bias_gelu_1024x256_256x1024", linear_gelu, randn({1024, 256}), randn({1024, 256}) * 0.06,
-                               randn({1024}), reps));
-    rows.push_back(three_input("linear_bias_relu_8192x784_784x512", linear_relu, randn({8192, 784}), randn({512, 784}) * 0.04,
-                               randn({512}), reps));
+    rows.push_back(three_input("linear_bias_gelu_1024x256_256x1024", linear_gelu,
+                               randn({1024, 256}), randn({1024, 256}) * 0.06, randn({1024}), reps));
+    rows.push_back(three_input("linear_bias_relu_8192x784_784x512", linear_relu, randn({8192, 784}),
+                               randn({512, 784}) * 0.04, randn({512}), reps));
     Tensor causal = (arange(128.0).unsqueeze(1) < arange(128.0).unsqueeze(0)).to(float32) * -1e9;
-    rows.push_back(three_input("attention_scores_softmax_8x4x128x64", attention_scores, randn({8, 4, 128, 64}), randn({8, 4, 128, 64}),
-                               causal, reps));
+    rows.push_back(three_input("attention_scores_softmax_8x4x128x64", attention_scores,
+                               randn({8, 4, 128, 64}), randn({8, 4, 128, 64}), causal, reps));
     if (with_gpt)
         for (std::string& r : gpt(std::max(3, reps / 3))) rows.push_back(r);
     std::string out;
@@ -178,11 +191,16 @@ int main(int argc, char** argv) {
         return 0;
     }
     std::string self = fs::read_symlink("/proc/self/exe").string();
-    std::string cache = (fs::temp_directory_path() / ("kiln-bench-epilogue-" + std::to_string(getpid()))).string();
-    std::string out = "{\"bench\": \"epilogue\", \"stat\": \"median\", \"reps\": " + std::to_string(reps) + ", \"rows\": [\n  ";
+    std::string cache =
+        (fs::temp_directory_path() / ("kiln-bench-epilogue-" + std::to_string(getpid()))).string();
+    std::string out =
+        "{\"bench\": \"epilogue\", \"stat\": \"median\", \"reps\": " + std::to_string(reps) +
+        ", \"rows\": [\n  ";
     for (int t : {1, 2}) {
-        std::string cmd = "KILN_NUM_THREADS=" + std::to_string(t) + " OPENBLAS_NUM_THREADS=" + std::to_string(t) + " KILN_CACHE_DIR='" +
-                          cache + "' '" + self + "' --reps " + std::to_string(reps) + " --threads " + std::to_string(t) + (with_gpt ? "" : " --no-gpt");
+        std::string cmd = "KILN_NUM_THREADS=" + std::to_string(t) +
+                          " OPENBLAS_NUM_THREADS=" + std::to_string(t) + " KILN_CACHE_DIR='" +
+                          cache + "' '" + self + "' --reps " + std::to_string(reps) +
+                          " --threads " + std::to_string(t) + (with_gpt ? "" : " --no-gpt");
         std::fprintf(stderr, "bench_epilogue: %d thread%s\n", t, t > 1 ? "s" : "");
         FILE* pipe = popen(cmd.c_str(), "r");
         std::string part;

@@ -140,7 +140,9 @@ CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::s
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
         kernels_.push_back(generated ? reinterpret_cast<KernelFn>(library_->symbol(schedule_.kernel_name(int(k)))) : nullptr);
         bool epilogue = schedule_.kernels[k].epilogue_of >= 0;
-        epilogues_.push_back(epilogue ? reinterpret_cast<EpilogueRowsFn>(library_->symbol(schedule_.kernel_name(int(k)) + "_rows")) : nullptr);
+        epilogues_.push_back(epilogue ? reinterpret_cast<EpilogueRowsFn>(library_->symbol(
+                                            schedule_.kernel_name(int(k)) + "_rows"))
+                                      : nullptr);
         kernel_args_.push_back(schedule_.kernels[k].args());
     }
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);

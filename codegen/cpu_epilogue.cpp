@@ -21,7 +21,8 @@ namespace {
 // keeps its speed (64-row blocks of [1024, 256] x [256, 1024] took 10.0 ms against 8.6 ms
 // unblocked at 1 thread), and at least a 256 KiB output tile. KILN_EPILOGUE_ROWS overrides it.
 int64_t block_rows(int64_t n) {
-    if (const char* env = std::getenv("KILN_EPILOGUE_ROWS"); env && std::atoi(env) > 0) return std::atoi(env);
+    if (const char* env = std::getenv("KILN_EPILOGUE_ROWS"); env && std::atoi(env) > 0)
+        return std::atoi(env);
     return std::max<int64_t>(256, 65536 / std::max<int64_t>(n, 1));
 }
 
@@ -39,13 +40,15 @@ bool threads_over_blocks(const GemmPlan& plan) {
 
 }  // namespace
 
-void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue, std::span<Tensor> env,
-                            const std::vector<int64_t>& symbols) {
+void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue,
+                            std::span<Tensor> env, const std::vector<int64_t>& symbols) {
     const LNode& mm = s.graph.nodes[size_t(s.kernels[size_t(k)].nodes[0])];
     const Kernel& e = s.kernels[size_t(k) + 1];
-    Tensor operands[2] = {value_of(s, mm.inputs[0], env, symbols), value_of(s, mm.inputs[1], env, symbols)};
+    Tensor operands[2] = {value_of(s, mm.inputs[0], env, symbols),
+                          value_of(s, mm.inputs[1], env, symbols)};
     GemmPlan plan = plan_gemm(operands[0], operands[1]);
-    for (int v : e.stores) env[size_t(v)] = empty(concrete(s.value(v).shape, symbols), s.value(v).dtype);
+    for (int v : e.stores)
+        env[size_t(v)] = empty(concrete(s.value(v).shape, symbols), s.value(v).dtype);
     int m = mm.out.id;
     Shape m_shape = concrete(mm.out.shape, symbols);
     if (e.in_place >= 0) {  // the epilogue overwrites each element of the GEMM output it read
@@ -57,11 +60,14 @@ void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue, s
     }
     std::vector<int> args = e.args();
     std::vector<float*> buffers(args.size());
-    for (size_t a = 0; a < args.size(); ++a) buffers[a] = static_cast<float*>(env[size_t(args[a])].raw_data());
+    for (size_t a = 0; a < args.size(); ++a)
+        buffers[a] = static_cast<float*>(env[size_t(args[a])].raw_data());
     float* out = static_cast<float*>(env[size_t(m)].raw_data());
-    int64_t rows = block_rows(plan.N), per_call = (plan.M + rows - 1) / rows, blocks = plan.batches * per_call;
+    int64_t rows = block_rows(plan.N), per_call = (plan.M + rows - 1) / rows,
+            blocks = plan.batches * per_call;
     auto run_block = [&](int64_t block) {
-        int64_t call = block / per_call, r0 = block % per_call * rows, r1 = std::min(plan.M, r0 + rows);
+        int64_t call = block / per_call, r0 = block % per_call * rows,
+                r1 = std::min(plan.M, r0 + rows);
         gemm_rows(plan, call, r0, r1, out);
         return std::pair{call * plan.M + r0, call * plan.M + r1};
     };
@@ -80,7 +86,9 @@ void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue, s
     for (int64_t b = 0; b < blocks; ++b) {
         auto [g0, g1] = run_block(b);
         int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plan.N, 1));
-        parallel_for(g1 - g0, grain, [&](int64_t i0, int64_t i1) { epilogue(buffers.data(), symbols.data(), g0 + i0, g0 + i1); });
+        parallel_for(g1 - g0, grain, [&](int64_t i0, int64_t i1) {
+            epilogue(buffers.data(), symbols.data(), g0 + i0, g0 + i1);
+        });
     }
 }
 

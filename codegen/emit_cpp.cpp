@@ -166,14 +166,19 @@ class KernelEmitter : KernelView {
     // The loop's rows are the GEMM's rows (fuse_epilogues checked it): a flat loop covers
     // rows [r0, r1) as elements [r0 * N, r1 * N), a loop over rows as rows [r0, r1).
     void emit_epilogue_rows(const std::string& name) {
-        os_ << "// the epilogue of " << s_.kernel_name(k_.epilogue_of) << ": rows [row_begin, row_end) of its output, on this thread\n";
+        os_ << "// the epilogue of " << s_.kernel_name(k_.epilogue_of)
+            << ": rows [row_begin, row_end) of its output, on this thread\n";
         os_ << "extern \"C\" void " << name
-            << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t row_end) {\n";
+            << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t "
+               "row_end) {\n";
         emit_symbols("    ", "symbols");
         os_ << "    KernelArgs args{buffers, symbols};\n";
         std::string n = product_cpp(k_.domain, rank_ - 1, rank_);
-        if (flat_) os_ << "    " << name << "_body(&args, row_begin * " << n << ", row_end * " << n << ");\n";
-        else os_ << "    " << name << "_body(&args, row_begin, row_end);\n";
+        if (flat_)
+            os_ << "    " << name << "_body(&args, row_begin * " << n << ", row_end * " << n
+                << ");\n";
+        else
+            os_ << "    " << name << "_body(&args, row_begin, row_end);\n";
         os_ << "}\n";
     }
 
@@ -498,10 +503,13 @@ void emit_schedule(const Schedule& s, std::ostream& os) {
         } else {
             std::string blas = " runs on the host (cblas_sgemm)";
             if (s.has_epilogue(int(k)))
-                blas += " by blocks of rows, each followed by " + s.kernel_name(int(k) + 1) + "_rows";
-            os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
-               << (kernel.kind == KernelKind::blas ? blas + "\n\n"
-                                                   : " runs on the host (eager dispatcher): " + kernel.why + "\n\n");
+                blas +=
+                    " by blocks of rows, each followed by " + s.kernel_name(int(k) + 1) + "_rows";
+            os << "// " << s.kernel_name(int(k)) << ": "
+               << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
+               << (kernel.kind == KernelKind::blas
+                       ? blas + "\n\n"
+                       : " runs on the host (eager dispatcher): " + kernel.why + "\n\n");
         }
     }
 }

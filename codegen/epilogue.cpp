@@ -49,8 +49,11 @@ bool is_epilogue_of(const Schedule& s, const Kernel& e, int m) {
     for (int index : e.nodes)
         for (int v : s.graph.nodes[size_t(index)].inputs) {
             const ValueInfo& info = s.values.at(v);
-            if (info.home == Home::inlined || info.home == Home::constant || info.access.buffer != m) continue;
-            bool elementwise = s.value(v).shape == e.domain && info.access.strides == contiguous_stride_exprs(e.domain) &&
+            if (info.home == Home::inlined || info.home == Home::constant ||
+                info.access.buffer != m)
+                continue;
+            bool elementwise = s.value(v).shape == e.domain &&
+                               info.access.strides == contiguous_stride_exprs(e.domain) &&
                                to_cpp(info.access.offset) == "0";
             if (!elementwise) return false;
         }
@@ -77,7 +80,9 @@ int in_place_store(const Schedule& s, int blas, int m) {
         if (int(k) != blas + 1 && reads(s, s.kernels[k], m)) return -1;
     const Kernel& e = s.kernels[size_t(blas) + 1];
     for (int v : e.stores)
-        if (!s.values.at(v).per_row && s.value(v).shape == e.domain && s.value(v).dtype == s.value(m).dtype) return v;
+        if (!s.values.at(v).per_row && s.value(v).shape == e.domain &&
+            s.value(v).dtype == s.value(m).dtype)
+            return v;
     return -1;
 }
 
@@ -89,13 +94,15 @@ void fuse_epilogues(Schedule& s) {
         const LNode& mm = s.graph.nodes[size_t(s.kernels[size_t(k)].nodes[0])];
         int m = mm.out.id;
         // A vector operand's dim is dropped from the output: its rows are not the GEMM's.
-        if (s.value(m).dtype != DType::float32 || s.value(mm.inputs[0]).shape.size() < 2 || s.value(mm.inputs[1]).shape.size() < 2)
+        if (s.value(m).dtype != DType::float32 || s.value(mm.inputs[0]).shape.size() < 2 ||
+            s.value(mm.inputs[1]).shape.size() < 2)
             continue;
         // The first kernel that reads m, if it is a generated one, is the candidate; moving
         // the blas kernel down to just before it is safe because no kernel in between reads m.
         int e = k + 1;
         while (e < int(s.kernels.size()) && !reads(s, s.kernels[size_t(e)], m)) ++e;
-        if (e == int(s.kernels.size()) || s.kernels[size_t(e)].epilogue_of >= 0 || !is_epilogue_of(s, s.kernels[size_t(e)], m))
+        if (e == int(s.kernels.size()) || s.kernels[size_t(e)].epilogue_of >= 0 ||
+            !is_epilogue_of(s, s.kernels[size_t(e)], m))
             continue;
         bool moved = e > k + 1;
         if (moved) move_kernel_down(s, k, e - 1);

@@ -30,7 +30,7 @@ Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const s
 std::vector<std::vector<int>> release_plan(const Schedule& schedule);
 // Blas kernel k and its epilogue k + 1 as one step: BLAS by blocks of rows, the epilogue over
 // each block after it (codegen/cpu_epilogue.cpp). Fills env with the stores and the GEMM output.
-void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue, std::span<Tensor> env,
-                            const std::vector<int64_t>& symbols);
+void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue,
+                            std::span<Tensor> env, const std::vector<int64_t>& symbols);
 
 }  // namespace kiln::codegen::detail

@@ -111,9 +111,12 @@ std::string Schedule::print() const {
             kernel.domain = epilogue.domain;
             kernel.nodes.insert(kernel.nodes.end(), epilogue.nodes.begin(), epilogue.nodes.end());
             kernel.stores = epilogue.stores;
-            if (epilogue.in_place < 0) kernel.stores.insert(kernel.stores.begin(), graph.nodes[kernels[k].nodes[0]].out.id);
+            if (epilogue.in_place < 0)
+                kernel.stores.insert(kernel.stores.begin(),
+                                     graph.nodes[kernels[k].nodes[0]].out.id);
         }
-        std::string head = kernel_name(int(k)) + "  " + kernel_kind_name(kernel.kind) + (fused ? "+epilogue" : "");
+        std::string head =
+            kernel_name(int(k)) + "  " + kernel_kind_name(kernel.kind) + (fused ? "+epilogue" : "");
         if (kernel.kind == KernelKind::pointwise || fused) head += " " + shape_str(kernel.domain);
         if (kernel.kind == KernelKind::row) {
             Shape rows(kernel.domain.begin(), kernel.domain.begin() + kernel.outer_dims);
@@ -511,7 +514,8 @@ struct Scheduler {
 Schedule schedule(const LGraph& graph) {
     Scheduler scheduler;
     scheduler.run(graph);
-    if (graph.device.type == DeviceType::cpu && epilogue_fusion_enabled()) fuse_epilogues(scheduler.s);
+    if (graph.device.type == DeviceType::cpu && epilogue_fusion_enabled())
+        fuse_epilogues(scheduler.s);
     return std::move(scheduler.s);
 }
 

@@ -72,7 +72,7 @@ struct Kernel {
     // reads element by element; the two run as one step, this kernel over each block of GEMM
     // rows right after BLAS writes it (fuse_epilogues, codegen/epilogue.cpp).
     int epilogue_of = -1;
-    int in_place = -1;        // an epilogue's store that takes the GEMM output's buffer, or -1
+    int in_place = -1;  // an epilogue's store that takes the GEMM output's buffer, or -1
     // Generated kernels receive their buffers as one array: loads, then stores.
     std::vector<int> args() const;
 };
@@ -89,8 +89,8 @@ struct Schedule {
     const LValue& value(int id) const;
     std::string value_name(int id) const;  // the C++ name: cos_3, x_0
     std::string kernel_name(int k) const;  // kernel_2
-    std::string print() const;             // one line per kernel (a blas kernel and its epilogue: one)
-    bool has_epilogue(int k) const;        // kernel k is blas and kernel k + 1 is its epilogue
+    std::string print() const;       // one line per kernel (a blas kernel and its epilogue: one)
+    bool has_epilogue(int k) const;  // kernel k is blas and kernel k + 1 is its epilogue
 };
 
 // Throws kiln::Error if the graph is malformed (unknown ids, unbound symbols). On the CPU,

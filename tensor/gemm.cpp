@@ -57,15 +57,20 @@ GemmProfile gemm_profile_counts() { return {g_profile_calls.load(), g_profile_ns
 
 GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     Tensor a = in_a.detach(), b = in_b.detach();
-    KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", a.shape(), " and ", b.shape());
-    KILN_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "matmul: expected two float32 or two float64 tensors, got ", a.dtype(), " and ", b.dtype());
+    KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ",
+               a.shape(), " and ", b.shape());
+    KILN_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()),
+               "matmul: expected two float32 or two float64 tensors, got ", a.dtype(), " and ",
+               b.dtype());
     bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
     if (a_vec) a = a.unsqueeze(0);
     if (b_vec) b = b.unsqueeze(1);
     GemmPlan p;
     p.M = a.size(-2), p.K = a.size(-1), p.N = b.size(-1);
-    KILN_CHECK(b.size(-2) == p.K, "matmul: shapes ", in_a.shape(), " and ", in_b.shape(), " cannot be multiplied (", p.K, " vs ", b.size(-2), ")");
-    p.batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    KILN_CHECK(b.size(-2) == p.K, "matmul: shapes ", in_a.shape(), " and ", in_b.shape(),
+               " cannot be multiplied (", p.K, " vs ", b.size(-2), ")");
+    p.batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                               Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
     Shape ea = p.batch, eb = p.batch;
     ea.insert(ea.end(), {p.M, p.K});
     eb.insert(eb.end(), {p.K, p.N});
@@ -89,7 +94,8 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
     int64_t rows = r1 - r0, ldc = std::max<int64_t>(p.N, 1);
     if (rows <= 0) return;
     // The first call's offsets stand for the folded batch (can_fold_batch).
-    int64_t oa = batch_offset(p, p.a, call) + r0 * (p.ga.trans ? 1 : p.ga.ld), ob = batch_offset(p, p.b, call);
+    int64_t oa = batch_offset(p, p.a, call) + r0 * (p.ga.trans ? 1 : p.ga.ld),
+            ob = batch_offset(p, p.b, call);
     int64_t oc = (call * p.M + r0) * p.N;
     auto ta = p.ga.trans ? CblasTrans : CblasNoTrans, tb = p.gb.trans ? CblasTrans : CblasNoTrans;
     size_t elem = dtype_bytes(p.a.dtype());
@@ -102,15 +108,19 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
     if (p.a.dtype() == DType::float32) {
         const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;
         const float* pb = static_cast<const float*>(p.b.impl()->storage->data) + ob;
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f, static_cast<float*>(out) + oc, ldc);
+        cblas_sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f,
+                    static_cast<float*>(out) + oc, ldc);
     } else {
         const double* pa = static_cast<const double*>(p.a.impl()->storage->data) + oa;
         const double* pb = static_cast<const double*>(p.b.impl()->storage->data) + ob;
-        cblas_dgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.0, pa, p.ga.ld, pb, p.gb.ld, 0.0, static_cast<double*>(out) + oc, ldc);
+        cblas_dgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.0, pa, p.ga.ld, pb, p.gb.ld, 0.0,
+                    static_cast<double*>(out) + oc, ldc);
     }
     if (profile) {
         g_profile_calls.fetch_add(1, std::memory_order_relaxed);
-        g_profile_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+        g_profile_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - t0)
+                                   .count(),
                                std::memory_order_relaxed);
     }
 }

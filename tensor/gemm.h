@@ -16,14 +16,14 @@ struct GemmOperand {
 };
 
 struct GemmPlan {
-    Tensor a, b;          // broadcast to [batch..., M, K] and [batch..., K, N]; copied only
-                          // when neither of the last two strides is 1
-    Shape batch;          // the broadcast batch dims
-    int64_t batches = 1;  // BLAS calls: the batch dims' product (1 when folded into M)
+    Tensor a, b;                  // broadcast to [batch..., M, K] and [batch..., K, N]; copied only
+                                  // when neither of the last two strides is 1
+    Shape batch;                  // the broadcast batch dims
+    int64_t batches = 1;          // BLAS calls: the batch dims' product (1 when folded into M)
     int64_t M = 0, N = 0, K = 0;  // per call; rows of all calls: batches * M
     GemmOperand ga, gb;
-    Shape full_shape;     // [batch..., M, N] before folding: the output BLAS writes
-    Shape out_shape;      // what matmul returns (1-D operands' dims dropped)
+    Shape full_shape;  // [batch..., M, N] before folding: the output BLAS writes
+    Shape out_shape;   // what matmul returns (1-D operands' dims dropped)
 };
 
 // Checks the operands as matmul does. A batch of `a` times one matrix `b` (a Linear's x @ W^T

@@ -192,7 +192,8 @@ std::vector<Tensor> backward_matmul(const BackwardArgs& b) {
     // rows, A^T [K, B*T] @ G [B*T, N], instead of a GEMM per batch and a sum over them.
     if (b.needs(1) && B.dim() == 2 && A.dim() > 2) {
         int64_t rows = shape_numel(Shape(A.shape().begin(), A.shape().end() - 1));
-        db = matmul(A.reshape({rows, A.size(-1)}).transpose(0, 1), G.reshape({rows, B.size(-1)})).reshape(c.shape());
+        db = matmul(A.reshape({rows, A.size(-1)}).transpose(0, 1), G.reshape({rows, B.size(-1)}))
+                 .reshape(c.shape());
     } else if (b.needs(1)) {
         db = sum_to(matmul(A.transpose(-1, -2), G), B.shape()).reshape(c.shape());
     }
