@@ -139,6 +139,10 @@ CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::s
         KernelKind kind = schedule_.kernels[k].kind;
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
         kernels_.push_back(generated ? reinterpret_cast<KernelFn>(library_->symbol(schedule_.kernel_name(int(k)))) : nullptr);
+        bool epilogue = schedule_.kernels[k].epilogue_of >= 0;
+        epilogues_.push_back(epilogue ? reinterpret_cast<EpilogueRowsFn>(library_->symbol(
+                                            schedule_.kernel_name(int(k)) + "_rows"))
+                                      : nullptr);
         kernel_args_.push_back(schedule_.kernels[k].args());
     }
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
@@ -164,7 +168,11 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
     std::vector<float*> big_buffers;
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
         const Kernel& kernel = schedule_.kernels[k];
-        if (kernels_[k]) {
+        if (schedule_.has_epilogue(int(k))) {  // the matmul and its epilogue: one step
+            run_gemm_with_epilogue(schedule_, int(k), epilogues_[k + 1], env, symbols);
+            for (int v : release_[k]) env[v] = Tensor();
+            ++k;
+        } else if (kernels_[k]) {
             for (int v : kernel.stores)
                 env[v] =
                     empty(concrete(schedule_.value(v).shape, symbols), schedule_.value(v).dtype);

@@ -37,6 +37,8 @@ class CompiledCpuGraph {
     std::string source_;
     std::shared_ptr<CompiledLibrary> library_;  // keeps kernels_ loaded
     std::vector<KernelFn> kernels_;             // per kernel; nullptr for host kernels
+    std::vector<EpilogueRowsFn>
+        epilogues_;  // per kernel: `<name>_rows` of a matmul's epilogue, else nullptr
     std::vector<std::vector<int>> kernel_args_; // per kernel: Kernel::args(), computed once
     std::vector<std::vector<int>> release_;     // per kernel: values dropped after it (release_plan)
     int num_value_ids_ = 0;                     // value ids are < this

@@ -180,7 +180,28 @@ class KernelEmitter : KernelView {
                 << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
                 << name << "_body);\n";
         }
-        os_ << "}\n\n";
+        os_ << "}\n";
+        if (k_.epilogue_of >= 0) emit_epilogue_rows(name);
+        os_ << "\n";
+    }
+
+    // The loop's rows are the GEMM's rows (fuse_epilogues checked it): a flat loop covers
+    // rows [r0, r1) as elements [r0 * N, r1 * N), a loop over rows as rows [r0, r1).
+    void emit_epilogue_rows(const std::string& name) {
+        os_ << "// the epilogue of " << s_.kernel_name(k_.epilogue_of)
+            << ": rows [row_begin, row_end) of its output, on this thread\n";
+        os_ << "extern \"C\" void " << name
+            << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t "
+               "row_end) {\n";
+        emit_symbols("    ", "symbols");
+        os_ << "    KernelArgs args{buffers, symbols};\n";
+        std::string n = product_cpp(k_.domain, rank_ - 1, rank_);
+        if (flat_)
+            os_ << "    " << name << "_body(&args, row_begin * " << n << ", row_end * " << n
+                << ");\n";
+        else
+            os_ << "    " << name << "_body(&args, row_begin, row_end);\n";
+        os_ << "}\n";
     }
 
    private:
@@ -701,9 +722,15 @@ void emit_schedule(const Schedule& s, std::ostream& os, SeenKernels& seen) {
                    << "    " << first->second << "(buffers, symbols, parallel);\n}\n\n";
             }
         } else {
-            os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
-               << (kernel.kind == KernelKind::blas ? " runs on the host (cblas_sgemm)\n\n"
-                                                   : " runs on the host (eager dispatcher): " + kernel.why + "\n\n");
+            std::string blas = " runs on the host (cblas_sgemm)";
+            if (s.has_epilogue(int(k)))
+                blas +=
+                    " by blocks of rows, each followed by " + s.kernel_name(int(k) + 1) + "_rows";
+            os << "// " << s.kernel_name(int(k)) << ": "
+               << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
+               << (kernel.kind == KernelKind::blas
+                       ? blas + "\n\n"
+                       : " runs on the host (eager dispatcher): " + kernel.why + "\n\n");
         }
     }
 }

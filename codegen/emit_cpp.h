@@ -15,6 +15,11 @@ namespace kiln::codegen {
 // generated code needs nothing from libkiln.
 using ParallelFn = void (*)(int64_t n, int64_t grain, void* ctx, void (*body)(void* ctx, int64_t begin, int64_t end));
 using KernelFn = void (*)(float* const* buffers, const int64_t* symbols, ParallelFn parallel);
+// A matmul's epilogue kernel (Kernel::epilogue_of) has a second entry, `<name>_rows`: its loop
+// over rows [row_begin, row_end) of the GEMM output, run on the calling thread; the host calls
+// it after BLAS writes each block of rows (codegen/cpu_epilogue.cpp).
+using EpilogueRowsFn = void (*)(float* const* buffers, const int64_t* symbols, int64_t row_begin,
+                                int64_t row_end);
 
 // The whole translation unit for one schedule, or for several (their prefixes must differ).
 std::string emit(const Schedule& schedule);

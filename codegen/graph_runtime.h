@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/emit_cpp.h"
 #include "codegen/schedule.h"
 
 namespace kiln::codegen::detail {
@@ -27,5 +28,9 @@ Tensor value_of(const Schedule& schedule, int id, std::span<Tensor> env, const s
 // eager code does when its handles die (without this, a training step's backward graph
 // kept every intermediate gradient to the end: 2.6x eager's memory on the GPT decoder).
 std::vector<std::vector<int>> release_plan(const Schedule& schedule);
+// Blas kernel k and its epilogue k + 1 as one step: BLAS by blocks of rows, the epilogue over
+// each block after it (codegen/cpu_epilogue.cpp). Fills env with the stores and the GEMM output.
+void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue,
+                            std::span<Tensor> env, const std::vector<int64_t>& symbols);
 
 }  // namespace kiln::codegen::detail

@@ -96,12 +96,28 @@ std::string shape_str(const Shape& shape) {
 
 }  // namespace
 
+bool Schedule::has_epilogue(int k) const {
+    return k + 1 < int(kernels.size()) && kernels[size_t(k) + 1].epilogue_of == k;
+}
+
 std::string Schedule::print() const {
     std::ostringstream os;
     for (size_t k = 0; k < kernels.size(); ++k) {
-        const Kernel& kernel = kernels[k];
-        std::string head = kernel_name(int(k)) + "  " + kernel_kind_name(kernel.kind);
-        if (kernel.kind == KernelKind::pointwise) head += " " + shape_str(kernel.domain);
+        if (kernels[k].epilogue_of >= 0) continue;  // printed on its blas kernel's line
+        bool fused = has_epilogue(int(k));
+        Kernel kernel = kernels[k];
+        if (fused) {  // one line: the matmul, then the epilogue's nodes and stores
+            const Kernel& epilogue = kernels[k + 1];
+            kernel.domain = epilogue.domain;
+            kernel.nodes.insert(kernel.nodes.end(), epilogue.nodes.begin(), epilogue.nodes.end());
+            kernel.stores = epilogue.stores;
+            if (epilogue.in_place < 0)
+                kernel.stores.insert(kernel.stores.begin(),
+                                     graph.nodes[kernels[k].nodes[0]].out.id);
+        }
+        std::string head =
+            kernel_name(int(k)) + "  " + kernel_kind_name(kernel.kind) + (fused ? "+epilogue" : "");
+        if (kernel.kind == KernelKind::pointwise || fused) head += " " + shape_str(kernel.domain);
         if (kernel.kind == KernelKind::row) {
             Shape rows(kernel.domain.begin(), kernel.domain.begin() + kernel.outer_dims);
             Shape row(kernel.domain.begin() + kernel.outer_dims, kernel.domain.end());
@@ -121,6 +137,9 @@ std::string Schedule::print() const {
             for (int id : kernel.stores) os << " " << value_name(id);
         }
         if (!kernel.why.empty()) os << "  (" << kernel.why << ")";
+        if (fused)
+            os << "  (epilogue " << kernel_name(int(k) + 1) << " per block of GEMM rows"
+               << (kernels[k + 1].in_place >= 0 ? ", in place" : "") << ")";
         os << "\n";
     }
     return os.str();
@@ -538,6 +557,8 @@ struct Scheduler {
 Schedule schedule(const LGraph& graph) {
     Scheduler scheduler;
     scheduler.run(graph);
+    if (graph.device.type == DeviceType::cpu && epilogue_fusion_enabled())
+        fuse_epilogues(scheduler.s);
     return std::move(scheduler.s);
 }
 

@@ -55,7 +55,7 @@ enum class KernelKind {
     pointwise,  // one loop over the output shape
     row,        // reductions (over any dims, looped as the row's trailing dims), with their
                 // producers and consumers
-    blas,       // matmul through the eager kernel (cblas_sgemm); epilogue: the next kernel
+    blas,       // matmul through BLAS (tensor/gemm.h); its epilogue may be the next kernel
     fallback,   // one node run by the eager dispatcher
 };
 const char* kernel_kind_name(KernelKind k);
@@ -72,6 +72,11 @@ struct Kernel {
     std::vector<int> loads;   // buffers (value ids) read, in first-use order
     std::vector<int> stores;  // values written, in order
     std::string why;          // fallback: why the node runs its eager kernel instead of generated code
+    // pointwise or row kernel: the blas kernel (always the one just before) whose output it
+    // reads element by element; the two run as one step, this kernel over each block of GEMM
+    // rows right after BLAS writes it (fuse_epilogues, codegen/epilogue.cpp).
+    int epilogue_of = -1;
+    int in_place = -1;  // an epilogue's store that takes the GEMM output's buffer, or -1
     // Generated kernels receive their buffers as one array: loads, then stores.
     std::vector<int> args() const;
 };
@@ -88,10 +93,18 @@ struct Schedule {
     const LValue& value(int id) const;
     std::string value_name(int id) const;  // the C++ name: cos_3, x_0
     std::string kernel_name(int k) const;  // kernel_2
-    std::string print() const;             // one line per kernel
+    std::string print() const;       // one line per kernel (a blas kernel and its epilogue: one)
+    bool has_epilogue(int k) const;  // kernel k is blas and kernel k + 1 is its epilogue
 };
 
-// Throws kiln::Error if the graph is malformed (unknown ids, unbound symbols).
+// Throws kiln::Error if the graph is malformed (unknown ids, unbound symbols). On the CPU,
+// ends with fuse_epilogues (unless KILN_EPILOGUE=0).
 Schedule schedule(const LGraph& graph);
+
+// Makes the pointwise or row kernel that reads a CPU matmul's output element by element (rows
+// of the GEMM are rows of its loop) that matmul's epilogue: moves the blas kernel down to just
+// before it and links the two (Kernel::epilogue_of, Kernel::in_place). codegen/epilogue.cpp.
+void fuse_epilogues(Schedule& s);
+bool epilogue_fusion_enabled();  // KILN_EPILOGUE is not "0"
 
 }  // namespace kiln::codegen

@@ -1,11 +1,10 @@
-// Reductions (sum, amax, amin) over any set of dims, and matmul through BLAS.
-#include <cblas.h>
-
+// Reductions (sum, amax, amin) over any set of dims, and matmul through BLAS (tensor/gemm.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "tensor/gemm.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/pointwise_math.h"
@@ -171,70 +170,14 @@ std::vector<Tensor> backward_sum(const BackwardArgs& b) {
 std::vector<Tensor> backward_amax(const BackwardArgs& b) { return extreme_backward(b); }
 std::vector<Tensor> backward_amin(const BackwardArgs& b) { return extreme_backward(b); }
 
-// --- matmul
-
-namespace {
-
-// One operand of a GEMM: a row-major matrix, possibly transposed, at `offset` elements.
-struct GemmOperand {
-    bool trans = false;
-    int64_t ld = 0;
-};
-// A 2-D [r, c] slice with strides (s0, s1) is usable if one stride is 1.
-bool gemm_layout(int64_t r, int64_t c, int64_t s0, int64_t s1, GemmOperand& g) {
-    if (s1 == 1 && s0 >= std::max<int64_t>(c, 1)) return g = {false, s0}, true;
-    if (s0 == 1 && s1 >= std::max<int64_t>(r, 1)) return g = {true, s1}, true;
-    return false;
-}
-
-}  // namespace
+// --- matmul (the BLAS calls are tensor/gemm.cpp's, shared with the code generator)
 
 Tensor forward_matmul(std::span<const Tensor> in, const Attrs&) {
-    Tensor a = in[0], b = in[1];
-    KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", a.shape(), " and ", b.shape());
-    KILN_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "matmul: expected two float32 or two float64 tensors, got ", a.dtype(), " and ", b.dtype());
-    bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
-    if (a_vec) a = a.detach().unsqueeze(0);
-    if (b_vec) b = b.detach().unsqueeze(1);
-    int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-    KILN_CHECK(b.size(-2) == K, "matmul: shapes ", in[0].shape(), " and ", in[1].shape(), " cannot be multiplied (", K, " vs ", b.size(-2), ")");
-    Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
-    Shape ea = batch, eb = batch, oshape = batch;
-    ea.insert(ea.end(), {M, K});
-    eb.insert(eb.end(), {K, N});
-    a = a.detach().expand(ea);
-    b = b.detach().expand(eb);
-    GemmOperand ga, gb;
-    if (!gemm_layout(M, K, a.strides()[a.dim() - 2], a.strides()[a.dim() - 1], ga)) a = materialize(a), gemm_layout(M, K, K, 1, ga);
-    if (!gemm_layout(K, N, b.strides()[b.dim() - 2], b.strides()[b.dim() - 1], gb)) b = materialize(b), gemm_layout(K, N, N, 1, gb);
-    oshape.insert(oshape.end(), {M, N});
-    Tensor out = empty(oshape, a.dtype());
-    int64_t batches = shape_numel(batch);
-    auto offset_of = [&](const Tensor& t, int64_t idx) {
-        int64_t off = t.offset();
-        for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
-            off += (idx % batch[d]) * t.strides()[d];
-            idx /= batch[d];
-        }
-        return off;
-    };
-    auto ta = ga.trans ? CblasTrans : CblasNoTrans, tb = gb.trans ? CblasTrans : CblasNoTrans;
+    GemmPlan p = plan_gemm(in[0], in[1]);
+    Tensor out = empty(p.full_shape, p.a.dtype());
     sync_blas_threads();
-    for (int64_t i = 0; i < batches; ++i) {
-        if (a.dtype() == DType::float32) {
-            const float* pa = static_cast<const float*>(a.impl()->storage->data) + offset_of(a, i);
-            const float* pb = static_cast<const float*>(b.impl()->storage->data) + offset_of(b, i);
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.f, pa, ga.ld, pb, gb.ld, 0.f, ptr<float>(out) + i * M * N, std::max<int64_t>(N, 1));
-        } else {
-            const double* pa = static_cast<const double*>(a.impl()->storage->data) + offset_of(a, i);
-            const double* pb = static_cast<const double*>(b.impl()->storage->data) + offset_of(b, i);
-            cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, pa, ga.ld, pb, gb.ld, 0.0, ptr<double>(out) + i * M * N, std::max<int64_t>(N, 1));
-        }
-    }
-    if (K == 0) out.fill_(0);
-    if (a_vec) oshape.erase(oshape.end() - 2);
-    if (b_vec) oshape.erase(oshape.end() - 1);
-    return out.detach().reshape(oshape);
+    for (int64_t i = 0; i < p.batches; ++i) gemm_rows(p, i, 0, p.M, out.raw_data());
+    return out.reshape(p.out_shape);
 }
 
 std::vector<Tensor> backward_matmul(const BackwardArgs& b) {
@@ -246,7 +189,15 @@ std::vector<Tensor> backward_matmul(const BackwardArgs& b) {
     Tensor G = b.grad.reshape(full);
     Tensor da, db;
     if (b.needs(0)) da = sum_to(matmul(G, B.transpose(-1, -2)), A.shape()).reshape(a.shape());
-    if (b.needs(1)) db = sum_to(matmul(A.transpose(-1, -2), G), B.shape()).reshape(c.shape());
+    // One matrix B for a batch of A (a Linear on [B, T, E]): one GEMM over all the batch's
+    // rows, A^T [K, B*T] @ G [B*T, N], instead of a GEMM per batch and a sum over them.
+    if (b.needs(1) && B.dim() == 2 && A.dim() > 2) {
+        int64_t rows = shape_numel(Shape(A.shape().begin(), A.shape().end() - 1));
+        db = matmul(A.reshape({rows, A.size(-1)}).transpose(0, 1), G.reshape({rows, B.size(-1)}))
+                 .reshape(c.shape());
+    } else if (b.needs(1)) {
+        db = sum_to(matmul(A.transpose(-1, -2), G), B.shape()).reshape(c.shape());
+    }
     return {da, db};
 }
 

@@ -78,7 +78,13 @@ struct GraphBuilder {
         return scalar(OpId::mul, reduce(OpId::sum, x, dims, keepdim), 1.0 / double(count));
     }
 
-    int matmul(int a, int b) { return node(OpId::matmul, {a, b}, {}, {value(a).shape[0], value(b).shape[1]}); }
+    // a [..., M, K] @ b [..., K, N]: batch dims broadcast (both operands at least 2-D)
+    int matmul(int a, int b) {
+        const Shape &sa = value(a).shape, &sb = value(b).shape;
+        Shape out = broadcast(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2));
+        out.insert(out.end(), {sa[sa.size() - 2], sb.back()});
+        return node(OpId::matmul, {a, b}, {}, out);
+    }
     int permute(int x, const Shape& dims) {
         Shape out;
         for (int64_t d : dims) out.push_back(value(x).shape[d]);

@@ -62,6 +62,7 @@ class ProgramGenerator {
             else if (u < 0.6) current = binary(r, p, current);
             else if (u < 0.72) current = scalar(r, current);
             else if (u < 0.86) current = reduction(r, current);
+            else if (r.shape(current).size() >= 2 && uniform() < 0.5) current = linear(r, p, current);
             else current = view(r, current);
             if (uniform() < 0.15) outs.push_back(current);  // an intermediate leaves too
         }
@@ -75,6 +76,18 @@ class ProgramGenerator {
 
     size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
     double uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+
+    // v @ W^T (+ b): a Linear, whose matmul the next steps' pointwise ops follow as its
+    // epilogue (codegen/epilogue.cpp); in the backward, grad @ W and x^T @ grad.
+    int linear(Recorder& r, Program& p, int v) {
+        int64_t n = uniform() < 0.5 ? 8 : 17;
+        p.inputs.push_back((example({n, r.shape(v).back()}) * 0.3).detach().requires_grad_());
+        int w = r.input(p.inputs.back(), "w");
+        int out = r.call(OpId::matmul, {v, r.call(OpId::permute, {w}, {.dims = {1, 0}})});
+        if (uniform() < 0.5) return out;
+        p.inputs.push_back(example({n}));
+        return r.call(OpId::add, {out, r.input(p.inputs.back(), "b")});
+    }
 
     // randn * 2, sometimes with a NaN or an inf planted, as leaves that need grad.
     Tensor example(const Shape& shape) {

@@ -1,0 +1,128 @@
+// plan_gemm / gemm_rows: the BLAS calls behind matmul (tensor/gemm.h).
+#include "tensor/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "tensor/kernels.h"
+
+namespace kiln {
+namespace {
+
+// A 2-D [r, c] slice with strides (s0, s1) is usable if one stride is 1.
+bool gemm_layout(int64_t r, int64_t c, int64_t s0, int64_t s1, GemmOperand& g) {
+    if (s1 == 1 && s0 >= std::max<int64_t>(c, 1)) return g = {false, s0}, true;
+    if (s0 == 1 && s1 >= std::max<int64_t>(r, 1)) return g = {true, s1}, true;
+    return false;
+}
+
+// Element offset of batch `idx` (row-major over p.batch) in t.
+int64_t batch_offset(const GemmPlan& p, const Tensor& t, int64_t idx) {
+    int64_t off = t.offset();
+    for (int64_t d = int64_t(p.batch.size()) - 1; d >= 0; --d) {
+        off += (idx % p.batch[d]) * t.strides()[d];
+        idx /= p.batch[d];
+    }
+    return off;
+}
+
+// One matrix b shared by every batch, and a's batches' rows evenly spaced (a contiguous
+// [B, T, E] or a view of one): the whole batch is one GEMM of batches * M rows, which BLAS
+// runs far better than `batches` small ones.
+bool can_fold_batch(const GemmPlan& p) {
+    if (p.batch.empty() || p.ga.trans) return false;
+    int64_t want = p.M * p.ga.ld;
+    for (int64_t d = int64_t(p.batch.size()) - 1; d >= 0; --d) {
+        if (p.b.strides()[d] != 0 && p.batch[d] != 1) return false;
+        if (p.a.strides()[d] != want && p.batch[d] != 1) return false;
+        want *= p.batch[d];
+    }
+    return true;
+}
+
+std::atomic<bool> g_profile{false};
+std::atomic<int64_t> g_profile_calls{0}, g_profile_ns{0};
+
+}  // namespace
+
+void gemm_profile(bool on) {
+    g_profile_calls = 0, g_profile_ns = 0;
+    g_profile = on;
+}
+GemmProfile gemm_profile_counts() { return {g_profile_calls.load(), g_profile_ns.load()}; }
+
+GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
+    Tensor a = in_a.detach(), b = in_b.detach();
+    KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ",
+               a.shape(), " and ", b.shape());
+    KILN_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()),
+               "matmul: expected two float32 or two float64 tensors, got ", a.dtype(), " and ",
+               b.dtype());
+    bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
+    if (a_vec) a = a.unsqueeze(0);
+    if (b_vec) b = b.unsqueeze(1);
+    GemmPlan p;
+    p.M = a.size(-2), p.K = a.size(-1), p.N = b.size(-1);
+    KILN_CHECK(b.size(-2) == p.K, "matmul: shapes ", in_a.shape(), " and ", in_b.shape(),
+               " cannot be multiplied (", p.K, " vs ", b.size(-2), ")");
+    p.batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                               Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    Shape ea = p.batch, eb = p.batch;
+    ea.insert(ea.end(), {p.M, p.K});
+    eb.insert(eb.end(), {p.K, p.N});
+    p.a = a.expand(ea);
+    p.b = b.expand(eb);
+    if (!gemm_layout(p.M, p.K, p.a.strides()[p.a.dim() - 2], p.a.strides()[p.a.dim() - 1], p.ga))
+        p.a = materialize(p.a), gemm_layout(p.M, p.K, p.K, 1, p.ga);
+    if (!gemm_layout(p.K, p.N, p.b.strides()[p.b.dim() - 2], p.b.strides()[p.b.dim() - 1], p.gb))
+        p.b = materialize(p.b), gemm_layout(p.K, p.N, p.N, 1, p.gb);
+    p.batches = shape_numel(p.batch);
+    p.full_shape = p.batch;
+    p.full_shape.insert(p.full_shape.end(), {p.M, p.N});
+    p.out_shape = p.full_shape;
+    if (a_vec) p.out_shape.erase(p.out_shape.end() - 2);
+    if (b_vec) p.out_shape.erase(p.out_shape.end() - 1);
+    if (can_fold_batch(p)) p.M *= p.batches, p.batches = 1;
+    return p;
+}
+
+void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* out) {
+    int64_t rows = r1 - r0, ldc = std::max<int64_t>(p.N, 1);
+    if (rows <= 0) return;
+    // The first call's offsets stand for the folded batch (can_fold_batch).
+    int64_t oa = batch_offset(p, p.a, call) + r0 * (p.ga.trans ? 1 : p.ga.ld),
+            ob = batch_offset(p, p.b, call);
+    int64_t oc = (call * p.M + r0) * p.N;
+    auto ta = p.ga.trans ? CblasTrans : CblasNoTrans, tb = p.gb.trans ? CblasTrans : CblasNoTrans;
+    size_t elem = dtype_bytes(p.a.dtype());
+    if (p.K == 0) {  // nothing to sum: zeros, whatever BLAS does with k = 0
+        std::memset(static_cast<char*>(out) + oc * elem, 0, size_t(rows * p.N) * elem);
+        return;
+    }
+    bool profile = g_profile.load(std::memory_order_relaxed);
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (p.a.dtype() == DType::float32) {
+        const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;
+        const float* pb = static_cast<const float*>(p.b.impl()->storage->data) + ob;
+        cblas_sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f,
+                    static_cast<float*>(out) + oc, ldc);
+    } else {
+        const double* pa = static_cast<const double*>(p.a.impl()->storage->data) + oa;
+        const double* pb = static_cast<const double*>(p.b.impl()->storage->data) + ob;
+        cblas_dgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.0, pa, p.ga.ld, pb, p.gb.ld, 0.0,
+                    static_cast<double*>(out) + oc, ldc);
+    }
+    if (profile) {
+        g_profile_calls.fetch_add(1, std::memory_order_relaxed);
+        g_profile_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - t0)
+                                   .count(),
+                               std::memory_order_relaxed);
+    }
+}
+
+}  // namespace kiln

@@ -1,0 +1,45 @@
+// A matmul as BLAS calls, planned once and run by row blocks: the eager matmul kernel runs a
+// plan whole, and the CPU code generator runs it a block of rows at a time with the fused
+// epilogue after each block (codegen/cpu_epilogue.cpp, docs/codegen.md).
+#pragma once
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace kiln {
+
+// One operand of a GEMM as BLAS reads it: row-major, maybe transposed (a transposed view is a
+// flag, never a copy), with its leading dimension in elements.
+struct GemmOperand {
+    bool trans = false;
+    int64_t ld = 0;
+};
+
+struct GemmPlan {
+    Tensor a, b;                  // broadcast to [batch..., M, K] and [batch..., K, N]; copied only
+                                  // when neither of the last two strides is 1
+    Shape batch;                  // the broadcast batch dims
+    int64_t batches = 1;          // BLAS calls: the batch dims' product (1 when folded into M)
+    int64_t M = 0, N = 0, K = 0;  // per call; rows of all calls: batches * M
+    GemmOperand ga, gb;
+    Shape full_shape;  // [batch..., M, N] before folding: the output BLAS writes
+    Shape out_shape;   // what matmul returns (1-D operands' dims dropped)
+};
+
+// Checks the operands as matmul does. A batch of `a` times one matrix `b` (a Linear's x @ W^T
+// on [B, T, E]) is one GEMM with M = B * T rows when a's rows are evenly spaced in memory.
+GemmPlan plan_gemm(const Tensor& a, const Tensor& b);
+// Rows [r0, r1) of call `call` (0 <= call < batches) into `out`, the whole contiguous output
+// ([batches * M, N] elements of a's dtype). Runs BLAS with its own threads.
+void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* out);
+
+// Time inside BLAS, summed over gemm_rows calls (threads add up), for profiles
+// (bench/epilogue.cpp). Counting starts at gemm_profile(true), which zeroes the counts.
+struct GemmProfile {
+    int64_t calls = 0;
+    int64_t ns = 0;
+};
+void gemm_profile(bool on);
+GemmProfile gemm_profile_counts();
+
+}  // namespace kiln
