@@ -668,6 +668,7 @@ class SameCode {
     explicit SameCode(const Schedule& s) : s_(s) {
         for (const LValue& v : s.graph.inputs) names_.insert(s.value_name(v.id));
         for (const LNode& n : s.graph.nodes) names_.insert(s.value_name(n.out.id));
+        for (size_t k = 0; k < s.kernels.size(); ++k) names_.insert(s.kernel_name(int(k)));  // "the epilogue of kernel_7"
     }
     std::string canonical(int k, const std::string& text) const {
         const std::string kernel = s_.kernel_name(k);
@@ -681,7 +682,7 @@ class SameCode {
             size_t end = i;
             while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
             std::string word = text.substr(i, end - i), suffix;
-            for (const char* s : {"_ptr", "_vec", "_body"})
+            for (const char* s : {"_ptr", "_vec", "_body", "_rows"})
                 if (word.size() > std::strlen(s) && word.ends_with(s) && is_name(word.substr(0, word.size() - std::strlen(s)), kernel))
                     suffix = s, word.resize(word.size() - suffix.size());
             if (is_name(word, kernel)) {
@@ -719,7 +720,12 @@ void emit_schedule(const Schedule& s, std::ostream& os, SeenKernels& seen) {
             } else {
                 os << "// " << name << ": the same code as " << first->second << ", on its own buffers\n"
                    << "extern \"C\" void " << name << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n"
-                   << "    " << first->second << "(buffers, symbols, parallel);\n}\n\n";
+                   << "    " << first->second << "(buffers, symbols, parallel);\n}\n";
+                if (kernel.epilogue_of >= 0)  // the first is an epilogue too: its text had the same entry
+                    os << "extern \"C\" void " << name
+                       << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t row_end) {\n"
+                       << "    " << first->second << "_rows(buffers, symbols, row_begin, row_end);\n}\n";
+                os << "\n";
             }
         } else {
             std::string blas = " runs on the host (cblas_sgemm)";
