@@ -16,8 +16,8 @@ namespace {
 using detail::ConvPostOp;
 
 struct GraphIndex {
-    std::map<int, const LValue*> values;   // id -> value (inputs and node outputs)
-    std::map<int, int> producer;           // id -> node index
+    std::map<int, const LValue*> values;      // id -> value (inputs and node outputs)
+    std::map<int, int> producer;              // id -> node index
     std::map<int, std::vector<int>> readers;  // id -> node index, once per operand slot
     std::vector<int> outputs;
 };
@@ -43,7 +43,8 @@ bool fusion_enabled() {
 
 std::string name_of(const LGraph& g, const GraphIndex& ix, int id) {
     auto it = ix.producer.find(id);
-    if (it == ix.producer.end()) return ix.values.at(id)->name.empty() ? "in_" + std::to_string(id) : ix.values.at(id)->name;
+    if (it == ix.producer.end())
+        return ix.values.at(id)->name.empty() ? "in_" + std::to_string(id) : ix.values.at(id)->name;
     return std::string(op_info(g.nodes[size_t(it->second)].op).name) + "_" + std::to_string(id);
 }
 
@@ -93,7 +94,8 @@ std::optional<Step> as_post_op(const LNode& n, int cur, const Shape& shape, cons
                                            : ConvPostOp::div_channel;
         return Step{p, other};
     }
-    if (n.op == OpId::add && o.shape == shape && !residual_taken) return Step{ConvPostOp::add_tensor, other};
+    if (n.op == OpId::add && o.shape == shape && !residual_taken)
+        return Step{ConvPostOp::add_tensor, other};
     std::ostringstream os;
     os << op << "'s other operand " << o.shape << " is neither per-channel nor "
        << (residual_taken ? "the first residual" : "a residual of the output's shape");
@@ -124,7 +126,8 @@ ConvFusion fuse_conv(const LGraph& graph) {
             }
             const std::vector<int>& readers = ix.readers[cur];
             if (readers.size() != 1) {
-                why = name_of(graph, ix, cur) + " is read " + std::to_string(readers.size()) + " times";
+                why = name_of(graph, ix, cur) + " is read " + std::to_string(readers.size()) +
+                      " times";
                 break;
             }
             size_t r = size_t(readers[0]);
@@ -148,7 +151,8 @@ ConvFusion fuse_conv(const LGraph& graph) {
             continue;
         }
         std::string ops;
-        for (size_t r : chain) ops += std::string(ops.empty() ? "" : ", ") + op_info(graph.nodes[r].op).name;
+        for (size_t r : chain)
+            ops += std::string(ops.empty() ? "" : ", ") + op_info(graph.nodes[r].op).name;
         out.notes.push_back(conv_name + ": fused " + ops + " (stopped: " + why + ")");
         fused.out = graph.nodes[chain.back()].out;
         removed[c] = true;

@@ -264,7 +264,8 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
         jit::add_backend_note(owner, "inductor graph " + std::to_string(info.id) + ": " + f + " (runs its eager kernel)");
     for (const std::string& f : info.conv_fusions)  // the conv epilogues left as separate kernels
         if (f.find(": not fused") != std::string::npos)
-            jit::add_backend_note(owner, "inductor graph " + std::to_string(info.id) + ": conv epilogue of " + f);
+            jit::add_backend_note(
+                owner, "inductor graph " + std::to_string(info.id) + ": conv epilogue of " + f);
     if (!lgraph) {
         ++stats().graphs_interpreted;
         return interpreted(std::move(graph));

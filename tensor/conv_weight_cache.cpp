@@ -62,15 +62,18 @@ void make_room(Cache& c, size_t incoming) {
 bool conv_weight_cache_enabled() {
     const char* e = std::getenv("KILN_CONV_CACHE");
     std::string_view v = e ? e : "";
-    KILN_CHECK(v.empty() || v == "0" || v == "1", "KILN_CONV_CACHE: expected 0 or 1, got '", v, "'");
+    KILN_CHECK(v.empty() || v == "0" || v == "1", "KILN_CONV_CACHE: expected 0 or 1, got '", v,
+               "'");
     return v != "0";
 }
 
-dnnl::memory conv_cached_weights(const Tensor& w, const dnnl::memory::desc& want, const dnnl::engine& engine,
+dnnl::memory conv_cached_weights(const Tensor& w, const dnnl::memory::desc& want,
+                                 const dnnl::engine& engine,
                                  const std::function<void(dnnl::memory& into)>& reorder) {
     Cache& c = cache();
     const std::shared_ptr<Storage>& storage = w.impl()->storage;
-    Key key{storage.get(), static_cast<const char*>(w.raw_data()) - static_cast<const char*>(storage->data)};
+    Key key{storage.get(),
+            static_cast<const char*>(w.raw_data()) - static_cast<const char*>(storage->data)};
     uint64_t version = storage->version;
     if (conv_weight_cache_enabled()) {
         std::lock_guard lock(c.mu);

@@ -141,7 +141,8 @@ Arg arg(int id, const memory::desc& want, const memory::desc& plain, Role role, 
 
 // The post-ops of a conv2d_fused, and the per-channel operands its binary post-ops read
 // (index in the chain, layout).
-dnnl::primitive_attr post_op_attr(const Geometry& g, std::vector<std::pair<int, memory::desc>>& binary) {
+dnnl::primitive_attr post_op_attr(const Geometry& g,
+                                  std::vector<std::pair<int, memory::desc>>& binary) {
     using dnnl::algorithm;
     dnnl::post_ops po;
     memory::desc per_channel({1, g.y[1], 1, 1}, memory::data_type::f32, Tag::nchw);
@@ -254,12 +255,11 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
                 std::memcpy(tensors[i].raw_data(), tensors.back().raw_data(), a.plain.get_size());
             args.emplace(a.id, plain);
         } else if (a.role == Role::weights) {
-            args.emplace(a.id, detail::conv_cached_weights(tensors[i], a.want, engine(),
-                                                           [&](memory& into) {
-                                                               a.reorder->execute(stream, plain,
-                                                                                  into);
-                                                               stream.wait();
-                                                           }));
+            args.emplace(
+                a.id, detail::conv_cached_weights(tensors[i], a.want, engine(), [&](memory& into) {
+                    a.reorder->execute(stream, plain, into);
+                    stream.wait();
+                }));
         } else {
             memory want = pooled(a.want);
             if (a.role == Role::input) a.reorder->execute(stream, plain, want);
@@ -399,7 +399,6 @@ std::vector<Tensor> backward_conv2d_weight_grad(const BackwardArgs& b) {
     return out;
 }
 
-
 // --- conv2d_fused: conv2d, then its epilogue (tensor/ops.h, detail::ConvPostOp) in one call.
 namespace {
 
@@ -414,12 +413,22 @@ Tensor fused_by_ops(Tensor y, std::span<const Tensor> operands, const Shape& pos
     size_t next = 0;
     for (int64_t code : post_ops) {
         switch (detail::ConvPostOp(code)) {
-            case detail::ConvPostOp::relu: y = dispatch(OpId::relu, {y}); break;
+            case detail::ConvPostOp::relu:
+                y = dispatch(OpId::relu, {y});
+                break;
             case detail::ConvPostOp::add_channel:
-            case detail::ConvPostOp::add_tensor: y = dispatch(OpId::add, {y, operands[next++]}); break;
-            case detail::ConvPostOp::sub_channel: y = dispatch(OpId::sub, {y, operands[next++]}); break;
-            case detail::ConvPostOp::mul_channel: y = dispatch(OpId::mul, {y, operands[next++]}); break;
-            case detail::ConvPostOp::div_channel: y = dispatch(OpId::div, {y, operands[next++]}); break;
+            case detail::ConvPostOp::add_tensor:
+                y = dispatch(OpId::add, {y, operands[next++]});
+                break;
+            case detail::ConvPostOp::sub_channel:
+                y = dispatch(OpId::sub, {y, operands[next++]});
+                break;
+            case detail::ConvPostOp::mul_channel:
+                y = dispatch(OpId::mul, {y, operands[next++]});
+                break;
+            case detail::ConvPostOp::div_channel:
+                y = dispatch(OpId::div, {y, operands[next++]});
+                break;
         }
     }
     return y;
@@ -438,7 +447,8 @@ bool operands_fit(std::span<const Tensor> operands, const Shape& post_ops, const
             if (t.shape() != out) return false;
             continue;
         }
-        bool per_channel = (t.shape() == Shape{out[1], 1, 1}) || (t.shape() == Shape{1, out[1], 1, 1});
+        bool per_channel =
+            (t.shape() == Shape{out[1], 1, 1}) || (t.shape() == Shape{1, out[1], 1, 1});
         if (!per_channel) return false;
     }
     return true;
@@ -460,7 +470,8 @@ Tensor forward_conv2d_fused(std::span<const Tensor> in, const Attrs& a) {
     Attrs conv_attrs = a;
     conv_attrs.dims = {};
 #ifdef KILN_HAVE_DNNL
-    int sums = int(std::count(a.dims.begin(), a.dims.end(), int64_t(detail::ConvPostOp::add_tensor)));
+    int sums =
+        int(std::count(a.dims.begin(), a.dims.end(), int64_t(detail::ConvPostOp::add_tensor)));
     Shape y_shape = out_shape(conv[0].shape(), conv[1].shape(), p);
     if (onednn_usable(in) && sums <= 1 && operands_fit(operands, a.dims, y_shape)) {
         std::vector<Tensor> tensors{f32(conv[0]), f32(conv[1]), empty(y_shape, DType::float32)};
@@ -477,7 +488,8 @@ Tensor forward_conv2d_fused(std::span<const Tensor> in, const Attrs& a) {
         if (n_conv == 3) tensors.insert(tensors.begin() + 3, f32(conv[2]));
         if (residual.defined()) tensors.push_back(residual);
         const Prim& prim = cached_prim(
-            Kind::forward, geometry(tensors[0].shape(), tensors[1].shape(), y_shape, p, n_conv == 3, a.dims));
+            Kind::forward,
+            geometry(tensors[0].shape(), tensors[1].shape(), y_shape, p, n_conv == 3, a.dims));
         run_prim(prim, tensors);
         return tensors[2];
     }
@@ -486,8 +498,10 @@ Tensor forward_conv2d_fused(std::span<const Tensor> in, const Attrs& a) {
 }
 
 std::vector<Tensor> backward_conv2d_fused(const BackwardArgs&) {
-    fail("conv2d_fused has no derivative: the inductor makes it after autograd (codegen/fuse_conv.cpp); "
-         "differentiate conv2d and the ops after it instead");
+    fail(
+        "conv2d_fused has no derivative: the inductor makes it after autograd "
+        "(codegen/fuse_conv.cpp); "
+        "differentiate conv2d and the ops after it instead");
 }
 
 }  // namespace kiln

@@ -213,7 +213,14 @@ int64_t onednn_conv_calls();             // oneDNN convolution primitives run so
 // codegen/fuse_conv.cpp writes them, the kernel runs them as oneDNN post-ops. Each one but
 // relu reads the next tensor after (x, weight[, bias]): a per-channel [1, C, 1, 1] or
 // [C, 1, 1] value, or for add_tensor a value of the output's shape (a residual).
-enum class ConvPostOp : int64_t { relu = 0, add_channel, sub_channel, mul_channel, div_channel, add_tensor };
+enum class ConvPostOp : int64_t {
+    relu = 0,
+    add_channel,
+    sub_channel,
+    mul_channel,
+    div_channel,
+    add_tensor
+};
 // The cache of weights reordered into oneDNN's layouts (tensor/kernels_conv_dnnl.cpp): hits,
 // misses (reorders run), entries held now and their bytes. KILN_CONV_CACHE=0 turns it off.
 struct ConvWeightCacheStats {

@@ -27,7 +27,10 @@ double max_diff(const Tensor& a, const Tensor& b) {
 struct Bn {  // eval-mode batch norm's four per-channel tensors, away from 0 and 1
     Tensor mean, var, gamma, beta;
     explicit Bn(int64_t c)
-        : mean(randn({c}) * 0.3), var(rand({c}) + 0.5), gamma(randn({c}) * 0.5 + 1), beta(randn({c}) * 0.2) {}
+        : mean(randn({c}) * 0.3),
+          var(rand({c}) + 0.5),
+          gamma(randn({c}) * 0.5 + 1),
+          beta(randn({c}) * 0.2) {}
     Tensor operator()(const Tensor& y) const {
         return nn::functional::batch_norm(y, mean, var, gamma, beta, false, 0.1, 1e-5);
     }
@@ -41,8 +44,9 @@ std::vector<std::string> fusion_notes(int first_id) {
 }
 
 int count_fused(const std::vector<std::string>& notes) {
-    return int(std::count_if(notes.begin(), notes.end(),
-                             [](const std::string& n) { return n.find(": fused") != std::string::npos; }));
+    return int(std::count_if(notes.begin(), notes.end(), [](const std::string& n) {
+        return n.find(": fused") != std::string::npos;
+    }));
 }
 
 std::string joined(const std::vector<std::string>& notes) {
@@ -72,12 +76,14 @@ BOOST_AUTO_TEST_CASE(conv_batch_norm_relu_and_residual_fuse_and_equal_eager) {
 #endif
     manual_seed(21);
     const ConvCase cases[] = {
-        {1, 3, 5, 9, 7, 3, 1, 1, 1, false}, {2, 4, 6, 8, 8, 3, 2, 1, 2, true},  {3, 5, 7, 11, 6, 1, 1, 0, 1, true},
-        {2, 6, 6, 7, 7, 3, 1, 1, 6, false}, {2, 3, 8, 10, 10, 5, 2, 2, 1, false}, {1, 16, 32, 12, 12, 3, 1, 1, 1, true},
+        {1, 3, 5, 9, 7, 3, 1, 1, 1, false},   {2, 4, 6, 8, 8, 3, 2, 1, 2, true},
+        {3, 5, 7, 11, 6, 1, 1, 0, 1, true},   {2, 6, 6, 7, 7, 3, 1, 1, 6, false},
+        {2, 3, 8, 10, 10, 5, 2, 2, 1, false}, {1, 16, 32, 12, 12, 3, 1, 1, 1, true},
     };
     for (size_t i = 0; i < std::size(cases); ++i) {
         const ConvCase& c = cases[i];
-        Tensor w = randn({c.o, c.c / c.groups, c.k, c.k}) * 0.3, b = c.bias ? randn({c.o}) : Tensor();
+        Tensor w = randn({c.o, c.c / c.groups, c.k, c.k}) * 0.3,
+               b = c.bias ? randn({c.o}) : Tensor();
         Bn bn(c.o);
         auto conv = [&](const Tensor& x) {
             return conv2d(x, w, b, {c.stride, c.stride}, {c.pad, c.pad}, {1, 1}, c.groups);
@@ -94,13 +100,15 @@ BOOST_AUTO_TEST_CASE(conv_batch_norm_relu_and_residual_fuse_and_equal_eager) {
         BOOST_TEST(max_diff(got, block(x)) < 1e-4, "case " << i);
         std::vector<std::string> notes = fusion_notes(before);
         BOOST_TEST(count_fused(notes) == 1, "case " << i << ":\n" << joined(notes));
-        BOOST_TEST(notes.at(0).find("fused sub, mul, mul, add, relu") != std::string::npos, joined(notes));
+        BOOST_TEST(notes.at(0).find("fused sub, mul, mul, add, relu") != std::string::npos,
+                   joined(notes));
 
         before = codegen::last_compiled().id;
         auto g = compile(residual, kernels_only);
         BOOST_TEST(max_diff(g(x, r), residual(x, r)) < 1e-4, "case " << i);
         notes = fusion_notes(before);
-        BOOST_TEST(notes.at(0).find("fused sub, mul, mul, add, add, relu") != std::string::npos, joined(notes));
+        BOOST_TEST(notes.at(0).find("fused sub, mul, mul, add, add, relu") != std::string::npos,
+                   joined(notes));
     }
 }
 
@@ -128,29 +136,48 @@ BOOST_AUTO_TEST_CASE(epilogues_that_must_not_fuse_stay_equal_to_eager) {
             BOOST_TEST(max_diff(std::get<1>(got), std::get<1>(want)) < 1e-4, label);
         }
         std::string notes = joined(fusion_notes(before));
-        BOOST_TEST(notes.find(expect) != std::string::npos, label << ": expected '" << expect << "' in\n" << notes);
+        BOOST_TEST(notes.find(expect) != std::string::npos, label << ": expected '" << expect
+                                                                  << "' in\n"
+                                                                  << notes);
     };
     // the conv's value is also returned: nothing fuses
-    check([&](const Tensor& a) { Tensor y = conv(a); return std::make_tuple(relu(bn(y)), y); },
-          "not fused (conv2d", "returned");
+    check(
+        [&](const Tensor& a) {
+            Tensor y = conv(a);
+            return std::make_tuple(relu(bn(y)), y);
+        },
+        "not fused (conv2d", "returned");
     // read by a reduction as well
-    check([&](const Tensor& a) { Tensor y = conv(a); return relu(bn(y)) + y.mean(); }, "is read 2 times", "read twice");
+    check(
+        [&](const Tensor& a) {
+            Tensor y = conv(a);
+            return relu(bn(y)) + y.mean();
+        },
+        "is read 2 times", "read twice");
     // an intermediate (the batch norm's output) read twice: the chain stops before it
-    check([&](const Tensor& a) { Tensor t = bn(conv(a)); return relu(t) * t; }, "fused sub, mul, mul, add (stopped",
-          "intermediate read twice");
+    check(
+        [&](const Tensor& a) {
+            Tensor t = bn(conv(a));
+            return relu(t) * t;
+        },
+        "fused sub, mul, mul, add (stopped", "intermediate read twice");
     // a per-position, not per-channel, factor
     Tensor m = rand({1, 1, 8, 8}) + 0.5;
-    check([&](const Tensor& a) { return relu(bn(conv(a)) * m); }, "neither per-channel", "per-position factor");
+    check([&](const Tensor& a) { return relu(bn(conv(a)) * m); }, "neither per-channel",
+          "per-position factor");
     // the conv's value on the right of a sub
     Tensor mean = randn({6, 1, 1});
-    check([&](const Tensor& a) { return relu(mean - conv(a)); }, "as its right operand", "right operand of sub");
+    check([&](const Tensor& a) { return relu(mean - conv(a)); }, "as its right operand",
+          "right operand of sub");
     // a float64 per-channel operand promotes the result
     Tensor s64 = randn({6, 1, 1}, {.dtype = float64});
-    check([&](const Tensor& a) { return relu(conv(a) * s64 + 1.0); }, "changes the dtype", "float64 operand");
+    check([&](const Tensor& a) { return relu(conv(a) * s64 + 1.0); }, "changes the dtype",
+          "float64 operand");
     // training-mode batch norm reads the conv's value for its statistics
     Tensor rm = zeros({6}), rv = ones({6}), rm2 = zeros({6}), rv2 = ones({6});
     auto train_bn = [&](const Tensor& a, Tensor& run_m, Tensor& run_v) {
-        return relu(nn::functional::batch_norm(conv(a), run_m, run_v, bn.gamma, bn.beta, true, 0.1, 1e-5));
+        return relu(
+            nn::functional::batch_norm(conv(a), run_m, run_v, bn.gamma, bn.beta, true, 0.1, 1e-5));
     };
     int before = codegen::last_compiled().id;
     auto f = compile([&](const Tensor& a) { return train_bn(a, rm, rv); }, kernels_only);
@@ -172,7 +199,9 @@ BOOST_AUTO_TEST_CASE(im2col_and_fusion_off_run_the_same_graphs_equal_to_eager) {
     manual_seed(23);
     Tensor w = randn({5, 3, 3, 3}) * 0.3, x = randn({2, 3, 9, 9}), r = randn({2, 5, 9, 9});
     Bn bn(5);
-    auto fn = [&](const Tensor& a, const Tensor& res) { return relu(bn(conv2d(a, w, {}, {1, 1}, {1, 1})) + res); };
+    auto fn = [&](const Tensor& a, const Tensor& res) {
+        return relu(bn(conv2d(a, w, {}, {1, 1}, {1, 1})) + res);
+    };
     Tensor want = fn(x, r);
     {
         Env im2col("KILN_CONV", "im2col");
@@ -203,12 +232,12 @@ BOOST_AUTO_TEST_CASE(im2col_and_fusion_off_run_the_same_graphs_equal_to_eager) {
 
 BOOST_AUTO_TEST_CASE(conv2d_fused_op_equals_its_ops_and_has_no_derivative) {
     manual_seed(24);
-    Tensor x = randn({2, 3, 6, 6}), w = randn({4, 3, 3, 3}), b = randn({4}), s = randn({1, 4, 1, 1}),
-           t = randn({4, 1, 1}), r = randn({2, 4, 6, 6});
+    Tensor x = randn({2, 3, 6, 6}), w = randn({4, 3, 3, 3}), b = randn({4}),
+           s = randn({1, 4, 1, 1}), t = randn({4, 1, 1}), r = randn({2, 4, 6, 6});
     using P = detail::ConvPostOp;
     Attrs a{.shape = {3, 3, 1, 1, 1, 1, 1, 1}, .dim = 1};
-    a.dims = {int64_t(P::mul_channel), int64_t(P::sub_channel), int64_t(P::add_tensor), int64_t(P::relu),
-              int64_t(P::div_channel)};
+    a.dims = {int64_t(P::mul_channel), int64_t(P::sub_channel), int64_t(P::add_tensor),
+              int64_t(P::relu), int64_t(P::div_channel)};
     Tensor got = dispatch(OpId::conv2d_fused, {x, w, b, s, t, r, s}, a);
     Tensor want = relu(conv2d(x, w, b, {1, 1}, {1, 1}) * s - t + r) / s;
     BOOST_TEST(max_diff(got, want) < 1e-4);

@@ -56,8 +56,10 @@ BOOST_AUTO_TEST_CASE(resnet18_eval_compiled_fuses_every_conv_epilogue) {
     models::ResNet18 net(10);
     net.eval();
     for (auto& [name, b] : net.named_buffers())  // statistics away from 0 and 1
-        if (name.find("running_mean") != std::string::npos) b.copy_(randn(b.shape()) * 0.1);
-        else if (name.find("running_var") != std::string::npos) b.copy_(rand(b.shape()) + 0.5);
+        if (name.find("running_mean") != std::string::npos)
+            b.copy_(randn(b.shape()) * 0.1);
+        else if (name.find("running_var") != std::string::npos)
+            b.copy_(rand(b.shape()) + 0.5);
     Tensor x = randn({2, 3, 32, 32});
     NoGradGuard no_grad;  // inference: one graph, no AOT halves
     int before = codegen::last_compiled().id;

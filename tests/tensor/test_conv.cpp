@@ -372,7 +372,8 @@ BOOST_AUTO_TEST_CASE(reordered_weights_are_cached_and_never_served_stale) {
     int64_t misses = stats().misses, hits = stats().hits;
     Tensor first = conv(w);
     // oneDNN wants blocked weights for this shape (checked: else nothing below is tested)
-    BOOST_REQUIRE_MESSAGE(stats().misses == misses + 1, "the weights were not reordered: plain layout chosen?");
+    BOOST_REQUIRE_MESSAGE(stats().misses == misses + 1,
+                          "the weights were not reordered: plain layout chosen?");
     BOOST_TEST(max_diff(conv(w), first) == 0.0);
     BOOST_TEST(stats().hits == hits + 1);
     BOOST_TEST(stats().misses == misses + 1);
@@ -397,7 +398,9 @@ BOOST_AUTO_TEST_CASE(reordered_weights_are_cached_and_never_served_stale) {
             conv(a);
         }
         Tensor b = randn({32, 16, 3, 3});
-        if (i == 0) BOOST_TEST_MESSAGE("buffer reused by the next tensor: " << (b.raw_data() == old_address));
+        if (i == 0)
+            BOOST_TEST_MESSAGE(
+                "buffer reused by the next tensor: " << (b.raw_data() == old_address));
         BOOST_TEST(max_diff(conv(b), reference(b)) < 1e-4, "round " << i);
     }
     // one storage, three weights: two shapes at offset 0, and the same shape further on
@@ -435,7 +438,8 @@ BOOST_AUTO_TEST_CASE(the_weight_cache_serves_several_threads) {
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&, t] {
             double worst = 0;
-            for (int i = 0; i < 10; ++i) worst = std::max(worst, max_diff(conv2d(x, w, {}, {1, 1}, {1, 1}), want));
+            for (int i = 0; i < 10; ++i)
+                worst = std::max(worst, max_diff(conv2d(x, w, {}, {1, 1}, {1, 1}), want));
             diffs[size_t(t)] = worst;
         });
     for (auto& th : threads) th.join();
