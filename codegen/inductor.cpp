@@ -20,6 +20,7 @@
 #include "codegen/cpu_backend.h"
 #include "codegen/cuda_backend.h"
 #include "codegen/emit_cuda.h"
+#include "codegen/fuse_conv.h"
 #include "codegen/lower_graph.h"
 #include "codegen/toolchain.h"
 #include "jit/aot/aot.h"
@@ -202,6 +203,9 @@ std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& inf
         info.why_interpreted = lowered.why_not;
         return std::nullopt;
     }
+    ConvFusion fusion = fuse_conv(*lowered.graph);  // conv2d + its epilogue -> conv2d_fused
+    lowered.graph = std::move(fusion.graph);
+    info.conv_fusions = std::move(fusion.notes);
     try {
         Schedule s = schedule(*lowered.graph);
         info.schedule = s.print();
@@ -265,6 +269,10 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     dump(info);
     for (const std::string& f : info.fallbacks)  // explain lists them under the graph the backend received
         jit::add_backend_note(owner, "inductor graph " + std::to_string(info.id) + ": " + f + " (runs its eager kernel)");
+    for (const std::string& f : info.conv_fusions)  // the conv epilogues left as separate kernels
+        if (f.find(": not fused") != std::string::npos)
+            jit::add_backend_note(
+                owner, "inductor graph " + std::to_string(info.id) + ": conv epilogue of " + f);
     if (!lgraph) {
         ++stats().graphs_interpreted;
         return interpreted(std::move(graph));

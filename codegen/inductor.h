@@ -30,6 +30,9 @@ struct CompiledGraphInfo {
     bool interpreted = false;    // no kernel to generate, no compiler, or not lowerable
     std::string why_interpreted;
     std::vector<std::string> fallbacks;  // "gather_3: gather has no generated form (...)": nodes run eagerly
+    // codegen/fuse_conv.cpp, one line per conv2d: "conv2d_3: fused sub, mul, relu (stopped: ...)"
+    // or "conv2d_3: not fused (why)"; the fused ones run as one conv2d_fused node.
+    std::vector<std::string> conv_fusions;
     // The kernels-or-eager choice (codegen/choose.h), one report per size class, latest
     // first seen first. Empty when nothing is chosen: interpreted, CUDA, or choice turned off.
     std::vector<ChoiceReport> choices;

@@ -85,6 +85,9 @@ std::string attrs_print(OpId op, const Attrs& a) {
         case OpId::conv2d_input_grad:
             sep() << "window=" << a.shape << ", groups=" << a.dim << ", size=" << a.dims;
             break;
+        case OpId::conv2d_fused:
+            sep() << "window=" << a.shape << ", groups=" << a.dim << ", post_ops=" << a.dims;
+            break;
         case OpId::gather: case OpId::scatter_add: sep() << "dim=" << a.dim; break;
         default: break;
     }

@@ -1,15 +1,21 @@
-// conv2d and its two gradients as table ops (tensor/ops.def). On CPU float32, where kiln is
-// built with oneDNN (KILN_HAVE_DNNL), they run oneDNN's convolution primitives, created once
-// per shape and cached; elsewhere (float64, CUDA, a build without oneDNN, KILN_CONV=im2col)
-// they run im2col + GEMM as Tensor code, the reference path (tensor/composites_conv.cpp).
+// conv2d, its two gradients and conv2d_fused (a conv2d with its pointwise epilogue) as table
+// ops (tensor/ops.def). On CPU float32, where kiln is built with oneDNN (KILN_HAVE_DNNL), they
+// run oneDNN's convolution primitives, created once per shape and cached, with the weights
+// reordered into the primitive's layout once and cached too (tensor/conv_weight_cache.h);
+// elsewhere (float64, CUDA, a build without oneDNN, KILN_CONV=im2col) they run im2col + GEMM
+// as Tensor code, the reference path (tensor/composites_conv.cpp), and conv2d_fused its ops
+// one by one after it.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
 
+#include "tensor/conv_weight_cache.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 
@@ -72,25 +78,31 @@ dnnl::engine& engine() {
 }
 
 // One primitive argument: the layout the primitive wants and the plain one kiln's tensor has;
-// when they differ, a cached reorder copies between them around the call.
+// when they differ, a cached reorder copies between them around the call (weights: once, into
+// the weight cache).
+enum class Role { input, weights, output };
 struct Arg {
     int id;  // DNNL_ARG_SRC, ...
     memory::desc want, plain;
-    bool output;
+    Role role;
     std::optional<dnnl::reorder> reorder;
+    std::optional<dnnl::reorder> fill;  // the output of a sum post-op: the residual, plain -> want
 };
 struct Prim {
     dnnl::primitive prim;
     std::vector<Arg> args;
+    bool sum = false;  // a sum post-op: the last tensor run_prim gets is added (a residual)
 };
 enum class Kind : int64_t { forward, input_grad, weight_grad };
 
 struct Geometry {  // oneDNN's view of one convolution
     memory::dims x, w, y, b, strides, dilates, pad_l, pad_r;
     bool bias;
+    std::vector<int64_t> post_ops;  // detail::ConvPostOp codes (forward only)
 };
 
-Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, bool bias) {
+Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, bool bias,
+                  const Shape& post_ops = {}) {
     Geometry g{.x = x,
                .w = w,
                .y = y,
@@ -99,7 +111,8 @@ Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvPara
                .dilates = {p.dh - 1, p.dw - 1},  // oneDNN counts from 0
                .pad_l = {p.ph, p.pw},
                .pad_r = {p.ph, p.pw},
-               .bias = bias};
+               .bias = bias,
+               .post_ops = post_ops};
     if (p.groups > 1) g.w = {p.groups, w[0] / p.groups, w[1], w[2], w[3]};
     return g;
 }
@@ -115,13 +128,42 @@ memory::desc md(const memory::dims& d, Tag plain_tag, bool any) {
     return memory::desc(d, memory::data_type::f32, any ? Tag::any : plain_tag);
 }
 
-Arg arg(int id, const memory::desc& want, const memory::desc& plain, bool output) {
-    Arg a{id, want, plain, output, std::nullopt};
+Arg arg(int id, const memory::desc& want, const memory::desc& plain, Role role, bool sum = false) {
+    Arg a{id, want, plain, role, std::nullopt, std::nullopt};
     using Pd = dnnl::reorder::primitive_desc;
-    if (want != plain)
-        a.reorder = dnnl::reorder(output ? Pd(engine(), want, engine(), plain)
-                                         : Pd(engine(), plain, engine(), want));
+    if (want != plain) {
+        a.reorder = dnnl::reorder(role == Role::output ? Pd(engine(), want, engine(), plain)
+                                                       : Pd(engine(), plain, engine(), want));
+        if (sum) a.fill = dnnl::reorder(Pd(engine(), plain, engine(), want));
+    }
     return a;
+}
+
+// The post-ops of a conv2d_fused, and the per-channel operands its binary post-ops read
+// (index in the chain, layout).
+dnnl::primitive_attr post_op_attr(const Geometry& g,
+                                  std::vector<std::pair<int, memory::desc>>& binary) {
+    using dnnl::algorithm;
+    dnnl::post_ops po;
+    memory::desc per_channel({1, g.y[1], 1, 1}, memory::data_type::f32, Tag::nchw);
+    for (size_t i = 0; i < g.post_ops.size(); ++i) {
+        auto op = detail::ConvPostOp(g.post_ops[i]);
+        algorithm alg = op == detail::ConvPostOp::add_channel   ? algorithm::binary_add
+                        : op == detail::ConvPostOp::sub_channel ? algorithm::binary_sub
+                        : op == detail::ConvPostOp::mul_channel ? algorithm::binary_mul
+                                                                : algorithm::binary_div;
+        if (op == detail::ConvPostOp::relu) {
+            po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+        } else if (op == detail::ConvPostOp::add_tensor) {
+            po.append_sum(1.f);
+        } else {
+            po.append_binary(alg, per_channel);
+            binary.emplace_back(int(i), per_channel);
+        }
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    return attr;
 }
 
 Prim make_prim(Kind kind, const Geometry& g) {
@@ -139,12 +181,21 @@ Prim make_prim(Kind kind, const Geometry& g) {
                                                   g.strides, g.dilates, g.pad_l, g.pad_r);
     };
     if (kind == Kind::forward) {
-        convolution_forward::primitive_desc pd(fwd_desc(prop_kind::forward_inference), engine());
+        std::vector<std::pair<int, memory::desc>> binary;
+        primitive_attr attr = post_op_attr(g, binary);
+        convolution_forward::primitive_desc pd(fwd_desc(prop_kind::forward_inference), attr,
+                                               engine());
+        bool sum = std::count(g.post_ops.begin(), g.post_ops.end(),
+                              int64_t(detail::ConvPostOp::add_tensor)) > 0;
         Prim p{convolution_forward(pd),
-               {arg(DNNL_ARG_SRC, pd.src_desc(), px, false),
-                arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, false),
-                arg(DNNL_ARG_DST, pd.dst_desc(), py, true)}};
-        if (g.bias) p.args.push_back(arg(DNNL_ARG_BIAS, pd.bias_desc(), b, false));
+               {arg(DNNL_ARG_SRC, pd.src_desc(), px, Role::input),
+                arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, Role::weights),
+                arg(DNNL_ARG_DST, pd.dst_desc(), py, Role::output, sum)},
+               sum};
+        if (g.bias) p.args.push_back(arg(DNNL_ARG_BIAS, pd.bias_desc(), b, Role::input));
+        for (auto& [i, d] : binary)
+            p.args.push_back(
+                arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1, d, d, Role::input));
         return p;
     }
     convolution_forward::primitive_desc hint(fwd_desc(prop_kind::forward_training), engine());
@@ -153,17 +204,17 @@ Prim make_prim(Kind kind, const Geometry& g) {
                                           g.dilates, g.pad_l, g.pad_r);
         convolution_backward_data::primitive_desc pd(d, engine(), hint);
         return {convolution_backward_data(pd),
-                {arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), py, false),
-                 arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, false),
-                 arg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), px, true)}};
+                {arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), py, Role::input),
+                 arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, Role::weights),
+                 arg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), px, Role::output)}};
     }
     convolution_backward_weights::desc d(algorithm::convolution_direct, x, w, y, g.strides,
                                          g.dilates, g.pad_l, g.pad_r);
     convolution_backward_weights::primitive_desc pd(d, engine(), hint);
     return {convolution_backward_weights(pd),
-            {arg(DNNL_ARG_SRC, pd.src_desc(), px, false),
-             arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), py, false),
-             arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(), pw, true)}};
+            {arg(DNNL_ARG_SRC, pd.src_desc(), px, Role::input),
+             arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), py, Role::input),
+             arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(), pw, Role::output)}};
 }
 
 // Creating a primitive costs far more than running a small one: one per shape, kept.
@@ -171,7 +222,8 @@ const Prim& cached_prim(Kind kind, const Geometry& g) {
     static std::mutex mu;
     static std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache;
     std::vector<int64_t> key{int64_t(kind), g.bias, plain_layouts()};
-    for (const memory::dims* d : {&g.x, &g.w, &g.y, &g.strides, &g.dilates, &g.pad_l}) {
+    for (const memory::dims* d :
+         {&g.x, &g.w, &g.y, &g.strides, &g.dilates, &g.pad_l, &g.post_ops}) {
         key.push_back(int64_t(d->size()));
         key.insert(key.end(), d->begin(), d->end());
     }
@@ -181,26 +233,43 @@ const Prim& cached_prim(Kind kind, const Geometry& g) {
     return *slot;
 }
 
-// Runs `p` over kiln tensors (contiguous float32), one per argument in p.args' order.
+// Runs `p` over kiln tensors (contiguous float32), one per argument in p.args' order, then
+// the residual of a sum post-op. Arguments in oneDNN's layouts live in kiln's buffer pool
+// (recycled between calls), the weights in the weight cache.
 void run_prim(const Prim& p, std::span<const Tensor> tensors) {
     static thread_local int threads_set = -1;  // OpenMP's count is per calling thread
     if (int n = num_threads(); n != threads_set) omp_set_num_threads(threads_set = n);
     static thread_local dnnl::stream stream(engine());
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const Arg*, memory>> outputs;  // plain memory the result goes back to
+    std::vector<Tensor> buffers;                         // kept until the stream is done
+    auto pooled = [&](const memory::desc& d) {
+        buffers.push_back(empty({int64_t((d.get_size() + 3) / 4)}, DType::float32));
+        return memory(d, engine(), buffers.back().raw_data());
+    };
     for (size_t i = 0; i < p.args.size(); ++i) {
         const Arg& a = p.args[i];
         memory plain(a.plain, engine(), tensors[i].raw_data());
         if (!a.reorder) {
+            if (a.role == Role::output && p.sum)
+                std::memcpy(tensors[i].raw_data(), tensors.back().raw_data(), a.plain.get_size());
             args.emplace(a.id, plain);
-            continue;
+        } else if (a.role == Role::weights) {
+            args.emplace(
+                a.id, detail::conv_cached_weights(tensors[i], a.want, engine(), [&](memory& into) {
+                    a.reorder->execute(stream, plain, into);
+                    stream.wait();
+                }));
+        } else {
+            memory want = pooled(a.want);
+            if (a.role == Role::input) a.reorder->execute(stream, plain, want);
+            if (a.role == Role::output) outputs.emplace_back(&a, plain);
+            if (a.fill) {
+                memory residual(a.plain, engine(), tensors.back().raw_data());
+                a.fill->execute(stream, residual, want);
+            }
+            args.emplace(a.id, want);
         }
-        memory want(a.want, engine());
-        if (a.output)
-            outputs.emplace_back(&a, plain);
-        else
-            a.reorder->execute(stream, plain, want);
-        args.emplace(a.id, want);
     }
     p.prim.execute(stream, args);
     for (auto& [a, plain] : outputs) a->reorder->execute(stream, args.at(a->id), plain);
@@ -328,6 +397,111 @@ std::vector<Tensor> backward_conv2d_weight_grad(const BackwardArgs& b) {
     if (b.needs(0)) out[0] = dispatch(OpId::conv2d_input_grad, {b.inputs[1], b.grad}, ig);
     if (b.needs(1)) out[1] = dispatch(OpId::conv2d, {b.inputs[0], b.grad}, f);
     return out;
+}
+
+// --- conv2d_fused: conv2d, then its epilogue (tensor/ops.h, detail::ConvPostOp) in one call.
+namespace {
+
+int operand_count(const Shape& post_ops) {
+    return int(std::count_if(post_ops.begin(), post_ops.end(), [](int64_t c) {
+        return detail::ConvPostOp(c) != detail::ConvPostOp::relu;
+    }));
+}
+
+// The reference: conv2d, then each op through the dispatcher, as the graph had them.
+Tensor fused_by_ops(Tensor y, std::span<const Tensor> operands, const Shape& post_ops) {
+    size_t next = 0;
+    for (int64_t code : post_ops) {
+        switch (detail::ConvPostOp(code)) {
+            case detail::ConvPostOp::relu:
+                y = dispatch(OpId::relu, {y});
+                break;
+            case detail::ConvPostOp::add_channel:
+            case detail::ConvPostOp::add_tensor:
+                y = dispatch(OpId::add, {y, operands[next++]});
+                break;
+            case detail::ConvPostOp::sub_channel:
+                y = dispatch(OpId::sub, {y, operands[next++]});
+                break;
+            case detail::ConvPostOp::mul_channel:
+                y = dispatch(OpId::mul, {y, operands[next++]});
+                break;
+            case detail::ConvPostOp::div_channel:
+                y = dispatch(OpId::div, {y, operands[next++]});
+                break;
+        }
+    }
+    return y;
+}
+
+#ifdef KILN_HAVE_DNNL
+// oneDNN takes the operands as they are only when each is what the codes say: per-channel
+// values of C elements ([C, 1, 1] or [1, C, 1, 1]) and a residual of the output's shape.
+bool operands_fit(std::span<const Tensor> operands, const Shape& post_ops, const Shape& out) {
+    size_t next = 0;
+    for (int64_t code : post_ops) {
+        auto op = detail::ConvPostOp(code);
+        if (op == detail::ConvPostOp::relu) continue;
+        const Tensor& t = operands[next++];
+        if (op == detail::ConvPostOp::add_tensor) {
+            if (t.shape() != out) return false;
+            continue;
+        }
+        bool per_channel =
+            (t.shape() == Shape{out[1], 1, 1}) || (t.shape() == Shape{1, out[1], 1, 1});
+        if (!per_channel) return false;
+    }
+    return true;
+}
+#endif
+
+}  // namespace
+
+Tensor forward_conv2d_fused(std::span<const Tensor> in, const Attrs& a) {
+    [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_fused");
+    for (int64_t code : a.dims)
+        KILN_CHECK(code >= 0 && code <= int64_t(detail::ConvPostOp::add_tensor),
+                   "conv2d_fused: unknown post-op code ", code, " in ", a.dims);
+    int64_t n_conv = int64_t(in.size()) - operand_count(a.dims);
+    KILN_CHECK(n_conv == 2 || n_conv == 3, "conv2d_fused: expected (input, weight[, bias]) and ",
+               operand_count(a.dims), " operands for post-ops ", a.dims, ", got ", in.size(),
+               " tensors");
+    std::span<const Tensor> conv = in.first(size_t(n_conv)), operands = in.subspan(size_t(n_conv));
+    Attrs conv_attrs = a;
+    conv_attrs.dims = {};
+#ifdef KILN_HAVE_DNNL
+    int sums =
+        int(std::count(a.dims.begin(), a.dims.end(), int64_t(detail::ConvPostOp::add_tensor)));
+    Shape y_shape = out_shape(conv[0].shape(), conv[1].shape(), p);
+    if (onednn_usable(in) && sums <= 1 && operands_fit(operands, a.dims, y_shape)) {
+        std::vector<Tensor> tensors{f32(conv[0]), f32(conv[1]), empty(y_shape, DType::float32)};
+        Tensor residual;
+        for (size_t i = 0, next = 0; i < a.dims.size(); ++i) {
+            auto op = detail::ConvPostOp(a.dims[i]);
+            if (op == detail::ConvPostOp::relu) continue;
+            Tensor t = f32(operands[next++]);
+            if (op == detail::ConvPostOp::add_tensor)
+                residual = t;
+            else
+                tensors.push_back(t);  // after the bias, below
+        }
+        if (n_conv == 3) tensors.insert(tensors.begin() + 3, f32(conv[2]));
+        if (residual.defined()) tensors.push_back(residual);
+        const Prim& prim = cached_prim(
+            Kind::forward,
+            geometry(tensors[0].shape(), tensors[1].shape(), y_shape, p, n_conv == 3, a.dims));
+        run_prim(prim, tensors);
+        return tensors[2];
+    }
+#endif
+    return fused_by_ops(forward_conv2d(conv, conv_attrs), operands, a.dims);
+}
+
+std::vector<Tensor> backward_conv2d_fused(const BackwardArgs&) {
+    fail(
+        "conv2d_fused has no derivative: the inductor makes it after autograd "
+        "(codegen/fuse_conv.cpp); "
+        "differentiate conv2d and the ops after it instead");
 }
 
 }  // namespace kiln

@@ -209,6 +209,25 @@ const char* conv_backend_name();
 bool conv_onednn_enabled();
 bool conv_uses_onednn(const Tensor& t);  // t is CPU float32 and oneDNN is enabled
 int64_t onednn_conv_calls();             // oneDNN convolution primitives run so far (for tests)
+// What the op conv2d_fused applies to the convolution's output, in order (its attrs.dims):
+// codegen/fuse_conv.cpp writes them, the kernel runs them as oneDNN post-ops. Each one but
+// relu reads the next tensor after (x, weight[, bias]): a per-channel [1, C, 1, 1] or
+// [C, 1, 1] value, or for add_tensor a value of the output's shape (a residual).
+enum class ConvPostOp : int64_t {
+    relu = 0,
+    add_channel,
+    sub_channel,
+    mul_channel,
+    div_channel,
+    add_tensor
+};
+// The cache of weights reordered into oneDNN's layouts (tensor/kernels_conv_dnnl.cpp): hits,
+// misses (reorders run), entries held now and their bytes. KILN_CONV_CACHE=0 turns it off.
+struct ConvWeightCacheStats {
+    int64_t hits = 0, misses = 0, entries = 0, bytes = 0;
+};
+ConvWeightCacheStats conv_weight_cache_stats();
+void conv_weight_cache_clear();
 }  // namespace detail
 struct Window2d {
     std::pair<int64_t, int64_t> kernel{1, 1};

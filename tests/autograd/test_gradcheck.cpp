@@ -186,6 +186,9 @@ BOOST_AUTO_TEST_CASE(every_differentiable_op_has_a_case) {
     auto check = [&](OpId op) {
         const OpInfo& info = op_info(op);
         if (!info.backward || info.kind == OpKind::factory || info.kind == OpKind::random) return;
+        // made by the inductor after autograd; its backward raises
+        // (tests/codegen/test_fuse_conv.cpp)
+        if (op == OpId::conv2d_fused) return;
         bool found = std::any_of(cases.begin(), cases.end(), [op](const Case& c) { return c.op == op; });
         BOOST_CHECK_MESSAGE(found, "op '" << info.name << "' has no gradcheck case: add one to structural_cases() in " << __FILE__);
     };

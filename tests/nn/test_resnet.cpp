@@ -48,4 +48,39 @@ BOOST_AUTO_TEST_CASE(resnet18_compiled_equals_eager_and_trains) {
     BOOST_TEST(losses.back() < losses.front());
 }
 
+// In eval mode every one of ResNet-18's 20 convolutions takes its batch norm (and relu, and
+// the residual add where there is one) as oneDNN post-ops (codegen/fuse_conv.cpp): counted
+// here so that the fusion cannot silently stop happening; the output still equals eager.
+BOOST_AUTO_TEST_CASE(resnet18_eval_compiled_fuses_every_conv_epilogue) {
+    manual_seed(43);
+    models::ResNet18 net(10);
+    net.eval();
+    for (auto& [name, b] : net.named_buffers())  // statistics away from 0 and 1
+        if (name.find("running_mean") != std::string::npos)
+            b.copy_(randn(b.shape()) * 0.1);
+        else if (name.find("running_var") != std::string::npos)
+            b.copy_(rand(b.shape()) + 0.5);
+    Tensor x = randn({2, 3, 32, 32});
+    NoGradGuard no_grad;  // inference: one graph, no AOT halves
+    int before = codegen::last_compiled().id;
+    auto compiled = compile(net, {.choose_faster = false});
+    Tensor got = compiled(x), want = net.forward(x);
+    BOOST_TEST(allclose(got, want, 1e-3, 1e-4));
+    codegen::CompiledGraphInfo info = codegen::last_compiled();
+    BOOST_REQUIRE(info.id > before);
+    int fused = 0, with_residual = 0;
+    for (const std::string& n : info.conv_fusions) {
+        fused += n.find(": fused sub, mul, mul, add") != std::string::npos;
+        with_residual += n.find("add, add, relu") != std::string::npos;
+    }
+#ifdef KILN_HAVE_DNNL
+    BOOST_TEST(info.conv_fusions.size() == 20u);
+    BOOST_TEST(fused == 20);
+    BOOST_TEST(with_residual == 8);  // the second conv of each of the 8 basic blocks
+#else
+    BOOST_TEST_MESSAGE("built without oneDNN: conv2d is im2col + GEMM, nothing to fuse");
+    BOOST_TEST(fused == 0);
+#endif
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "kiln.h"
@@ -348,6 +349,101 @@ BOOST_AUTO_TEST_CASE(compiled_conv_pool_gather_over_changing_sizes_views_and_in_
         BOOST_TEST(std::abs(got.item<float>() - want.item<float>()) < 1e-3 * (1 + std::abs(want.item<float>())), "n " << n << " h " << h);
         BOOST_TEST(max_diff(w.grad(), gw) < 1e-3, "n " << n << " h " << h);
     }
+}
+
+// The weights reordered into oneDNN's layout are kept (tensor/conv_weight_cache.h) and found
+// again only while they are the same values: an in-place write, a freed tensor whose buffer
+// a new one reuses, and other views of one storage each get their own, correct, weights.
+BOOST_AUTO_TEST_CASE(reordered_weights_are_cached_and_never_served_stale) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN: no weight cache, this test is skipped");
+    BOOST_TEST(detail::conv_weight_cache_stats().entries == 0);
+#else
+    manual_seed(31);
+    detail::conv_weight_cache_clear();
+    Tensor x = randn({2, 16, 10, 10});
+    auto conv = [&](const Tensor& w) { return conv2d(x, w, {}, {1, 1}, {1, 1}); };
+    auto reference = [&](const Tensor& w) {
+        ConvBackend use("im2col");
+        return conv(w);
+    };
+    Tensor w = randn({32, 16, 3, 3}) * 0.2;
+    auto stats = detail::conv_weight_cache_stats;
+    int64_t misses = stats().misses, hits = stats().hits;
+    Tensor first = conv(w);
+    // oneDNN wants blocked weights for this shape (checked: else nothing below is tested)
+    BOOST_REQUIRE_MESSAGE(stats().misses == misses + 1,
+                          "the weights were not reordered: plain layout chosen?");
+    BOOST_TEST(max_diff(conv(w), first) == 0.0);
+    BOOST_TEST(stats().hits == hits + 1);
+    BOOST_TEST(stats().misses == misses + 1);
+    // an in-place update (as SGD's p.add_) reorders again
+    w.add_(ones_like(w));
+    BOOST_TEST(max_diff(conv(w), reference(w)) < 1e-4);
+    BOOST_TEST(stats().misses == misses + 2);
+    optim::SGD sgd({w.requires_grad_()}, 0.5);
+    conv(w).sum().backward();
+    sgd.step();
+    {
+        NoGradGuard no_grad;
+        Tensor want = reference(w.detach());  // SGD made the weights large: a relative bound
+        BOOST_TEST(max_diff(conv(w), want) < 1e-5 * want.abs().amax().item<double>());
+    }
+    // freed weights whose buffer the pool hands to the next tensor of the same size
+    for (int i = 0; i < 4; ++i) {
+        const void* old_address;
+        {
+            Tensor a = randn({32, 16, 3, 3});
+            old_address = a.raw_data();
+            conv(a);
+        }
+        Tensor b = randn({32, 16, 3, 3});
+        if (i == 0)
+            BOOST_TEST_MESSAGE(
+                "buffer reused by the next tensor: " << (b.raw_data() == old_address));
+        BOOST_TEST(max_diff(conv(b), reference(b)) < 1e-4, "round " << i);
+    }
+    // one storage, three weights: two shapes at offset 0, and the same shape further on
+    Tensor base = randn({2 * 32 * 16 * 9}) * 0.2;
+    Tensor w_half = base.slice(0, 0, 32 * 16 * 9).reshape({32, 16, 3, 3});
+    Tensor w_all = base.reshape({64, 16, 3, 3});
+    Tensor w_second = base.slice(0, 32 * 16 * 9, 2 * 32 * 16 * 9).reshape({32, 16, 3, 3});
+    for (int round = 0; round < 2; ++round)
+        for (const Tensor* v : {&w_half, &w_all, &w_second})
+            BOOST_TEST(max_diff(conv(*v), reference(*v)) < 1e-4, "round " << round);
+    // a write through another view of the storage bumps the shared version
+    base.slice(0, 32 * 16 * 9, 32 * 16 * 9 + 5).mul_(-3.0);
+    BOOST_TEST(max_diff(conv(w_second), reference(w_second)) < 1e-4);
+    BOOST_TEST(stats().bytes <= int64_t(512) << 20);
+    // KILN_CONV_CACHE=0: reorders every call
+    setenv("KILN_CONV_CACHE", "0", 1);
+    misses = stats().misses;
+    conv(w_half), conv(w_half);
+    BOOST_TEST(stats().misses == misses + 2);
+    unsetenv("KILN_CONV_CACHE");
+#endif
+}
+
+// Several threads convolving with the same weights, which one of them updates in between.
+BOOST_AUTO_TEST_CASE(the_weight_cache_serves_several_threads) {
+    manual_seed(32);
+    Tensor x = randn({1, 16, 8, 8}), w = randn({32, 16, 3, 3}) * 0.2;
+    Tensor want;
+    {
+        ConvBackend use("im2col");
+        want = conv2d(x, w, {}, {1, 1}, {1, 1});
+    }
+    std::vector<double> diffs(4, -1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            double worst = 0;
+            for (int i = 0; i < 10; ++i)
+                worst = std::max(worst, max_diff(conv2d(x, w, {}, {1, 1}, {1, 1}), want));
+            diffs[size_t(t)] = worst;
+        });
+    for (auto& th : threads) th.join();
+    for (double d : diffs) BOOST_TEST(d < 1e-4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
