@@ -237,6 +237,13 @@ const Prim& cached_prim(Kind kind, const Geometry& g) {
 // the residual of a sum post-op. Arguments in oneDNN's layouts live in kiln's buffer pool
 // (recycled between calls), the weights in the weight cache.
 void run_prim(const Prim& p, std::span<const Tensor> tensors) {
+    // One convolution at a time: run from several threads at once, the same primitives gave
+    // wrong values (the_weight_cache_serves_several_threads; with or without the weight cache,
+    // never with im2col), most likely the library scratchpad Debian's oneDNN shares between
+    // primitives (built without ONEDNN_ENABLE_CONCURRENT_EXEC). Each call already uses every
+    // core through OpenMP, so serializing costs a program with one calling thread nothing.
+    static std::mutex one_at_a_time;
+    std::lock_guard serial(one_at_a_time);
     static thread_local int threads_set = -1;  // OpenMP's count is per calling thread
     if (int n = num_threads(); n != threads_set) omp_set_num_threads(threads_set = n);
     static thread_local dnnl::stream stream(engine());
