@@ -34,7 +34,7 @@ CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : sc
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
         KernelKind kind = schedule_.kernels[k].kind;
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
-        kernels_.push_back(generated ? cuda::detail::kernel(source_, schedule_.kernel_name(int(k))) : nullptr);
+        kernels_.push_back(generated ? cuda::detail::kernel(source_, cuda_kernel_entry(source_, schedule_.kernel_name(int(k)))) : nullptr);
         kernel_args_.push_back(schedule_.kernels[k].args());
         split_reductions_.push_back(generated ? cuda_split_reductions(schedule_, int(k)) : 0);
         max_block_.push_back(generated ? cuda::detail::max_threads_per_block(kernels_.back()) : 0);

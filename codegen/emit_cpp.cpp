@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "codegen/kernel_view.h"
+#include "codegen/same_code.h"
 #include "tensor/error.h"
 
 namespace kiln::codegen {
@@ -658,51 +659,6 @@ inline float fold_min(B v, float acc) {
 
 )";
 
-// Kernels whose code differs only in names (ResNet's blocks of one stage run the same loops
-// over the same shapes) are compiled once: a repeat's entry point calls the first one's.
-// Two kernels are the same code when their texts are equal after renaming each value (and
-// the kernel itself) to v0, v1, ... in order of first use: a renaming both ways, so equal
-// canonical texts read the same buffers in the same order and compute the same thing.
-class SameCode {
-   public:
-    explicit SameCode(const Schedule& s) : s_(s) {
-        for (const LValue& v : s.graph.inputs) names_.insert(s.value_name(v.id));
-        for (const LNode& n : s.graph.nodes) names_.insert(s.value_name(n.out.id));
-        for (size_t k = 0; k < s.kernels.size(); ++k) names_.insert(s.kernel_name(int(k)));  // "the epilogue of kernel_7"
-    }
-    std::string canonical(int k, const std::string& text) const {
-        const std::string kernel = s_.kernel_name(k);
-        std::map<std::string, std::string> renamed;
-        std::string out;
-        for (size_t i = 0; i < text.size();) {
-            if (!std::isalpha(static_cast<unsigned char>(text[i])) && text[i] != '_') {
-                out += text[i++];
-                continue;
-            }
-            size_t end = i;
-            while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
-            std::string word = text.substr(i, end - i), suffix;
-            for (const char* s : {"_ptr", "_vec", "_body", "_rows"})
-                if (word.size() > std::strlen(s) && word.ends_with(s) && is_name(word.substr(0, word.size() - std::strlen(s)), kernel))
-                    suffix = s, word.resize(word.size() - suffix.size());
-            if (is_name(word, kernel)) {
-                auto [it, fresh] = renamed.try_emplace(word, "v" + std::to_string(renamed.size()));
-                word = it->second;
-            }
-            out += word + suffix;
-            i = end;
-        }
-        return out;
-    }
-
-   private:
-    bool is_name(const std::string& word, const std::string& kernel) const { return word == kernel || names_.count(word) > 0; }
-    const Schedule& s_;
-    std::set<std::string> names_;
-};
-
-// First kernel name by canonical text, over every graph of one translation unit.
-using SeenKernels = std::map<std::string, std::string>;
 
 void emit_schedule(const Schedule& s, std::ostream& os, SeenKernels& seen) {
     os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": " << s.graph.nodes.size() << " nodes, "

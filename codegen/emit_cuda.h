@@ -19,6 +19,9 @@ namespace kiln::codegen {
 // per-thread partial, then the block combines them with warp shuffles, so softmax and
 // layernorm are one kernel each, as on the CPU.
 std::string emit_cuda(const Schedule& schedule);
+// The __global__ function that runs `kernel` of `source`: itself, or the earlier kernel whose
+// code it repeats (kernels that differ only in names are emitted once; codegen/same_code.h).
+std::string cuda_kernel_entry(const std::string& source, const std::string& kernel);
 std::string emit_cuda(const std::vector<const Schedule*>& schedules);
 
 // A row kernel whose one pass comes first can spread each row over several blocks (for few,

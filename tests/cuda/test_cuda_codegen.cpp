@@ -14,6 +14,7 @@
 #include <iostream>
 #include <optional>
 
+#include "codegen/cpu_backend.h"
 #include "codegen/cuda_backend.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/inductor.h"
@@ -335,6 +336,67 @@ BOOST_AUTO_TEST_CASE(compiled_functions_on_cuda_use_generated_kernels, *utf::pre
 
 // Few long rows: each row is split over many blocks, whose partials the last block of the
 // row combines (in a fixed order); repeated calls reuse the per-row counters.
+namespace {
+
+// relu(h @ w * scale + 1) layers, and a row kernel (softmax) twice: kernels that repeat an
+// earlier one's code, and some that do not (another scalar, another shape).
+LGraph repeated_layers(const Shape& x_shape) {
+    testing::GraphBuilder b;
+    auto layer = [&](int h, double scale) { return b.unary(OpId::relu, b.scalar(OpId::add, b.scalar(OpId::mul, h, scale), 1.0)); };
+    auto softmax = [&](int h) {
+        int e = b.unary(OpId::exp, b.binary(OpId::sub, h, b.reduce(OpId::amax, h, {-1}, true)));
+        return b.binary(OpId::div, e, b.reduce(OpId::sum, e, {-1}, true));
+    };
+    int x = b.input(x_shape, "x"), w = b.input({x_shape[1], x_shape[1]}, "w"), v = b.input({x_shape[1], 30}, "v");
+    int h1 = layer(x, 2.0);
+    int h2 = layer(b.matmul(h1, w), 2.0);
+    int h3 = layer(b.matmul(h2, w), 3.0);
+    int s1 = softmax(b.matmul(h3, w));
+    int s2 = softmax(b.matmul(s1, w));
+    b.output(layer(b.matmul(s2, v), 2.0));
+    b.output(h2);
+    return b.graph;
+}
+
+}  // namespace
+
+// Kernels that differ only in names are emitted once (codegen/same_code.h): the repeat has a
+// comment, no __global__ function, and the runner launches the first one's.
+BOOST_AUTO_TEST_CASE(kernels_that_differ_only_in_names_are_emitted_once_and_compile_with_nvrtc) {
+    if (!have_nvrtc()) return;
+    LGraph graph = repeated_layers({64, 100});
+    graph.device = Device{DeviceType::cuda, 0};
+    Schedule s = schedule(graph);
+    std::string source = emit_cuda(s);
+    BOOST_TEST(count(source, "the same code as") == 2u, source);  // h2 repeats h1, s2 repeats s1
+    int repeats = 0;
+    for (size_t k = 0; k < s.kernels.size(); ++k) {
+        std::string name = s.kernel_name(int(k)), entry = cuda_kernel_entry(source, name);
+        if (entry != name) {
+            ++repeats;
+            BOOST_TEST(source.find("void " + name + "(") == std::string::npos);
+            BOOST_TEST(source.find("void " + entry + "(") != std::string::npos);
+        }
+    }
+    BOOST_TEST(repeats == 2);
+    BOOST_TEST(compile_ptx(source).size() > 100u);
+}
+
+BOOST_AUTO_TEST_CASE(kernels_that_repeat_code_run_the_first_ones_function_on_their_buffers,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
+    LGraph graph = repeated_layers({64, 100});
+    graph.device = Device{DeviceType::cuda, 0};
+    CompiledCudaGraph compiled = compile_cuda(graph);
+    BOOST_TEST(count(compiled.source(), "the same code as") == 2u);
+    std::vector<Tensor> inputs = {randn({64, 100}), randn({100, 100}) * 0.1, randn({100, 30}) * 0.1};
+    LGraph cpu_graph = repeated_layers({64, 100});
+    std::vector<Tensor> want = run_eager(cpu_graph, inputs), device_inputs;
+    for (const Tensor& t : inputs) device_inputs.push_back(t.cuda());
+    std::vector<Tensor> got = compiled.run(device_inputs);
+    BOOST_REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < want.size(); ++k) BOOST_TEST(kiln_test::relative_error(got[k].cpu(), want[k]) < 1e-4, "output " << k);
+}
+
 BOOST_AUTO_TEST_CASE(long_reductions_split_over_blocks_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     auto fn = [](const Tensor& t, const Tensor& u) {
         Tensor e = exp(t * 0.01);
