@@ -10,10 +10,6 @@
 #include "tensor/gemm.h"
 #include "tensor/parallel.h"
 
-// OpenBLAS's thread count, where the BLAS is OpenBLAS (weak: absent elsewhere).
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-extern "C" int openblas_get_num_threads() __attribute__((weak));
-
 namespace kiln::codegen::detail {
 namespace {
 
@@ -71,19 +67,17 @@ void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue,
         gemm_rows(plan, call, r0, r1, out);
         return std::pair{call * plan.M + r0, call * plan.M + r1};
     };
-    sync_blas_threads();  // BLAS on kiln's thread count, as eager matmul
-    if (threads_over_blocks(plan) && num_threads() > 1 && blocks > 1 && openblas_set_num_threads) {
-        int blas_threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
-        openblas_set_num_threads(1);
+    if (threads_over_blocks(plan) && num_threads() > 1 && blocks > 1 && set_blas_threads(1)) {
         parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
             for (int64_t b = b0; b < b1; ++b) {
                 auto [g0, g1] = run_block(b);
                 epilogue(buffers.data(), symbols.data(), g0, g1);
             }
         });
-        openblas_set_num_threads(blas_threads);
+        sync_blas_threads();
         return;
     }
+    sync_blas_threads();  // BLAS on kiln's thread count, as eager matmul
     for (int64_t b = 0; b < blocks; ++b) {
         auto [g0, g1] = run_block(b);
         int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plan.N, 1));

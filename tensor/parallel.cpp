@@ -101,14 +101,17 @@ int num_threads() {
 }
 void set_num_threads(int n) { g_threads.store(n); }
 
-void sync_blas_threads() {
+bool set_blas_threads(int n) {
     using SetThreads = void (*)(int);
     // Looked up, not linked: the BLAS that CMake found may be OpenBLAS, or not.
     static const auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    static std::atomic<int> blas_threads{-1};
-    int n = num_threads();
-    if (set_threads && blas_threads.exchange(n) != n) set_threads(n);
+    static std::atomic<int> blas_threads{-1};  // what it was last set to: setting is not free in OpenBLAS
+    if (!set_threads) return false;
+    if (blas_threads.exchange(n) != n) set_threads(n);
+    return true;
 }
+
+void sync_blas_threads() { set_blas_threads(num_threads()); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
     if (n <= 0) return;

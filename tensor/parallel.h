@@ -13,6 +13,9 @@ void set_num_threads(int n);  // 0: hardware concurrency; also read from KILN_NU
 // OpenBLAS keeps a thread count of its own (all cores), and its idle workers spin: call this
 // before a BLAS call so that BLAS uses num_threads() threads too. No-op for another BLAS.
 void sync_blas_threads();
+// Sets OpenBLAS's thread count (the fused matmul epilogue runs BLAS single-threaded on each
+// of its threads); false, and nothing set, where the BLAS is not OpenBLAS.
+bool set_blas_threads(int n);
 // body(begin, end) runs on disjoint ranges covering [0, n).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 

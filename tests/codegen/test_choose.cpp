@@ -9,29 +9,17 @@
 
 #include "jit/log.h"
 #include "kiln.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
 
 namespace {
 
+using kiln_test::ScopedEnv;
+
 // Every call after the first one alternates paths while measuring: 1 warm-up + 3 + 3.
 constexpr int kMeasuringCalls = 7;
-
-struct ScopedEnv {
-    std::string name;
-    std::optional<std::string> old;
-    ScopedEnv(const std::string& n, const std::string& value) : name(n) {
-        if (const char* v = std::getenv(n.c_str())) old = v;
-        setenv(n.c_str(), value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (old)
-            setenv(name.c_str(), old->c_str(), 1);
-        else
-            unsetenv(name.c_str());
-    }
-};
 
 // Fakes the clock: every timed call of the kernels takes `generated_ms`, of eager `eager_ms`.
 struct FakeTimes {

@@ -11,6 +11,7 @@
 
 #include "codegen/cpu_backend.h"
 #include "kiln.h"
+#include "tests/scoped_env.h"
 #include "tensor/parallel.h"
 #include "tests/codegen/compare.h"
 #include "tests/codegen/lgraph_builder.h"
@@ -23,20 +24,7 @@ using kiln_test::relative_error;
 
 namespace {
 
-struct ScopedEnv {
-    std::string name;
-    std::optional<std::string> old;
-    ScopedEnv(const std::string& n, const std::string& value) : name(n) {
-        if (const char* v = std::getenv(n.c_str())) old = v;
-        setenv(n.c_str(), value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (old)
-            setenv(name.c_str(), old->c_str(), 1);
-        else
-            unsetenv(name.c_str());
-    }
-};
+using kiln_test::ScopedEnv;
 
 struct Case {
     std::string name;

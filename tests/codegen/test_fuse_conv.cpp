@@ -8,16 +8,13 @@
 #include <string>
 
 #include "kiln.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 
 namespace {
 
-struct Env {  // sets one variable for a scope
-    const char* name;
-    Env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-    ~Env() { unsetenv(name); }
-};
+using Env = kiln_test::ScopedEnv;  // sets one variable for a scope
 
 double max_diff(const Tensor& a, const Tensor& b) {
     BOOST_REQUIRE(a.shape() == b.shape());

@@ -12,12 +12,15 @@
 
 #include "codegen/toolchain.h"
 #include "kiln.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
 namespace fs = std::filesystem;
 
 namespace {
+
+using kiln_test::ScopedEnv;
 
 Tensor seed_fn(Tensor x, Tensor y) { return cos(x) + sin(y); }
 
@@ -27,20 +30,6 @@ int schedule_lines(const CompiledGraphInfo& info) {
     for (std::string line; std::getline(in, line);) n += !line.empty();
     return n;
 }
-
-// Sets an environment variable for one scope, then puts the old value back.
-struct ScopedEnv {
-    std::string name;
-    std::optional<std::string> old;
-    ScopedEnv(const std::string& n, const std::string& value) : name(n) {
-        if (const char* v = std::getenv(n.c_str())) old = v;
-        setenv(n.c_str(), value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (old) setenv(name.c_str(), old->c_str(), 1);
-        else unsetenv(name.c_str());
-    }
-};
 
 fs::path fresh_dir(const std::string& name) {
     fs::path dir = fs::temp_directory_path() / ("kiln-inductor-" + name + "-" + std::to_string(getpid()));

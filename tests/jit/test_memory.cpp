@@ -112,6 +112,36 @@ BOOST_AUTO_TEST_CASE(leaves_take_gradients_nothing_else_holds_and_copy_the_other
     BOOST_TEST(allclose(w.grad(), full({3}, 4.0)));
 }
 
+// Taking a gradient must never alias two leaves' .grad, or a .grad and the caller's tangent:
+// x + y passes the tangent to both (the same tensor), (x + y) * 2 gives both one new tensor,
+// across backends, sizes that change (dynamic entries) and a graph break.
+BOOST_AUTO_TEST_CASE(taken_gradients_never_alias_each_other_or_the_tangent) {
+    auto pass = [](Tensor x, Tensor y) { return x + y; };
+    auto doubled = [](Tensor x, Tensor y) {
+        Tensor s = (x + y) * 2.0;
+        return s.sum() > 0 ? s : s * 1.0;  // a break on the data
+    };
+    for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+        auto f = compile(pass, {.backend = backend});
+        auto g = compile(doubled, {.backend = backend});
+        for (int64_t n : {4, 6, 9}) {
+            BOOST_TEST_CONTEXT(backend << ", n = " << n) {
+                Tensor x = randn({n}).requires_grad_(), y = randn({n}).requires_grad_();
+                Tensor tangent = ones({n});
+                f(x, y).backward(tangent);
+                x.grad().add_(ones({n}));
+                BOOST_TEST(allclose(y.grad(), ones({n})));
+                BOOST_TEST(allclose(tangent, ones({n})));
+                Tensor u = randn({n}).requires_grad_(), v = randn({n}).requires_grad_();
+                g(u, v).backward(tangent);
+                u.grad().add_(ones({n}));
+                BOOST_TEST(allclose(v.grad(), full({n}, 2.0)));
+                BOOST_TEST(allclose(u.grad(), full({n}, 3.0)));
+            }
+        }
+    }
+}
+
 // Without retain_graph the AOT node hands its saved tensors to the compiled backward
 // (jit::InputHandOver), whose runner moves them into its own table and frees each after its
 // last reader; with retain_graph it keeps them for a second backward.

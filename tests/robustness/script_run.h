@@ -7,6 +7,7 @@
 
 #include "cli/interp/interp.h"
 #include "cli/script/source.h"
+#include "tests/scoped_env.h"
 
 namespace script_run {
 
@@ -25,12 +26,7 @@ inline std::string run(const std::string& source) {
     return out.str();
 }
 
-// Sets an environment variable for the life of a test case.
-struct ScopedEnv {
-    std::string name;
-    ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-    ~ScopedEnv() { unsetenv(name.c_str()); }
-};
+using kiln_test::ScopedEnv;  // sets an environment variable for the life of a test case
 
 // A recursion depth every build must run. Python's limit is 1000 script frames; kiln stops
 // earlier when the C++ stack is nearly full (limits.h), which a Debug build with ASan's
