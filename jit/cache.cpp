@@ -105,7 +105,7 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
             if (!holds(*e, args, syms)) continue;
             if (!e->eager_reason.empty()) return run_eagerly(lock, host);  // could not be functionalized
             std::vector<Tensor> out;
-            if (!e->rerun && program_run(*e, args, out)) {
+            if (!e->rerun && program_run(*e, args, syms, out)) {
                 global().fast_hits.fetch_add(1, std::memory_order_relaxed);
                 return out;
             }

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
+#include "autograd/node.h"
 #include "tensor/cuda.h"
 #include "tensor/kernels.h"
 
@@ -51,6 +53,7 @@ int Entry::add_slot(SlotKind kind, Tensor held_tensor) {
     slot_kinds.push_back(kind);
     held.push_back(std::move(held_tensor));
     slot_syms.emplace_back();
+    slot_views.emplace_back();
     return int(slot_kinds.size()) - 1;
 }
 
@@ -85,7 +88,26 @@ bool truth_value(const Tensor& t) {
     return v;
 }
 
-bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& results) {
+Tensor regenerate_view(const Entry& entry, int slot, std::span<const Tensor> slots, std::span<const int64_t> syms) {
+    const SlotView& v = entry.slot_views[size_t(slot)];
+    NoDispatchHook plain;
+    Tensor cur = slots[size_t(v.base)];
+    for (const SlotView::Step& st : v.chain) {
+        const Node& n = st.graph->nodes()[size_t(st.node)];
+        if (n.kind == NodeKind::detach) {
+            cur = cur.detach();
+            continue;
+        }
+        Attrs scratch;
+        std::optional<autograd::NoGradGuard> no_grad;
+        if (!n.grad_enabled) no_grad.emplace();
+        Tensor in[1] = {cur};
+        cur = dispatch_eager(n.op, in, st.graph->attrs(n, syms, scratch));
+    }
+    return cur;
+}
+
+bool program_run(const Entry& entry, const Args& args, std::span<const int64_t> syms, std::vector<Tensor>& results) {
     std::array<Tensor, 16> small;  // small programs: no allocation for the slots
     std::vector<Tensor> big(entry.held.size() > small.size() ? entry.held.size() : 0);
     std::span<Tensor> slots = big.empty() ? std::span<Tensor>(small.data(), entry.held.size()) : std::span<Tensor>(big);
@@ -97,13 +119,16 @@ bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& resu
     // Fast path for the common program, one graph whose outputs are fn's results in order:
     // the graph's result vector becomes `results` as is. The loop below does the same with a
     // copy through the slots and a second vector.
-    if (seg->is_return && seg->graph && seg->return_slots == seg->output_slots && seg->writeback_outputs.empty()) {
+    if (seg->is_return && seg->graph && seg->return_slots == seg->output_slots && seg->writeback_outputs.empty() &&
+        !entry.returns_views) {
         results = segment_call(*seg, slots);
         return true;
     }
     // Write-backs into the caller's tensors wait until the program has run to its end:
-    // a branch outcome with no child yet must leave nothing visible (fn is replayed).
+    // a branch outcome with no child yet must leave nothing visible (fn is replayed), and
+    // that includes the generator: the replay draws the same numbers again.
     std::vector<std::pair<int, Tensor>> written;  // slot, the caller's tensor
+    const RngState rng_at_start = get_rng_state();
     while (true) {
         if (seg->graph) {
             std::vector<Tensor> out = segment_call(*seg, slots);
@@ -117,14 +142,18 @@ bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& resu
         }
         if (seg->is_return) break;
         seg = seg->child(truth_value(slots[seg->escape_slot]) ? 1 : 0);
-        if (!seg) return false;
+        if (!seg) {
+            set_rng_state(rng_at_start);
+            return false;
+        }
     }
     for (auto& [s, caller] : written) {
         write_values(caller, slots[s]);
         slots[s] = caller;  // fn returning a mutated argument returns that tensor itself
     }
     results.clear();
-    for (int s : seg->return_slots) results.push_back(slots[s]);
+    for (int s : seg->return_slots)
+        results.push_back(entry.slot_views[size_t(s)].base >= 0 ? regenerate_view(entry, s, slots, syms) : slots[s]);
     return true;
 }
 

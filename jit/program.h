@@ -74,6 +74,19 @@ struct ValueGuard {
     int64_t value = 0;
 };
 
+// An output slot whose value is a view of an argument or lifted tensor (fn returned
+// x.slice(...), x.t() or x.detach() of an input, mutated or not). AOTAutograd's rule: the
+// result is regenerated as that view of the caller's tensor, so a later write to one shows
+// in the other, as in eager. The graph's own copy of the value is not returned.
+struct SlotView {
+    int base = -1;  // the argument/lifted slot viewed; -1: not a view of an input
+    struct Step {
+        std::shared_ptr<const Graph> graph;
+        int node;  // a view op (or detach) of `graph`, applied to the previous step's result
+    };
+    std::vector<Step> chain;
+};
+
 struct Entry {
     GuardSet guards;
     std::vector<ValueGuard> value_guards;
@@ -84,6 +97,8 @@ struct Entry {
     std::vector<SlotKind> slot_kinds;
     std::vector<Tensor> held;          // per slot: the lifted tensor (others undefined)
     std::vector<std::vector<int>> slot_syms;  // per slot: an earlier graph's output's symbols (others empty)
+    std::vector<SlotView> slot_views;  // per slot: a view of an input (output slots only)
+    bool returns_views = false;        // some return slot has a SlotView
     bool rerun = false;                // host code consumed a raw value: re-run fn every call
     std::vector<BreakInfo> breaks;     // in recording order
     int num_segments = 0;
@@ -97,7 +112,11 @@ struct Entry {
 
 // Runs the program of a non-rerun entry for a cache hit. Returns false (having done
 // nothing visible) when a branch outcome has no child yet: the caller replays fn.
-bool program_run(const Entry& entry, const Args& args, std::vector<Tensor>& results);
+bool program_run(const Entry& entry, const Args& args, std::span<const int64_t> syms, std::vector<Tensor>& results);
+
+// The view `slot` is of an input (entry.slot_views), applied to the tensor its base slot
+// holds now: the eager view ops, so strides and aliasing are eager's for this call's layout.
+Tensor regenerate_view(const Entry& entry, int slot, std::span<const Tensor> slots, std::span<const int64_t> syms);
 
 // The value of a one-element tensor as a condition (no escape report).
 bool truth_value(const Tensor& t);

@@ -108,7 +108,7 @@ Segment* Tracer::end_match(bool is_return, Escape kind, const std::vector<Tensor
                 for (const Tensor& a : st.aliases) bind(a, RefKind::slot, s);
         }
         rewind_rng();
-        adopt(*c, replay_inputs(*c), live);
+        adopt(*c, replay_inputs(*c), live, input_views(*c));
     }
     for (size_t i = 0; i < ts.size(); ++i)
         if (!resolve(ts[i])) bind(ts[i], RefKind::slot, is_return ? c->return_slots[i] : c->escape_slot);

@@ -1,6 +1,7 @@
 // The tracer's state while fn runs (jit/tracer.cpp records, jit/tracer_replay.cpp replays
 // and checks a recorded program). Internal to jit/: include jit/tracer.h instead.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -478,12 +479,13 @@ class Tracer final : public DispatchHook {
             for (int id : outs) live.push_back(Tensor(node_out_[id].lock()));
             compile_into(*seg, outs);
             rewind_rng();
-            adopt(*seg, in_examples_, live);
+            adopt(*seg, in_examples_, live, input_views(*seg));
         }
         for (const Tensor& t : ts) {
             if (is_return) seg->return_slots.push_back(slot_of(t));
             else seg->escape_slot = slot_of(t);
         }
+        for (int s : seg->return_slots) e_.returns_views = e_.returns_views || e_.slot_views[size_t(s)].base >= 0;
         if (brk) {
             seg->brk = *brk;
             e_.breaks.push_back(*brk);
@@ -512,6 +514,7 @@ class Tracer final : public DispatchHook {
             } else {
                 s = e_.add_slot(SlotKind::output);
                 e_.slot_syms[s] = seg.graph->nodes()[seg.graph->outputs()[j]].meta.sym;
+                e_.slot_views[size_t(s)] = input_view(seg, int(j));
             }
             seg.output_slots.push_back(s);
             bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
@@ -522,6 +525,41 @@ class Tracer final : public DispatchHook {
         log_event("graphs", "compiled " + title + ":\n" + seg.graph->str());
         debug_dump(title + ".txt", seg.graph->str() + "\n" + seg.graph->tabular());
         debug_dump(title + ".dot", seg.graph->to_dot());
+    }
+
+    // Output j of `seg` as a view of an input: a chain of view ops (or detach) from an
+    // argument or lifted slot, from a value an in-place op wrote into one, or from an
+    // earlier output that is itself such a view. None (base -1) otherwise.
+    SlotView input_view(const Segment& seg, int j) const {
+        const Graph& g = *seg.graph;
+        int node = g.outputs()[size_t(j)];
+        auto is_view = [&](const Node& n) {
+            return n.kind == NodeKind::detach || (n.kind == NodeKind::call && op_info(n.op).kind == OpKind::view);
+        };
+        std::vector<SlotView::Step> chain;
+        for (; is_view(g.nodes()[size_t(node)]); node = g.nodes()[size_t(node)].args[0]) chain.push_back({seg.graph, node});
+        if (chain.empty()) return {};
+        std::reverse(chain.begin(), chain.end());
+        SlotView v;
+        if (node < g.num_inputs()) {
+            int slot = seg.input_slots[size_t(node)];
+            if (e_.slot_kinds[size_t(slot)] == SlotKind::output) v = e_.slot_views[size_t(slot)];  // a view of a view
+            else v.base = slot;
+        } else {
+            for (const Segment::Assign& a : seg.assigns)
+                if (a.value_node == node && a.target_slot >= 0 && e_.slot_kinds[size_t(a.target_slot)] != SlotKind::output)
+                    v.base = a.target_slot;
+        }
+        if (v.base < 0) return {};
+        v.chain.insert(v.chain.end(), chain.begin(), chain.end());
+        return v;
+    }
+    // Per output of `seg`: whether it is a view of an input (the eager tensor stays as is).
+    std::vector<bool> input_views(const Segment& seg) const {
+        std::vector<bool> out;
+        for (size_t j = 0; j < seg.output_slots.size(); ++j)
+            out.push_back(!seg.is_writeback(int(j)) && e_.slot_views[size_t(seg.output_slots[j])].base >= 0);
+        return out;
     }
 
     Segment* graft(std::unique_ptr<Segment> seg) {
@@ -535,7 +573,10 @@ class Tracer final : public DispatchHook {
     // The segment's compiled code runs, and the tensors user code holds take on its
     // results (storage and autograd history): what the host sees is the compiled result.
     // A write-back output is copied into the mutated tensor's own storage instead.
-    static void adopt(const Segment& seg, std::span<const Tensor> inputs, const std::vector<Tensor>& live) {
+    // An output that is a view of an input keeps the eager view user code holds (its values
+    // are the input's, written by the eager in-place ops): `views`.
+    static void adopt(const Segment& seg, std::span<const Tensor> inputs, const std::vector<Tensor>& live,
+                      const std::vector<bool>& views) {
         std::vector<Tensor> outs;
         {
             NoDispatchHook plain;  // the compiled code's own ops are not recorded
@@ -552,6 +593,7 @@ class Tracer final : public DispatchHook {
                 write_values(live[j], outs[j]);
                 continue;
             }
+            if (views[j]) continue;
             dst.storage = src.storage;
             dst.strides = src.strides;
             dst.offset = src.offset;

@@ -16,6 +16,23 @@ namespace {
 
 size_t meta_bytes(const ValueMeta& m) { return size_t(shape_numel(m.shape)) * dtype_bytes(m.dtype); }
 
+// Every random op runs in the forward, its result used or not: each draw moves the
+// generator, and the call must leave it where eager leaves it.
+void keep_random_ops(const Graph& g, std::vector<bool>& in_forward) {
+    const auto& nodes = g.nodes();
+    for (size_t i = in_forward.size(); i-- > 0;) {
+        const Node& n = nodes[i];
+        bool random = n.kind == NodeKind::call && op_info(n.op).kind == OpKind::random;
+        if (random) in_forward[i] = true;
+        if (in_forward[i] && random)
+            for (int a : n.args) in_forward[size_t(a)] = true;
+    }
+    // The inputs of what was added, transitively (nodes are in topological order).
+    for (size_t i = in_forward.size(); i-- > 0;)
+        if (in_forward[i])
+            for (int a : nodes[i].args) in_forward[size_t(a)] = true;
+}
+
 std::vector<PartitionNode> partition_input(const JointGraph& j) {
     const auto& nodes = j.graph->nodes();
     std::vector<PartitionNode> pn(nodes.size() - 1);  // all but the output node
@@ -161,6 +178,7 @@ AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
     const JointGraph& j = p.joint;
     const Graph& g = *j.graph;
     Partition part = partition(partition_input(j));
+    keep_random_ops(g, part.in_forward);
 
     GraphBuilder fb;
     std::vector<int> fids(g.nodes().size(), -1);

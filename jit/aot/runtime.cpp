@@ -99,6 +99,12 @@ std::shared_ptr<Compiled> compiled_for(State& s, std::span<const Tensor> inputs)
     std::lock_guard lock(s.mu);
     auto& c = s.compiled[key];
     if (!c) {
+        // Planning runs the forward's ops on the inputs to trace the derivative formulas:
+        // its random ops must not draw, the compiled forward draws what eager drew.
+        struct KeepRng {
+            RngState at = get_rng_state();
+            ~KeepRng() { set_rng_state(at); }
+        } keep_rng;
         c = std::make_shared<Compiled>();
         c->plan = plan(*s.graph, inputs);
         c->inner = s.inner;
