@@ -33,13 +33,17 @@ test: build
 	  n=$$((n + c)); done; \
 	  echo "kiln: $$n test cases passed"
 
-# Random programs, compiled vs eager (in-place ops, breaks, item(), dynamic shapes,
-# backward): prints "programs N, mismatches M". N programs per backend (eager, aot_eager;
-# N/10 under inductor).
+# Random programs, compiled vs eager, from two generators (tests/jit/test_differential.cpp:
+# in-place ops, breaks, item(), dynamic shapes, backward; test_differential_wide.cpp: random
+# streams across breaks, argument layouts, dtypes and casts, where, broadcasting, long rows,
+# returned arguments, five calls each): prints "programs N, mismatches M" per suite. N
+# programs per backend (eager, aot_eager; N/10 under inductor). DEVICE=cuda on a GPU machine.
 N ?= 1000
 SEED ?= 0
+DEVICE ?= cpu
 fuzz: build
-	cd $(BUILD) && KILN_FUZZ_PROGRAMS=$(N) KILN_FUZZ_SEED=$(SEED) KILN_CACHE_DIR=$$PWD/kernel-cache ./test_jit --run_test=jit_differential --log_level=message
+	cd $(BUILD) && KILN_FUZZ_PROGRAMS=$(N) KILN_FUZZ_SEED=$(SEED) KILN_FUZZ_DEVICE=$(DEVICE) KILN_CACHE_DIR=$$PWD/kernel-cache \
+	  ./test_jit --run_test=jit_differential:jit_differential_wide --log_level=message
 
 # The lessons of tutorials/ (tutorials/README.md), built alone and run in order; demo-all
 # adds lesson 08, the timed eager-vs-compiled MLP (N_ITERS = 10).

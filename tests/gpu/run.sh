@@ -31,5 +31,13 @@ echo "== GPU: $(nvidia-smi -L 2>/dev/null | head -1 || echo none)"
 KILN_CACHE_DIR="$build/kernel-cache" ctest -j "$(nproc)" --output-on-failure > ctest.log 2>&1 && rc=0 || rc=$?
 grep -E "tests passed|Total Test time|\(Failed\)|\(Timeout\)|\(Subprocess" ctest.log || true
 [ $rc -eq 0 ] || grep -B5 -A40 "\*\*\*Failed\|error:" ctest.log | head -150
+# The wide differential tester on CUDA tensors (KILN_GPU_FUZZ programs per backend; 0: skip).
+fuzz_n=${KILN_GPU_FUZZ:-300}
+if [ "$fuzz_n" -gt 0 ]; then
+  KILN_FUZZ_DEVICE=cuda KILN_FUZZ_PROGRAMS=$fuzz_n KILN_CACHE_DIR="$build/kernel-cache" \
+    ./test_jit --run_test=jit_differential_wide --log_level=message > fuzz-cuda.log 2>&1 && frc=0 || frc=$?
+  grep -E "jit differential|error" fuzz-cuda.log | head -20
+  [ $frc -eq 0 ] || rc=$frc
+fi
 echo "== build $((built - start)) s, tests $(( $(date +%s) - built )) s, ctest exit $rc"
 exit $rc

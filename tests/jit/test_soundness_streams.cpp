@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(random_ops_with_grad_draw_once_on_the_recording_call) {
 // after a break, on hits too.
 BOOST_AUTO_TEST_CASE(unused_random_results_still_draw) {
     auto f = [](Tensor x) {
-        Tensor unused = randn({7});
+        Tensor unused = randn({7}) * x.sum();
         Tensor y = x * 2;
         if (y.sum() > 0) y = y + 1;
         Tensor unused2 = rand({3, 3});
@@ -94,7 +94,10 @@ BOOST_AUTO_TEST_CASE(unused_random_results_still_draw) {
         jit::reset();
         manual_seed(3);
         auto c = compile(f, {.backend = backend});
-        for (int i = 0; i < 3; ++i) check_call(f, c, ones({4}) * (i == 1 ? -1.0 : 1.0), (std::string(backend) + " call " + std::to_string(i)).c_str());
+        for (int i = 0; i < 3; ++i)
+            for (bool grad : {false, true})
+                check_call(f, c, (ones({4}) * (i == 1 ? -1.0 : 1.0)).requires_grad_(grad),
+                           (std::string(backend) + " call " + std::to_string(i) + (grad ? " grad" : "")).c_str());
     }
 }
 
@@ -128,6 +131,35 @@ BOOST_AUTO_TEST_CASE(outputs_that_alias_arguments_stay_aliases) {
                 Tensor r3 = c3(z);
                 z.fill_(-2);
                 BOOST_CHECK(same(r3, full({3, 4}, -2)));
+            }
+        }
+    }
+}
+
+// Class 2: an int64 cast carries no gradient (PyTorch never lets an integer tensor require
+// grad), so a float result rebuilt from it adds nothing to x's gradient, eager or compiled.
+BOOST_AUTO_TEST_CASE(int_casts_carry_no_gradient_beside_a_broadcast_where) {
+    auto f = [](Tensor x) {
+        Tensor i = x.to(int64);
+        return where(i > 0.0, x, x.sum({0}, true)) + i.to(float64);
+    };
+    auto reference = [](Tensor x) {  // the same function with the cast's values as constants
+        Tensor i = x.detach().to(int64);
+        return where(i > 0.0, x, x.sum({0}, true)) + i.to(float64);
+    };
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto c = compile(f, {.backend = backend});
+        for (int call = 0; call < 3; ++call) {
+            Tensor v = (randn({4, 5}) * 3).to(float64);
+            Tensor xr = v.clone().requires_grad_(), xe = v.clone().requires_grad_(), xc = v.clone().requires_grad_();
+            BOOST_TEST_CONTEXT(backend << " call " << call) {
+                BOOST_CHECK(!xe.to(int64).requires_grad());
+                reference(xr).sum().backward();
+                f(xe).sum().backward();
+                c(xc).sum().backward();
+                BOOST_CHECK(same(xe.grad(), xr.grad()));
+                BOOST_CHECK(same(xc.grad(), xr.grad()));
             }
         }
     }
