@@ -132,7 +132,8 @@ BOOST_AUTO_TEST_CASE(int64_and_bool_results_never_require_grad) {
         {"float from bool", where(x > 0.0, 1.0, zeros_like(x).detach())},
     };
     for (int i = 0; i < kOpCount; ++i)
-        if (op_info(OpId(i)).kind == OpKind::pointwise && op_info(OpId(i)).math && !op_info(OpId(i)).backward)
+        if (op_info(OpId(i)).kind == OpKind::pointwise && op_info(OpId(i)).math &&
+            !op_info(OpId(i)).backward)
             results.push_back({op_info(OpId(i)).name, dispatch(OpId(i), {x, x * 2.0})});
     BOOST_TEST(results.size() > 10u);  // the table's compares were found
     for (const auto& [what, t] : results) {

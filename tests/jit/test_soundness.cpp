@@ -258,7 +258,8 @@ BOOST_AUTO_TEST_CASE(first_call_gradients_with_shared_outputs_and_breaks) {
 BOOST_AUTO_TEST_CASE(int64_and_bool_outputs_never_require_grad) {
     auto f = [](Tensor x) {
         Tensor i = x.to(int64), b = x > 0.0;
-        return std::vector<Tensor>{i, b, argmax(x, 1), i.to(float32) * 2.0, where(b, x, x * 3.0), b.to(float32) + i};
+        return std::vector<Tensor>{
+            i, b, argmax(x, 1), i.to(float32) * 2.0, where(b, x, x * 3.0), b.to(float32) + i};
     };
     for (const char* backend : kBackends) {
         jit::reset();
