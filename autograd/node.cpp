@@ -36,6 +36,8 @@ Edge edge_to(const Tensor& t) {
 }
 
 void set_history(const Tensor& out, std::shared_ptr<Node> node, int output_nr) {
+    // As in PyTorch, an int64 or bool tensor never requires grad, so it has no history.
+    if (!is_floating(out.dtype())) return;
     out.impl()->grad_fn = std::move(node);
     out.impl()->output_nr = output_nr;
     out.impl()->requires_grad = true;
@@ -109,7 +111,7 @@ bool scalar_form_reads(OpId op, bool scalar_left, std::string_view name) {
 
 void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out) {
     const OpInfo& info = op_info(op);
-    if (!grad_enabled() || !info.backward) return;
+    if (!grad_enabled() || !info.backward || !is_floating(out.dtype())) return;
     bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });
     if (!any) return;
     auto node = std::make_shared<OpNode>();

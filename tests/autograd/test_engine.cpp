@@ -116,6 +116,37 @@ BOOST_AUTO_TEST_CASE(requires_grad_on_integers_is_an_error) {
     BOOST_CHECK_THROW(zeros({2}, {.dtype = int64, .requires_grad = true}), Error);
 }
 
+// PyTorch never lets an int64 or bool tensor require grad, so a result of that dtype from an
+// input that requires grad has no history: every compare of the table, casts, argmax/argmin,
+// a sum of bools. Float results computed from it do not require grad either.
+BOOST_AUTO_TEST_CASE(int64_and_bool_results_never_require_grad) {
+    Tensor x = randn({3, 4}, {.requires_grad = true});
+    std::vector<std::pair<std::string, Tensor>> results = {
+        {"to(int64)", x.to(int64)},
+        {"to(bool)", x.to(DType::boolean)},
+        {"argmax", argmax(x, 1)},
+        {"argmin", argmin(x)},
+        {"sum of a compare", (x > 0.0).sum()},
+        {"int64 arithmetic", x.to(int64) * 2},
+        {"float from int64", x.to(int64).to(float32)},
+        {"float from bool", where(x > 0.0, 1.0, zeros_like(x).detach())},
+    };
+    for (int i = 0; i < kOpCount; ++i)
+        if (op_info(OpId(i)).kind == OpKind::pointwise && op_info(OpId(i)).math &&
+            !op_info(OpId(i)).backward)
+            results.push_back({op_info(OpId(i)).name, dispatch(OpId(i), {x, x * 2.0})});
+    BOOST_TEST(results.size() > 10u);  // the table's compares were found
+    for (const auto& [what, t] : results) {
+        BOOST_TEST_CONTEXT(what) {
+            BOOST_TEST(!t.requires_grad());
+            BOOST_TEST(!t.grad_fn());
+        }
+    }
+    // The float path next to an int cast still carries the gradient, once.
+    (x.to(int64).to(float32) + x * 3.0).sum().backward();
+    BOOST_TEST(allclose(x.grad(), full({3, 4}, 3.0)));
+}
+
 BOOST_AUTO_TEST_CASE(leaf_gradient_keeps_the_leaf_dtype_and_shape) {
     Tensor x = randn({3, 1}, {.requires_grad = true});
     (x.to(float64) * ones({3, 4}, {.dtype = float64})).sum().backward();

@@ -253,6 +253,37 @@ BOOST_AUTO_TEST_CASE(first_call_gradients_with_shared_outputs_and_breaks) {
     }
 }
 
+// Issue 32 item 5: int64 and bool results (casts, compares, argmax) never require grad, as
+// in eager and PyTorch; float results next to them get eager's requires_grad and gradient.
+BOOST_AUTO_TEST_CASE(int64_and_bool_outputs_never_require_grad) {
+    auto f = [](Tensor x) {
+        Tensor i = x.to(int64), b = x > 0.0;
+        return std::vector<Tensor>{
+            i, b, argmax(x, 1), i.to(float32) * 2.0, where(b, x, x * 3.0), b.to(float32) + i};
+    };
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto c = compile(f, {.backend = backend});
+        for (int call = 0; call < 2; ++call) {
+            Tensor x = randn({3, 4}, {.requires_grad = true}), xe = copy_of(x);
+            std::vector<Tensor> got = c(x), want = f(xe);
+            BOOST_TEST_REQUIRE(got.size() == want.size());
+            for (size_t k = 0; k < got.size(); ++k) {
+                BOOST_TEST_CONTEXT(backend << " call " << call << " output " << k) {
+                    BOOST_TEST(got[k].requires_grad() == want[k].requires_grad());
+                    BOOST_TEST(bool(got[k].grad_fn()) == bool(want[k].grad_fn()));
+                    BOOST_TEST(same(got[k].detach(), want[k].detach()));
+                }
+            }
+            BOOST_TEST(!want[0].requires_grad());
+            BOOST_TEST(want[4].requires_grad());
+            (got[3].sum() + got[4].sum()).backward();
+            (want[3].sum() + want[4].sum()).backward();
+            BOOST_TEST_CONTEXT(backend << " call " << call) BOOST_TEST(same(x.grad(), xe.grad()));
+        }
+    }
+}
+
 // Class 7: random ops draw what eager draws, call for call, from the same seed.
 BOOST_AUTO_TEST_CASE(random_streams_match_eager_call_for_call) {
     auto f = [](Tensor x) { return x + rand({4}) + randn({4}); };
