@@ -127,6 +127,63 @@ inline void outputs_that_alias_arguments_stay_aliases(Device dev, const CompileO
     }
 }
 
+// Class 4, harder: views returned across a break, of a captured tensor, from a re-run
+// entry (item()), detached, and under dynamic sizes (the view's sizes are symbolic).
+inline void aliased_outputs_across_breaks_captures_reruns_and_sizes(Device dev, const CompileOptions& options) {
+    Tensor w = randn({3, 4}).to(dev);
+    auto across_break = [](Tensor x) {
+        Tensor v = x.transpose(0, 1);
+        if (x.sum() > 0) x.add_(ones_like(x));
+        return v;
+    };
+    auto of_capture = [w](Tensor x) { return std::make_tuple(w.slice(1, 1, 3), x * 2); };
+    auto rerun = [](Tensor x) {
+        double m = x.amax().item<double>();
+        x.mul_(m > 0 ? 2.0 : 3.0);
+        return x.slice(0, 0, 1);
+    };
+    auto detached = [](Tensor x) { return x.detach(); };
+    auto reshaped = [](Tensor x) {
+        x.add_(ones_like(x));
+        return x.reshape({-1});
+    };
+    jit::reset();
+    CompileOptions dynamic = options;
+    dynamic.dynamic = jit::Dynamic::always;
+    auto c1 = compile(across_break, options);
+    auto c2 = compile(of_capture, options);
+    auto c3 = compile(rerun, options);
+    auto c4 = compile(detached, options);
+    auto c5 = compile(reshaped, dynamic);
+    for (int call = 0; call < 4; ++call) {
+        BOOST_TEST_CONTEXT(label(options, "call " + std::to_string(call))) {
+            double sign = call % 2 ? -1.0 : 1.0;
+            Tensor x = (rand({3, 4}) + 0.5).to(dev) * sign, xe = x.clone();
+            Tensor v = c1(x), ve = across_break(xe);
+            BOOST_CHECK(same(v, ve) && same(x, xe));
+            x.fill_(7);
+            BOOST_CHECK(same(v, full({4, 3}, 7)));
+            auto [wv, twice] = c2(x);
+            w.fill_(call);
+            BOOST_CHECK(same(wv, full({3, 2}, call)));
+            Tensor y = (rand({2, 4}) + 0.5).to(dev) * sign, ye = y.clone();
+            Tensor r = c3(y), re = rerun(ye);
+            BOOST_CHECK(same(r, re) && same(y, ye));
+            y.fill_(-1);
+            BOOST_CHECK(same(r, full({1, 4}, -1)));
+            Tensor d = c4(y);
+            BOOST_CHECK(!d.requires_grad());
+            y.fill_(4);
+            BOOST_CHECK(same(d, full({2, 4}, 4)));
+            Tensor z = randn({call + 2, 3}).to(dev), ze = z.clone();
+            Tensor flat = c5(z), flat_e = reshaped(ze);
+            BOOST_CHECK(same(flat, flat_e));
+            z.fill_(9);
+            BOOST_CHECK(same(flat, full({(call + 2) * 3}, 9)));
+        }
+    }
+}
+
 // Class 2: an int64 cast carries no gradient (PyTorch never lets an integer tensor require
 // grad), so a float result rebuilt from it adds nothing to x's gradient, eager or compiled.
 inline void int_casts_carry_no_gradient_beside_a_broadcast_where(Device dev, const CompileOptions& options) {
