@@ -209,6 +209,18 @@ static std::string kernel_include_dir() {
     return KILN_INSTALL_INCLUDE_DIR;
 }
 
+std::shared_ptr<CompiledLibrary> build_cpu_library(const std::string& source, const CpuCompileOptions& options) {
+    BuildOptions build;
+    build.include_dirs = {kernel_include_dir()};
+    build.extra_flags = options.extra_flags;
+    return build_library(source, build);
+}
+
+CompiledCpuGraph build_cpu(Schedule schedule, std::string source, const CpuCompileOptions& options) {
+    std::shared_ptr<CompiledLibrary> library = build_cpu_library(source, options);
+    return CompiledCpuGraph(std::move(schedule), std::move(source), std::move(library));
+}
+
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options) {
     std::vector<Schedule> schedules;
     std::vector<const Schedule*> pointers;
@@ -218,10 +230,7 @@ std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs
     }
     for (const Schedule& s : schedules) pointers.push_back(&s);
     std::string source = emit(pointers);
-    BuildOptions build;
-    build.include_dirs = {kernel_include_dir()};
-    build.extra_flags = options.extra_flags;
-    std::shared_ptr<CompiledLibrary> library = build_library(source, build);
+    std::shared_ptr<CompiledLibrary> library = build_cpu_library(source, options);
     std::vector<CompiledCpuGraph> compiled;
     for (Schedule& s : schedules) compiled.emplace_back(std::move(s), source, library);
     return compiled;

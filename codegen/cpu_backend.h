@@ -45,6 +45,10 @@ class CompiledCpuGraph {
 };
 
 CompiledCpuGraph compile_cpu(const LGraph& graph, const CpuCompileOptions& options = {});
+// The build stage alone, for a schedule already made and emitted (the inductor's pipeline
+// plans each graph once): compiler or disk cache, then load.
+CompiledCpuGraph build_cpu(Schedule schedule, std::string source, const CpuCompileOptions& options = {});
+std::shared_ptr<CompiledLibrary> build_cpu_library(const std::string& source, const CpuCompileOptions& options = {});
 // Several graphs in ONE translation unit and one compiler call (the compiler's start-up
 // and headers dominate small kernels' build time).
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options = {});

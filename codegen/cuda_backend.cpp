@@ -249,4 +249,9 @@ std::vector<CompiledCudaGraph> compile_cuda_many(const std::vector<LGraph>& grap
 
 CompiledCudaGraph compile_cuda(const LGraph& graph) { return std::move(compile_cuda_many({graph}).front()); }
 
+CompiledCudaGraph build_cuda(Schedule schedule, std::string source) {
+    cuda::detail::require("compiling a graph for CUDA");
+    return CompiledCudaGraph(std::move(schedule), std::move(source));
+}
+
 }  // namespace kiln::codegen

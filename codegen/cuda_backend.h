@@ -87,6 +87,8 @@ CudaGraphStats cuda_graph_stats();  // totals since process start
 // is built for its sm_XX); without one, raises naming what is missing.
 std::vector<CompiledCudaGraph> compile_cuda_many(const std::vector<LGraph>& graphs);
 CompiledCudaGraph compile_cuda(const LGraph& graph);
+// The build stage alone, for a schedule already made and emitted (NVRTC or the cubin cache).
+CompiledCudaGraph build_cuda(Schedule schedule, std::string source);
 
 // The schedules and the translation unit compile_cuda_many would build, without building:
 // for compile-only tests (NVRTC needs no GPU) and :code.

@@ -195,9 +195,17 @@ int count_generated(const Schedule& s) {
     return n;
 }
 
-// Lowers and schedules `graph`; on success fills info.schedule/source and returns the
-// LGraph, else sets info.why_interpreted.
-std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& info) {
+// What plan_graph made of a graph, handed to the build as is: each stage runs once.
+struct Plan {
+    Schedule schedule;
+    std::string source;
+    Device device;
+};
+
+// The pipeline up to the source: lower -> fuse_conv -> schedule (with its epilogues) ->
+// emit. On success fills info.schedule/source and returns the plan, else sets
+// info.why_interpreted.
+std::optional<Plan> plan_graph(const jit::Graph& graph, CompiledGraphInfo& info) {
     Lowered lowered = lower(graph);
     if (!lowered.graph) {
         info.why_interpreted = lowered.why_not;
@@ -220,19 +228,20 @@ std::optional<LGraph> plan_graph(const jit::Graph& graph, CompiledGraphInfo& inf
         info.cuda = lowered.graph->device.type == DeviceType::cuda;
         if (info.cuda) {  // NVRTC builds it: no C++ compiler needed
             info.source = emit_cuda(s);
-            return std::move(lowered.graph);
+        } else {
+            if (std::string problem = compiler_problem(); !problem.empty()) {
+                warn_compiler_problem(problem);
+                info.why_interpreted = problem;
+                return std::nullopt;
+            }
+            info.source = emit(s);
         }
-        if (std::string problem = compiler_problem(); !problem.empty()) {
-            warn_compiler_problem(problem);
-            info.why_interpreted = problem;
-            return std::nullopt;
-        }
-        info.source = emit(s);
+        Device device = lowered.graph->device;
+        return Plan{std::move(s), info.source, device};
     } catch (const Error& e) {
         info.why_interpreted = std::string("the scheduler refused it: ") + e.what();
         return std::nullopt;
     }
-    return std::move(lowered.graph);
 }
 
 void dump(const CompiledGraphInfo& info) {
@@ -263,8 +272,8 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
     CompiledGraphInfo info;
     info.id = next_graph_id();
     info.graph = graph->str();
-    std::optional<LGraph> lgraph = plan_graph(*graph, info);
-    info.interpreted = !lgraph;
+    std::optional<Plan> plan = plan_graph(*graph, info);
+    info.interpreted = !plan;
     record(owner, info);
     dump(info);
     for (const std::string& f : info.fallbacks)  // explain lists them under the graph the backend received
@@ -273,26 +282,27 @@ jit::CompiledFn compile_graph(const jit::Graph* owner, std::shared_ptr<const jit
         if (f.find(": not fused") != std::string::npos)
             jit::add_backend_note(
                 owner, "inductor graph " + std::to_string(info.id) + ": conv epilogue of " + f);
-    if (!lgraph) {
+    if (!plan) {
         ++stats().graphs_interpreted;
         return interpreted(std::move(graph));
     }
     auto state = std::make_shared<BuildState>();
     state->graph = graph;
     state->reduce_overhead = reduce_overhead;
-    auto build = [state, owner, info, lgraph = std::move(*lgraph)]() mutable {
+    auto build = [state, owner, info, plan = std::move(*plan)]() mutable {
         int64_t timeouts_before = toolchain_stats().compiler_timeouts;
         try {
             auto start = std::chrono::steady_clock::now();
-            if (lgraph.device.type == DeviceType::cuda) {
-                state->cuda.emplace(compile_cuda(lgraph));
+            size_t nodes = plan.schedule.graph.nodes.size();
+            if (plan.device.type == DeviceType::cuda) {
+                state->cuda.emplace(build_cuda(std::move(plan.schedule), std::move(plan.source)));
                 if (state->reduce_overhead) state->replay = std::make_unique<CudaGraphReplay>(*state->cuda);
             }
-            else state->compiled.emplace(compile_cpu(lgraph));
+            else state->compiled.emplace(build_cpu(std::move(plan.schedule), std::move(plan.source)));
             if (log_enabled("compile"))
-                log_event("compile", "inductor graph " + std::to_string(info.id) + ": " + std::to_string(lgraph.nodes.size()) +
+                log_event("compile", "inductor graph " + std::to_string(info.id) + ": " + std::to_string(nodes) +
                                          " nodes, kernels ready in " + milliseconds_since(start) +
-                                         " (schedule, emit, kernel cache or compiler, load)");
+                                         " (kernel cache or compiler, load)");
             ++stats().builds;
             state->ready.store(true, std::memory_order_release);
         } catch (const Error& e) {  // say so, keep running
