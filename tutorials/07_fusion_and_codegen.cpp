@@ -140,7 +140,7 @@ void cuda_part(Check& check, Backend watched_inductor, const jit::Graph*& graph)
         std::printf("reduce-overhead call %d (%s): captures so far %lld, replays so far %lld\n",
                     call, phases[call - 1].c_str(), captures, replays);
         phases_right = phases_right && captures == (call >= 2) && replays == std::max(0, call - 1);
-        results_right = results_right && allclose(r.cpu(), expected, 1e-4, 1e-5);
+        results_right = results_right && allclose(r.cpu(), expected, 1e-3, 1e-4);
     }
     check(phases_right, "call 1 warms up, call 2 captures and replays, calls 3 and 4 replay");
     check(results_right, "every reduce-overhead call equals eager on the CPU");
