@@ -46,7 +46,8 @@ fuzz: build
 	  ./test_jit --run_test=jit_differential:jit_differential_wide --log_level=message
 
 # The lessons of tutorials/ (tutorials/README.md), built alone and run in order; demo-all
-# adds lesson 08, the timed eager-vs-compiled MLP (N_ITERS = 10).
+# adds lesson 08, the timed eager-vs-compiled MLP (N_ITERS = 10), lesson 09 (ResNet-18 and
+# the GPT decoder, small sizes) and lesson 10 (the compiler's passes).
 LESSONS := 00_eager 01_jit_basics 02_graph_capture 03_graph_breaks 04_vs_tracing 05_dynamic_shapes \
            06_aot_autograd 07_fusion_and_codegen
 demo: deps $(BUILD)/Makefile
@@ -54,8 +55,8 @@ demo: deps $(BUILD)/Makefile
 	@for l in $(LESSONS); do echo "==== lesson $$l"; $(BUILD)/tutorial_$$l || exit 1; done
 
 demo-all: demo
-	cmake --build $(BUILD) -j $(JOBS) --target tutorial_08_speedups
-	@echo "==== lesson 08_speedups"; $(BUILD)/tutorial_08_speedups
+	cmake --build $(BUILD) -j $(JOBS) --target tutorial_08_speedups tutorial_09_real_models tutorial_10_compiler_passes
+	@for l in 08_speedups 09_real_models 10_compiler_passes; do echo "==== lesson $$l"; $(BUILD)/tutorial_$$l || exit 1; done
 
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b; done

@@ -3,7 +3,9 @@
 // Mirrors "Introduction to torch.compile", section "Comparison to TorchScript and FX
 // Tracing" (f1, f2, f3). jit::trace is kiln's TorchScript trace: it runs fn once and
 // keeps the one path it took, with no guards. export_graph is kiln's stand-in for FX's
-// symbolic_trace: it refuses what it cannot put in one graph.
+// symbolic_trace: it refuses what it cannot put in one graph. FX's symbolic_trace with
+// concrete_args fixes some arguments to values; in C++ that is a lambda that binds them,
+// traced over the rest.
 //
 // Build and run: make demo, or build/tutorial_04_vs_tracing (tutorials/README.md).
 #include <cmath>
@@ -75,6 +77,16 @@ int main() {
     } catch (const Error& e) {
         std::cout << "export_graph(f1) raised: " << std::string(e.what()).substr(0, 100) << "...\n";
     }
+
+    // torch.fx.symbolic_trace(f1, concrete_args={"x": inp1}): x is no longer an input but
+    // the value inp1, so the if is decided while tracing and the graph keeps one branch.
+    // The C++ equivalent binds x in a lambda and traces over y alone; like FX's result,
+    // the traced function still takes x and ignores it. Right on inp1, wrong on -inp1.
+    auto fx_trace = jit::trace([&](Tensor y) { return f1(inp1, y); }, inp2);
+    auto fx_f1 = [&](Tensor, Tensor y) { return fx_trace(y); };
+    bool fx11 = test_fns(f1, fx_f1, inp1, inp2), fx12 = test_fns(f1, fx_f1, -inp1, inp2);
+    std::cout << "fx 1, 1: " << fx11 << "\nfx 1, 2: " << fx12 << "\n";
+    check(fx11 && !fx12, "concrete_args bakes x's branch in: right on inp1, wrong on -inp1");
 
     // compile breaks the graph at the if and guards the outcome (lesson 03): right on both.
     jit::reset();

@@ -7,9 +7,14 @@ foreach(src ${kiln_tutorials})
   if(name STREQUAL "08_speedups")
     set(args "--iters;2")  # make demo-all runs it with N_ITERS = 10
   endif()
+  # Lessons with a GPU part also have expected/NN_name.cuda.txt (check_lesson.cmake).
+  set(cuda_expected "")
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/${name}.cuda.txt)
+    set(cuda_expected -DEXPECTED_CUDA=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/${name}.cuda.txt)
+  endif()
   add_test(NAME tutorial.${name}
            COMMAND ${CMAKE_COMMAND} -DLESSON=$<TARGET_FILE:tutorial_${name}> "-DARGS=${args}"
-                   -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/${name}.txt
+                   -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/${name}.txt ${cuda_expected}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
   set_tests_properties(tutorial.${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV}")
 endforeach()
@@ -24,6 +29,23 @@ add_test(NAME tutorial.checker_rejects_failed_exit
          COMMAND ${CMAKE_COMMAND} -DLESSON=${CMAKE_COMMAND} "-DARGS=-E;false"
                  -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/01_jit_basics.txt
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+# A lesson with a GPU part: without the "not available" line the CUDA file applies; with
+# it and KILN_REQUIRE_GPU=1 (tests/gpu/run.sh) the lesson fails.
+add_test(NAME tutorial.checker_uses_cuda_file_on_a_gpu
+         COMMAND ${CMAKE_COMMAND} -DLESSON=${CMAKE_COMMAND} "-DARGS=-E;echo;lesson 07: all checks passed"
+                 -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/07_fusion_and_codegen.txt
+                 -DEXPECTED_CUDA=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/07_fusion_and_codegen.cuda.txt
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+add_test(NAME tutorial.checker_requires_gpu_when_asked
+         COMMAND ${CMAKE_COMMAND} -E env KILN_REQUIRE_GPU=1
+                 ${CMAKE_COMMAND} -DLESSON=${CMAKE_COMMAND} "-DARGS=-E;echo;CUDA: not available here (no GPU)"
+                 -DEXPECTED=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/07_fusion_and_codegen.txt
+                 -DEXPECTED_CUDA=${CMAKE_CURRENT_SOURCE_DIR}/tutorials/expected/07_fusion_and_codegen.cuda.txt
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/check_lesson.cmake)
+set_tests_properties(tutorial.checker_uses_cuda_file_on_a_gpu PROPERTIES
+                     PASS_REGULAR_EXPRESSION "07_fusion_and_codegen\\.cuda\\.txt")
+set_tests_properties(tutorial.checker_requires_gpu_when_asked PROPERTIES
+                     PASS_REGULAR_EXPRESSION "found[ \n]+no[ \n]+usable[ \n]+GPU")
 # (CMake wraps long messages, so the words may be split by a newline.)
 set_tests_properties(tutorial.checker_rejects_missing_output PROPERTIES
                      PASS_REGULAR_EXPRESSION "expected[ \n]+output[ \n]+line[ \n]+not[ \n]+found")

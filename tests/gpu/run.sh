@@ -28,8 +28,12 @@ built=$(date +%s)
 cd "$build"
 echo "== GPU: $(nvidia-smi -L 2>/dev/null | head -1 || echo none)"
 ./test_cuda --log_level=message 2>&1 | grep -E "^cuda:|error|failure|No errors" | head -40 || true
-KILN_CACHE_DIR="$build/kernel-cache" ctest -j "$(nproc)" --output-on-failure > ctest.log 2>&1 && rc=0 || rc=$?
+# KILN_REQUIRE_GPU=1: the lessons with a GPU part (07, 08, 09) are checked against their
+# expected/NN_name.cuda.txt and fail if they find no GPU (tutorials/check_lesson.cmake).
+KILN_REQUIRE_GPU=1 KILN_CACHE_DIR="$build/kernel-cache" ctest -j "$(nproc)" --output-on-failure > ctest.log 2>&1 && rc=0 || rc=$?
 grep -E "tests passed|Total Test time|\(Failed\)|\(Timeout\)|\(Subprocess" ctest.log || true
+echo "== lessons with a GPU part (expected/*.cuda.txt):"
+grep -E "tutorial\.(07|08|09)_" ctest.log | grep -E "Passed|Failed|Timeout" || true
 [ $rc -eq 0 ] || grep -B5 -A40 "\*\*\*Failed\|error:" ctest.log | head -150
 # The wide differential tester on CUDA tensors (KILN_GPU_FUZZ programs per backend; 0: skip).
 fuzz_n=${KILN_GPU_FUZZ:-300}
