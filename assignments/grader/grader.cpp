@@ -6,12 +6,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
 #include <iomanip>
 #include <map>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "assignments/grader/manifest.h"
 
 namespace kiln::assignments {
 namespace {
@@ -130,9 +135,69 @@ std::string run_report(const std::string& bin, const std::string& suite,
 }  // namespace
 
 std::filesystem::path assignment_binary(const std::filesystem::path& dir, int assignment,
-                                        bool solution) {
-    return dir /
-           ("assignment_" + std::to_string(assignment) + (solution ? "_solution" : "_student"));
+                                        const std::string& flavour) {
+    return dir / ("assignment_" + std::to_string(assignment) + "_" + flavour);
+}
+
+namespace {
+
+// What CMake wrote beside the binary (assignments.cmake): the manifest and the object files.
+struct GradingFiles {
+    std::string manifest, student;
+    std::vector<std::string> others;
+};
+GradingFiles read_grading_file(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    if (!in)
+        throw std::runtime_error("grader: no " + path.string() +
+                                 " (CMake writes it beside the binary: rebuild)");
+    GradingFiles g;
+    std::string kind, value;
+    while (in >> kind >> std::ws && std::getline(in, value)) {
+        if (kind == "manifest") g.manifest = value;
+        if (kind == "student") g.student = value;
+        if (kind == "object") g.others.push_back(value);
+    }
+    if (g.manifest.empty() || g.student.empty())
+        throw std::runtime_error("grader: " + path.string() + " names no manifest or student object");
+    return g;
+}
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += char(c);
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else {
+            out += char(c);
+        }
+    }
+    return out + "\"";
+}
+
+}  // namespace
+
+void write_results_json(const std::vector<TaskResult>& tasks, const std::string& output,
+                        const std::string& visibility, std::ostream& out) {
+    double score = 0;
+    for (const TaskResult& t : tasks) score += t.score;
+    out << "{\n  \"score\": " << score << ",\n  \"output\": " << json_string(output)
+        << ",\n  \"tests\": [";
+    for (size_t i = 0; i < tasks.size(); ++i) {
+        const TaskResult& t = tasks[i];
+        out << (i ? "," : "") << "\n    {\"name\": " << json_string(t.name)
+            << ", \"score\": " << t.score << ", \"max_score\": " << t.max_score
+            << ", \"output\": " << json_string(t.output)
+            << ", \"visibility\": " << json_string(visibility) << "}";
+    }
+    out << "\n  ]\n}\n";
 }
 
 int grade(const GradeOptions& options, std::ostream& out) {
@@ -145,31 +210,96 @@ int grade(const GradeOptions& options, std::ostream& out) {
         return 2;
     }
     auto suites = list_cases(listing.output);
+    std::filesystem::path grading_path = options.binary;
+    grading_path += ".grading";
+    Manifest manifest;
+    std::unique_ptr<CallGraph> calls;
+    try {
+        GradingFiles files = read_grading_file(grading_path);
+        manifest = load_manifest(files.manifest);
+        calls = std::make_unique<CallGraph>(files.student, files.others);
+    } catch (const std::exception& e) {
+        out << e.what() << "\n";
+        return 2;
+    }
+    for (const auto& [suite, cases] : suites)
+        if (suite.rfind("task_", 0) == 0 && !manifest.task(task_label(suite))) {
+            out << "grade: " << manifest.path << " has no task " << task_label(suite) << "\n";
+            return 2;
+        }
     auto start = std::chrono::steady_clock::now();
     out << "assignment " << options.assignment << ": " << options.binary.filename().string()
         << (options.expect_fail ? "  (stubs: every task must fail)" : "") << "\n";
+    // Held-out tests draw their networks, shapes and values from this seed.
+    if (options.held_out && !std::getenv("KILN_HELDOUT_SEED")) {
+        auto now = std::chrono::system_clock::now().time_since_epoch().count();
+        setenv("KILN_HELDOUT_SEED", std::to_string(now % 1000000007).c_str(), 0);
+    }
+    if (const char* seed = std::getenv("KILN_HELDOUT_SEED"); seed && options.held_out)
+        out << "held-out tests, seed " << seed << " (KILN_HELDOUT_SEED=" << seed
+            << " grades the same tests again)\n";
     out << std::left << std::setw(8) << "task" << std::setw(10) << "tests"
         << "result\n";
-    int tasks = 0, tasks_passed = 0, tests = 0, tests_passed = 0, crashes = 0;
+    int tasks_passed = 0, tests = 0, tests_passed = 0, crashes = 0;
+    std::vector<TaskResult> results;
     std::string reports;
-    for (const auto& [suite, cases] : suites) {
-        if (suite.rfind("report_", 0) == 0) reports += run_report(bin, suite, cases);
-        if (suite.rfind("task_", 0) != 0) continue;
-        TaskScore score = run_task(bin, suite, cases);
-        bool pass = score.passed == score.total && score.total > 0;
-        ++tasks, tasks_passed += pass, tests += score.total, tests_passed += score.passed;
+    for (const ManifestTask& task : manifest.tasks) {
+        std::string suite = "task_" + task.id;
+        for (char& c : suite)
+            if (c == '.') c = '_';
+        auto it = suites.find(suite);
+        if (it == suites.end()) {
+            out << "grade: " << manifest.path << " lists task " << task.id
+                << ", which the binary has no tests for (suite " << suite << ")\n";
+            return 2;
+        }
+        TaskScore score = run_task(bin, suite, it->second);
+        std::vector<std::string> forbidden = forbidden_calls(manifest, *calls, task.id);
+        for (const std::string& f : forbidden) score.why += "    forbidden: " + f + "\n";
+        bool pass = score.passed == score.total && score.total > 0 && forbidden.empty();
+        tasks_passed += pass, tests += score.total, tests_passed += score.passed;
         crashes += score.crashes;
         std::string passed = std::to_string(score.passed) + "/" + std::to_string(score.total);
-        out << std::setw(8) << task_label(suite) << std::setw(10) << passed
-            << (pass ? "PASS" : "FAIL") << "\n";
+        out << std::setw(8) << task.id << std::setw(10) << passed << (pass ? "PASS" : "FAIL")
+            << "\n";
         if (!options.expect_fail) out << score.why;
+        results.push_back({"task " + task.id, pass ? task.points : 0, task.points,
+                           passed + " tests pass" + (pass ? "" : "\n" + score.why), pass});
     }
+    for (const auto& [suite, cases] : suites)
+        if (suite.rfind("report_", 0) == 0) reports += run_report(bin, suite, cases);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    out << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/" << tests
-        << " tests (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
+    int tasks = int(results.size());
+    std::ostringstream total;
+    total << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/"
+          << tests << " tests (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
+    out << total.str();
     if (!reports.empty()) out << "reports (not graded):\n" << reports;
-    if (tasks == 0) return 2;
+    if (!options.json_path.empty()) {
+        std::ofstream json(options.json_path);
+        write_results_json(results, total.str() + reports,
+                           options.held_out ? "after_published" : "visible", json);
+        if (!json) {
+            out << "grade: cannot write " << options.json_path << "\n";
+            return 2;
+        }
+    }
+    if (!options.expect_cheat_task.empty()) {
+        for (const TaskResult& r : results)
+            if (r.name == "task " + options.expect_cheat_task) {
+                bool caught = !r.passed &&
+                              r.output.find(options.expect_cheat_message) != std::string::npos;
+                out << (caught ? "cheat: task " + options.expect_cheat_task +
+                                     " fails, naming \"" + options.expect_cheat_message + "\"\n"
+                               : "cheat: task " + options.expect_cheat_task +
+                                     " does not fail naming \"" + options.expect_cheat_message +
+                                     "\": the grader let a cheat through\n");
+                return caught ? 0 : 1;
+            }
+        out << "cheat: no task " << options.expect_cheat_task << "\n";
+        return 2;
+    }
     if (options.expect_fail) {
         bool ok = tasks_passed == 0 && crashes == 0;
         out << (ok ? "stubs: every task fails, as it must\n"
