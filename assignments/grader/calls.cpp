@@ -206,7 +206,8 @@ struct CallGraph::Impl {
                 if (calls && seen_calls.insert(e.name).second) calls->push_back({e.name, via[n]});
                 if (e.node >= 0 && !via.count(e.node)) {
                     const std::string& label = nodes[e.node].label;
-                    bool same = label == nodes[n].label || label.starts_with(".");
+                    bool same = label == nodes[n].label || label.starts_with(".") ||
+                                label.starts_with("_GLOBAL__sub_I");
                     via[e.node] = same ? via[n] : via[n] + " -> " + label;
                     queue.push_back(e.node);
                 }
@@ -259,9 +260,19 @@ std::vector<ReachedCall> CallGraph::reachable(const std::vector<std::string>& ro
         if (impl_->nodes[n].code && !reached.count(n) && !init_reached.count(n))
             shared.push_back({n, impl_->nodes[n].label + " (called by no task)"});
     }
-    starts.insert(starts.end(), shared.begin(), shared.end());
-    std::vector<ReachedCall> calls;
+    // The task's code and the unreached code first, so that a call they make is never
+    // reported as the initializers' (ReachedCall::from_initializer).
+    std::vector<std::pair<int, std::string>> inits(shared.begin(),
+                                                   shared.begin() + student.init_sections.size());
+    starts.insert(starts.end(), shared.begin() + student.init_sections.size(), shared.end());
+    std::vector<ReachedCall> calls, init_calls;
     impl_->search(starts, &calls);
+    impl_->search(inits, &init_calls);
+    for (ReachedCall& c : init_calls) {
+        bool known = false;
+        for (const ReachedCall& k : calls) known = known || k.name == c.name;
+        if (!known) c.from_initializer = true, calls.push_back(std::move(c));
+    }
     return calls;
 }
 

@@ -18,6 +18,7 @@ namespace kiln::assignments {
 struct ReachedCall {
     std::string name;  // the callee's qualified name ("kiln::jit::aot::partition")
     std::string via;   // how the task reaches it: "student::partition -> student::helper"
+    bool from_initializer = false;  // reached only from the file's static initializers
 };
 
 class CallGraph {

@@ -46,6 +46,11 @@ Manifest load_manifest(const std::string& path) {
             }
             if (f.why.empty()) throw bad("a forbidden call says why");
             m.forbidden.push_back(std::move(f));
+        } else if (kind == "header-initializer") {
+            std::string function, colon, where;
+            if (!(words >> function >> colon) || colon != ":" || !std::getline(words, where))
+                throw bad("expected `header-initializer FUNCTION : WHERE`");
+            m.header_initializers.push_back(function);
         } else {
             throw bad("unknown entry " + kind);
         }
@@ -65,7 +70,11 @@ std::vector<std::string> forbidden_calls(const Manifest& manifest, const CallGra
     std::vector<ReachedCall> reached = calls.reachable(task->functions, every_root, &found);
     std::vector<std::string> out;
     if (!found) out.push_back("the student's object defines none of this task's functions");
-    for (const ReachedCall& call : reached)
+    for (const ReachedCall& call : reached) {
+        bool header = false;
+        for (const std::string& h : manifest.header_initializers)
+            header = header || (call.from_initializer && name_matches(call.name, h));
+        if (header) continue;
         for (const ForbiddenCall& f : manifest.forbidden) {
             bool applies = false;
             for (const std::string& t : f.tasks) applies = applies || t == "*" || t == id;
@@ -74,6 +83,7 @@ std::vector<std::string> forbidden_calls(const Manifest& manifest, const CallGra
                 break;
             }
         }
+    }
     return out;
 }
 

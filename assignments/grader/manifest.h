@@ -25,12 +25,16 @@ struct Manifest {
     std::string path;
     std::vector<ManifestTask> tasks;
     std::vector<ForbiddenCall> forbidden;
+    // Functions kiln's own headers refer to from every file's static initializer (an inline
+    // variable that registers a backend): such a reference is the header's, not the task's.
+    std::vector<std::string> header_initializers;
     const ManifestTask* task(const std::string& id) const;
 };
 
 // Reads a manifest; throws std::runtime_error naming the file and line of a bad entry.
 //   task ID POINTS FUNCTION...
 //   forbid ID[,ID...]|* FUNCTION : WHY
+//   header-initializer FUNCTION : WHERE
 Manifest load_manifest(const std::string& path);
 
 // The forbidden calls task `id`'s code makes, one line each: "calls F (via CHAIN): WHY".

@@ -1,7 +1,7 @@
 // A planted cheat (tests/assignments/cheats, not in the student release): the reference
 // solution with tasks 1.1 and 1.2 answered by kiln's own derivative formulas, the call that
 // a1/given.cpp demonstrates. Its gradients are right, so only the manifest can fail it.
-// grader-expects: 1.1 | calls kiln::op_info (via student::unary_backward)
+// grader-expects: 1.1 | calls kiln::op_info (via student::unary_backward
 // grader-expects: 1.2 | kiln::op_info(op).backward is kiln's formula
 #include "assignments/a1/student.h"
 
