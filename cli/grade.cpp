@@ -27,7 +27,7 @@ void add_grade_command(CLI::App& app, GradeCommand& grade) {
 
 int run_grade(const GradeCommand& grade) {
     auto dir = std::filesystem::canonical("/proc/self/exe").parent_path();
-    std::string flavour = grade.held_out ? (grade.solution ? "heldout_solution" : "heldout")
+    std::string flavour = grade.held_out   ? (grade.solution ? "heldout_solution" : "heldout")
                           : grade.solution ? "solution"
                                            : "student";
     auto binary = assignments::assignment_binary(dir, grade.assignment, flavour);

@@ -1,8 +1,8 @@
 // Assignment 5's tests, one suite per task: group counts on seed-style functions, kernels
 // that compile and compute eager's values, and the backend end to end through kiln::compile.
 // report_5 (not graded) times the backend against eager and kiln's own inductor.
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -246,12 +246,13 @@ BOOST_AUTO_TEST_CASE(each_kernel_runs_once_and_its_outputs_are_returned) {
         student::FusedGraph f = student::compile_fused(*g);
         BOOST_TEST_REQUIRE(f.groups.size() == c.groups, c.name);
         std::string src =
-            "#include <cstdint>\nextern \"C\" { int64_t marker_calls[64]; int64_t marker_n[64]; }\n";
+            "#include <cstdint>\nextern \"C\" { int64_t marker_calls[64]; int64_t marker_n[64]; "
+            "}\n";
         for (size_t k = 0; k < f.groups.size(); ++k)
             src += "extern \"C\" void kernel_" + std::to_string(k) +
                    "(const float* const*, float* const* out, int64_t n) {\n    ++marker_calls[" +
-                   std::to_string(k) + "], marker_n[" + std::to_string(k) + "] = n;\n    for (int j = 0; j < " +
-                   std::to_string(f.groups[k].outputs.size()) +
+                   std::to_string(k) + "], marker_n[" + std::to_string(k) +
+                   "] = n;\n    for (int j = 0; j < " + std::to_string(f.groups[k].outputs.size()) +
                    "; ++j)\n        for (int64_t i = 0; i < n; ++i) out[j][i] = float(" +
                    std::to_string(1000 + 10 * k) + " + j);\n}\n";
         f.library = codegen::build_library(src, {});

@@ -92,8 +92,8 @@ struct Object {
     std::string path;
     std::vector<char> bytes;
     std::vector<Symbol> symbols;
-    int first_node = 0;                 // node id of section 0
-    std::vector<int> init_sections;     // .init_array / .ctors
+    int first_node = 0;              // node id of section 0
+    std::vector<int> init_sections;  // .init_array / .ctors
     std::vector<std::string> sec_names;
 };
 
@@ -157,7 +157,8 @@ struct CallGraph::Impl {
             if (s.bind != STB_LOCAL) global_defs.emplace(s.mangled, o.first_node + s.section);
         }
         for (int i = 0; i < eh->e_shnum; ++i)
-            if (nodes[o.first_node + i].label.empty()) nodes[o.first_node + i].label = o.sec_names[i];
+            if (nodes[o.first_node + i].label.empty())
+                nodes[o.first_node + i].label = o.sec_names[i];
         objects.push_back(std::move(o));
     }
 
@@ -222,7 +223,8 @@ struct CallGraph::Impl {
             for (const Symbol& s : o.symbols) {
                 if (s.section == 0 || (s.type != STT_FUNC && s.type != STT_OBJECT)) continue;
                 for (const std::string& spec : specs)
-                    if (name_matches(s.name, spec)) out.push_back({o.first_node + s.section, s.name});
+                    if (name_matches(s.name, spec))
+                        out.push_back({o.first_node + s.section, s.name});
             }
         return out;
     }

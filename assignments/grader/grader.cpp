@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
-#include <stdexcept>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -90,14 +90,37 @@ std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
 RunResult run_case(const std::string& bin, const std::string& suite, const std::string& c) {
     return run("timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite +
                "/" + c +
-               " --log_level=error --report_level=no --catch_system_errors=no --color_output=no");
+               " --log_level=test_suite --report_level=no --catch_system_errors=no --color_output=no");
 }
 
 struct TaskScore {
-    int passed = 0, total = 0,
+    int passed = 0, total = 0, skipped = 0,
         crashes = 0;  // crashes: cases that neither passed nor failed a check
     std::string why;  // the failed cases and their first errors
 };
+
+// How one case ended. A pass needs Boost.Test's own word that the case ran to its end, so
+// code that ends the process early with status 0 does not pass (the manifests forbid exit
+// too); a case whose precondition failed (no GPU) is a skip, with its reason.
+enum class CaseEnd { passed, skipped, failed, crashed, timed_out, cut_short };
+CaseEnd case_end(const RunResult& r, const std::string& suite, const std::string& c) {
+    if (r.status == 0) {
+        if (r.output.find("Test case \"" + suite + "/" + c + "\" is skipped because") !=
+            std::string::npos)
+            return CaseEnd::skipped;
+        return r.output.find("Leaving test case \"" + c + "\"") != std::string::npos
+                   ? CaseEnd::passed
+                   : CaseEnd::cut_short;
+    }
+    // 201: Boost.Test's "a test failed" (a check or an exception); 124: timeout's.
+    return r.status == 201 ? CaseEnd::failed : r.status == 124 ? CaseEnd::timed_out : CaseEnd::crashed;
+}
+
+std::string skip_reason(const std::string& log) {
+    size_t at = log.find("SKIPPED (");
+    if (at == std::string::npos) return "skipped";
+    return log.substr(at, log.find('\n', at) - at);
+}
 
 TaskScore run_task(const std::string& bin, const std::string& suite,
                    const std::vector<std::string>& cases) {
@@ -105,13 +128,23 @@ TaskScore run_task(const std::string& bin, const std::string& suite,
     score.total = int(cases.size());
     for (const std::string& c : cases) {
         RunResult r = run_case(bin, suite, c);
-        if (r.status == 0) {
+        CaseEnd end = case_end(r, suite, c);
+        if (end == CaseEnd::passed) {
             ++score.passed;
             continue;
         }
-        // 201: Boost.Test's "a test failed" (a check or an exception); 124: timeout's.
-        score.crashes += r.status != 201;
-        std::string note = r.status == 201 ? "" : r.status == 124 ? "  (timed out)" : "  (crashed)";
+        if (end == CaseEnd::skipped) {
+            ++score.skipped;
+            score.why += "    " + c + ": " + skip_reason(r.output) + "\n";
+            continue;
+        }
+        score.crashes += end != CaseEnd::failed;
+        std::string note = end == CaseEnd::failed      ? ""
+                           : end == CaseEnd::timed_out ? "  (timed out)"
+                           : end == CaseEnd::cut_short
+                               ? "  (ended with status 0 before the test case finished: the "
+                                 "process was ended early)"
+                               : "  (crashed)";
         score.why += "    " + c + note + "\n" + failure_lines(r.output);
     }
     return score;
@@ -159,7 +192,8 @@ GradingFiles read_grading_file(const std::filesystem::path& path) {
         if (kind == "object") g.others.push_back(value);
     }
     if (g.manifest.empty() || g.student.empty())
-        throw std::runtime_error("grader: " + path.string() + " names no manifest or student object");
+        throw std::runtime_error("grader: " + path.string() +
+                                 " names no manifest or student object");
     return g;
 }
 
@@ -240,7 +274,7 @@ int grade(const GradeOptions& options, std::ostream& out) {
             << " grades the same tests again)\n";
     out << std::left << std::setw(8) << "task" << std::setw(10) << "tests"
         << "result\n";
-    int tasks_passed = 0, tests = 0, tests_passed = 0, crashes = 0;
+    int tasks_passed = 0, tasks_skipped = 0, tests = 0, tests_passed = 0, crashes = 0;
     std::vector<TaskResult> results;
     std::string reports;
     for (const ManifestTask& task : manifest.tasks) {
@@ -256,15 +290,23 @@ int grade(const GradeOptions& options, std::ostream& out) {
         TaskScore score = run_task(bin, suite, it->second);
         std::vector<std::string> forbidden = forbidden_calls(manifest, *calls, task.id);
         for (const std::string& f : forbidden) score.why += "    forbidden: " + f + "\n";
-        bool pass = score.passed == score.total && score.total > 0 && forbidden.empty();
-        tasks_passed += pass, tests += score.total, tests_passed += score.passed;
+        // A task passes when every case that ran passed (cases that need a GPU skip on a
+        // machine without one); a task whose every case skipped is SKIP, not a pass.
+        bool skip = score.skipped == score.total && forbidden.empty();
+        bool pass = score.passed + score.skipped == score.total && score.passed > 0 &&
+                    forbidden.empty();
+        tasks_passed += pass, tasks_skipped += skip, tests += score.total,
+            tests_passed += score.passed;
         crashes += score.crashes;
         std::string passed = std::to_string(score.passed) + "/" + std::to_string(score.total);
-        out << std::setw(8) << task.id << std::setw(10) << passed << (pass ? "PASS" : "FAIL")
+        out << std::setw(8) << task.id << std::setw(10) << passed
+            << (pass ? "PASS" : skip ? "SKIP" : "FAIL")
+            << (score.skipped && !skip ? "  (" + std::to_string(score.skipped) + " skipped)" : "")
             << "\n";
         if (!options.expect_fail) out << score.why;
         results.push_back({"task " + task.id, pass ? task.points : 0, task.points,
-                           passed + " tests pass" + (pass ? "" : "\n" + score.why), pass});
+                           passed + " tests pass" + (score.why.empty() ? "" : "\n" + score.why),
+                           pass});
     }
     for (const auto& [suite, cases] : suites)
         if (suite.rfind("report_", 0) == 0) reports += run_report(bin, suite, cases);
@@ -272,8 +314,10 @@ int grade(const GradeOptions& options, std::ostream& out) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     int tasks = int(results.size());
     std::ostringstream total;
-    total << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/"
-          << tests << " tests (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
+    total << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/" << tests
+          << " tests";
+    if (tasks_skipped) total << ", " << tasks_skipped << " task(s) skipped";
+    total << " (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
     out << total.str();
     if (!reports.empty()) out << "reports (not graded):\n" << reports;
     if (!options.json_path.empty()) {
@@ -288,10 +332,10 @@ int grade(const GradeOptions& options, std::ostream& out) {
     if (!options.expect_cheat_task.empty()) {
         for (const TaskResult& r : results)
             if (r.name == "task " + options.expect_cheat_task) {
-                bool caught = !r.passed &&
-                              r.output.find(options.expect_cheat_message) != std::string::npos;
-                out << (caught ? "cheat: task " + options.expect_cheat_task +
-                                     " fails, naming \"" + options.expect_cheat_message + "\"\n"
+                bool caught =
+                    !r.passed && r.output.find(options.expect_cheat_message) != std::string::npos;
+                out << (caught ? "cheat: task " + options.expect_cheat_task + " fails, naming \"" +
+                                     options.expect_cheat_message + "\"\n"
                                : "cheat: task " + options.expect_cheat_task +
                                      " does not fail naming \"" + options.expect_cheat_message +
                                      "\": the grader let a cheat through\n");
@@ -307,7 +351,7 @@ int grade(const GradeOptions& options, std::ostream& out) {
                      "it\n");
         return ok ? 0 : 1;
     }
-    return tasks_passed == tasks ? 0 : 1;
+    return tasks_passed + tasks_skipped == tasks ? 0 : 1;
 }
 
 }  // namespace kiln::assignments

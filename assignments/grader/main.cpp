@@ -14,8 +14,9 @@ int main(int argc, char** argv) {
     std::string flavour = "student";
     bool solution = false;
     auto usage = [] {
-        std::cerr << "usage: assignment_grader [--solution | --expect-fail | --held-out | --flavour "
-                     "F] [--json FILE] [--expect-cheat TASK MESSAGE] N\n";
+        std::cerr
+            << "usage: assignment_grader [--solution | --expect-fail | --held-out | --flavour "
+               "F] [--json FILE] [--expect-cheat TASK MESSAGE] N\n";
         return 2;
     };
     for (int i = 1; i < argc; ++i) {
@@ -39,8 +40,10 @@ int main(int argc, char** argv) {
             return usage();
     }
     if (options.assignment <= 0) return usage();
-    if (options.held_out) flavour = solution ? "heldout_solution" : "heldout";
-    else if (solution) flavour = "solution";
+    if (options.held_out)
+        flavour = solution ? "heldout_solution" : "heldout";
+    else if (solution)
+        flavour = "solution";
     auto dir = std::filesystem::canonical("/proc/self/exe").parent_path();
     options.binary = assignment_binary(dir, options.assignment, flavour);
     if (!std::getenv("KILN_CACHE_DIR")) setenv("KILN_CACHE_DIR", (dir / "kernel-cache").c_str(), 0);

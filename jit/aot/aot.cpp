@@ -16,7 +16,6 @@ namespace {
 
 size_t meta_bytes(const ValueMeta& m) { return size_t(shape_numel(m.shape)) * dtype_bytes(m.dtype); }
 
-
 // Copies the nodes of `keep` from the joint graph into `b`, mapping ids through `ids`, in the
 // joint graph's order or in `order`.
 void copy_nodes(const Graph& g, const std::vector<bool>& keep, GraphBuilder& b, std::vector<int>& ids,

@@ -66,14 +66,15 @@ BOOST_AUTO_TEST_SUITE(task_1_1)
 BOOST_AUTO_TEST_CASE(heldout_every_op_on_drawn_shapes_passes_gradcheck) {
     auto rng = heldout::rng(11);
     manual_seed(int64_t(rng() % 100000));
-    const OpId ops[] = {OpId::exp, OpId::log,     OpId::sin,  OpId::cos,
+    const OpId ops[] = {OpId::exp,  OpId::log,     OpId::sin,  OpId::cos,
                         OpId::tanh, OpId::sigmoid, OpId::sqrt, OpId::relu};
     for (OpId op : ops) {
         Shape shape = random_shape(rng);
         Tensor x = op == OpId::log || op == OpId::sqrt ? rand(shape) + 0.5 : randn(shape);
         if (op == OpId::relu) x = where(abs(x) < 0.2, x + 0.5, x);
-        bool ok = gradcheck([op](const std::vector<Tensor>& in) { return HeldoutUnary::apply(in[0], op); },
-                            {x}, {.raise_exception = false});
+        bool ok = gradcheck(
+            [op](const std::vector<Tensor>& in) { return HeldoutUnary::apply(in[0], op); }, {x},
+            {.raise_exception = false});
         BOOST_TEST(ok, op_name(op) << " on " << str(shape) << " (seed " << heldout::seed() << ")");
     }
 }
@@ -94,8 +95,8 @@ BOOST_AUTO_TEST_CASE(heldout_every_op_on_drawn_broadcasts_passes_gradcheck) {
         bool ok = gradcheck(
             [op](const std::vector<Tensor>& in) { return HeldoutBinary::apply(in[0], in[1], op); },
             {x, y}, {.raise_exception = false});
-        BOOST_TEST(ok, op_name(op) << " on " << str(a) << " and " << str(b) << " (seed " << heldout::seed()
-                                   << ")");
+        BOOST_TEST(ok, op_name(op) << " on " << str(a) << " and " << str(b) << " (seed "
+                                   << heldout::seed() << ")");
     }
 }
 
@@ -108,7 +109,9 @@ std::vector<student::VarPtr> random_dag(std::mt19937_64& rng, int n, const Shape
     const OpId unary[] = {OpId::sin, OpId::cos, OpId::tanh};
     const OpId binary[] = {OpId::add, OpId::mul, OpId::sub};
     for (int i = 0; i < n; ++i) {
-        auto pick = [&] { return vars[vars.size() - 1 - rng() % std::min<size_t>(vars.size(), 6)]; };
+        auto pick = [&] {
+            return vars[vars.size() - 1 - rng() % std::min<size_t>(vars.size(), 6)];
+        };
         vars.push_back(rng() % 2 ? student::apply(unary[rng() % 3], pick())
                                  : student::apply(binary[rng() % 3], pick(), pick()));
     }
@@ -150,7 +153,8 @@ BOOST_AUTO_TEST_CASE(heldout_a_drawn_dag_gets_kilns_gradients_once_per_var) {
     auto root = student::sum(vars.back());
     student::backward(root);
     // The same DAG in kiln's autograd: replay each Var's op on fresh leaves.
-    Tensor a = vars[0]->value.detach().requires_grad_(), b = vars[1]->value.detach().requires_grad_();
+    Tensor a = vars[0]->value.detach().requires_grad_(),
+           b = vars[1]->value.detach().requires_grad_();
     std::map<student::Var*, Tensor> k{{vars[0].get(), a}, {vars[1].get(), b}};
     for (size_t i = 2; i < vars.size(); ++i) {
         std::vector<Tensor> in;
@@ -166,7 +170,8 @@ BOOST_AUTO_TEST_CASE(heldout_a_drawn_dag_gets_kilns_gradients_once_per_var) {
                    "leaf " << leaf << " (seed " << heldout::seed() << ")");
     }
     for (auto& v : vars)
-        BOOST_TEST(v->backward_calls <= 1, v->op << " ran backward " << v->backward_calls << " times");
+        BOOST_TEST(v->backward_calls <= 1,
+                   v->op << " ran backward " << v->backward_calls << " times");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -77,9 +77,14 @@ BOOST_AUTO_TEST_CASE(heldout_one_drawn_change_fails_and_is_named) {
                 changed[i] = randn(bigger);
                 break;
             }
-            case 1: changed[i] = t[i].to(float64); break;
-            case 2: changed[i] = t[i].detach().requires_grad_(); break;
-            default: number[0] = std::nextafter(s[0], 1e9), who = "scalars[0]";
+            case 1:
+                changed[i] = t[i].to(float64);
+                break;
+            case 2:
+                changed[i] = t[i].detach().requires_grad_();
+                break;
+            default:
+                number[0] = std::nextafter(s[0], 1e9), who = "scalars[0]";
         }
         std::string why = student::guard_check(g, changed, number);
         BOOST_TEST(why.find(who) != std::string::npos,
