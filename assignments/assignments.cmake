@@ -7,10 +7,13 @@
 # that names the forbidden call or the unobserved work.
 set(kiln_grader_sources assignments/grader/grader.cpp assignments/grader/manifest.cpp
                         assignments/grader/calls.cpp)
-add_executable(assignment_grader assignments/grader/main.cpp ${kiln_grader_sources})
-target_include_directories(assignment_grader PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+add_library(kiln_grader STATIC ${kiln_grader_sources})
+target_include_directories(kiln_grader PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+add_executable(assignment_grader assignments/grader/main.cpp)
+target_link_libraries(assignment_grader PRIVATE kiln_grader)
 # `kiln grade N` (cli/grade.cpp) runs the same grader.
-target_sources(kiln_cli PRIVATE cli/grade.cpp ${kiln_grader_sources})
+target_sources(kiln_cli PRIVATE cli/grade.cpp)
+target_link_libraries(kiln_cli PRIVATE kiln_grader)
 
 # One student file (or given code) as objects the grader reads: one section per function and
 # per datum, so each relocation says which function refers to what (assignments/grader/calls.h).

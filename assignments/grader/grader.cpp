@@ -269,9 +269,11 @@ int grade(const GradeOptions& options, std::ostream& out) {
         auto now = std::chrono::system_clock::now().time_since_epoch().count();
         setenv("KILN_HELDOUT_SEED", std::to_string(now % 1000000007).c_str(), 0);
     }
+    std::string seed_line;
     if (const char* seed = std::getenv("KILN_HELDOUT_SEED"); seed && options.held_out)
-        out << "held-out tests, seed " << seed << " (KILN_HELDOUT_SEED=" << seed
-            << " grades the same tests again)\n";
+        seed_line = std::string("held-out tests, seed ") + seed + " (KILN_HELDOUT_SEED=" + seed +
+                    " grades the same tests again)\n";
+    out << seed_line;
     out << std::left << std::setw(8) << "task" << std::setw(10) << "tests"
         << "result\n";
     int tasks_passed = 0, tasks_skipped = 0, tests = 0, tests_passed = 0, crashes = 0;
@@ -322,7 +324,7 @@ int grade(const GradeOptions& options, std::ostream& out) {
     if (!reports.empty()) out << "reports (not graded):\n" << reports;
     if (!options.json_path.empty()) {
         std::ofstream json(options.json_path);
-        write_results_json(results, total.str() + reports,
+        write_results_json(results, seed_line + total.str() + reports,
                            options.held_out ? "after_published" : "visible", json);
         if (!json) {
             out << "grade: cannot write " << options.json_path << "\n";
