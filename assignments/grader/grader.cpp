@@ -79,6 +79,13 @@ std::string failure_lines(const std::string& log) {
     return out;
 }
 
+std::string suite_of(const std::string& task) {  // 2.3 -> task_2_3
+    std::string suite = "task_" + task;
+    for (char& c : suite)
+        if (c == '.') c = '_';
+    return suite;
+}
+
 std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
     std::string s = suite.substr(5);
     for (char& c : s)
@@ -88,9 +95,9 @@ std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
 
 // One test case in its own process. `timeout` ends a case that hangs (a loop in student code).
 RunResult run_case(const std::string& bin, const std::string& suite, const std::string& c) {
-    return run("timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite +
-               "/" + c +
-               " --log_level=test_suite --report_level=no --catch_system_errors=no --color_output=no");
+    return run(
+        "timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite + "/" + c +
+        " --log_level=test_suite --report_level=no --catch_system_errors=no --color_output=no");
 }
 
 struct TaskScore {
@@ -113,7 +120,9 @@ CaseEnd case_end(const RunResult& r, const std::string& suite, const std::string
                    : CaseEnd::cut_short;
     }
     // 201: Boost.Test's "a test failed" (a check or an exception); 124: timeout's.
-    return r.status == 201 ? CaseEnd::failed : r.status == 124 ? CaseEnd::timed_out : CaseEnd::crashed;
+    return r.status == 201   ? CaseEnd::failed
+           : r.status == 124 ? CaseEnd::timed_out
+                             : CaseEnd::crashed;
 }
 
 std::string skip_reason(const std::string& log) {
@@ -234,6 +243,87 @@ void write_results_json(const std::vector<TaskResult>& tasks, const std::string&
     out << "\n  ]\n}\n";
 }
 
+namespace {
+
+// One task's row of the table, and what the totals need from it.
+struct TaskRow {
+    TaskResult result;
+    bool skipped = false;  // every case skipped (a GPU task without a GPU)
+    int tests = 0, tests_passed = 0, crashes = 0;
+};
+
+TaskRow grade_task(const std::string& bin, const std::vector<std::string>& cases,
+                   const Manifest& manifest, const CallGraph& calls, const ManifestTask& task,
+                   const GradeOptions& options, std::ostream& out) {
+    TaskScore score = run_task(bin, suite_of(task.id), cases);
+    std::vector<std::string> forbidden = forbidden_calls(manifest, calls, task.id);
+    for (const std::string& f : forbidden) score.why += "    forbidden: " + f + "\n";
+    // A task passes when every case that ran passed (cases that need a GPU skip on a
+    // machine without one); a task whose every case skipped is SKIP, not a pass.
+    bool skip = score.skipped == score.total && forbidden.empty();
+    bool pass =
+        score.passed + score.skipped == score.total && score.passed > 0 && forbidden.empty();
+    std::string passed = std::to_string(score.passed) + "/" + std::to_string(score.total);
+    out << std::setw(8) << task.id << std::setw(10) << passed
+        << (pass   ? "PASS"
+            : skip ? "SKIP"
+                   : "FAIL")
+        << (score.skipped && !skip ? "  (" + std::to_string(score.skipped) + " skipped)" : "")
+        << "\n";
+    if (!options.expect_fail) out << score.why;
+    TaskRow row;
+    row.result = {"task " + task.id, pass ? task.points : 0, task.points,
+                  passed + " tests pass" + (score.why.empty() ? "" : "\n" + score.why), pass};
+    row.skipped = skip;
+    row.tests = score.total, row.tests_passed = score.passed, row.crashes = score.crashes;
+    return row;
+}
+
+// The exit status: CI's checks of a planted cheat or of the stubs, or all tasks passing.
+int verdict(const GradeOptions& options, const std::vector<TaskRow>& rows, std::ostream& out) {
+    int passed = 0, skipped = 0, crashes = 0;
+    for (const TaskRow& r : rows)
+        passed += r.result.passed, skipped += r.skipped, crashes += r.crashes;
+    if (!options.expect_cheat_task.empty()) {
+        const std::string& task = options.expect_cheat_task;
+        const std::string& message = options.expect_cheat_message;
+        for (const TaskRow& r : rows)
+            if (r.result.name == "task " + task) {
+                bool caught =
+                    !r.result.passed && r.result.output.find(message) != std::string::npos;
+                out << "cheat: task " << task
+                    << (caught ? " fails, naming \"" + message + "\"\n"
+                               : " does not fail naming \"" + message +
+                                     "\": the grader let a cheat through\n");
+                return caught ? 0 : 1;
+            }
+        out << "cheat: no task " << task << "\n";
+        return 2;
+    }
+    if (options.expect_fail) {
+        bool ok = passed == 0 && crashes == 0;
+        out << (ok ? "stubs: every task fails, as it must\n"
+                   : "stubs: a task passes (or crashes) without its code: its tests don't check "
+                     "it\n");
+        return ok ? 0 : 1;
+    }
+    return passed + skipped == int(rows.size()) ? 0 : 1;
+}
+
+// "held-out tests, seed S ...", choosing S when the instructor did not.
+std::string held_out_seed_line(const GradeOptions& options) {
+    if (!options.held_out) return "";
+    if (!std::getenv("KILN_HELDOUT_SEED")) {
+        auto now = std::chrono::system_clock::now().time_since_epoch().count();
+        setenv("KILN_HELDOUT_SEED", std::to_string(now % 1000000007).c_str(), 0);
+    }
+    std::string seed = std::getenv("KILN_HELDOUT_SEED");
+    return "held-out tests, seed " + seed + " (KILN_HELDOUT_SEED=" + seed +
+           " grades the same tests again)\n";
+}
+
+}  // namespace
+
 int grade(const GradeOptions& options, std::ostream& out) {
     std::string bin = shell_quote(options.binary.string());
     RunResult listing = run(bin + " --list_content");
@@ -252,77 +342,47 @@ int grade(const GradeOptions& options, std::ostream& out) {
         GradingFiles files = read_grading_file(grading_path);
         manifest = load_manifest(files.manifest);
         calls = std::make_unique<CallGraph>(files.student, files.others);
+        for (const auto& [suite, cases] : suites)
+            if (suite.rfind("task_", 0) == 0 && !manifest.task(task_label(suite)))
+                throw std::runtime_error("grade: " + manifest.path + " has no task " +
+                                         task_label(suite));
+        for (const ManifestTask& task : manifest.tasks)
+            if (!suites.count(suite_of(task.id)))
+                throw std::runtime_error("grade: " + manifest.path + " lists task " + task.id +
+                                         ", which the binary has no tests for");
     } catch (const std::exception& e) {
         out << e.what() << "\n";
         return 2;
     }
-    for (const auto& [suite, cases] : suites)
-        if (suite.rfind("task_", 0) == 0 && !manifest.task(task_label(suite))) {
-            out << "grade: " << manifest.path << " has no task " << task_label(suite) << "\n";
-            return 2;
-        }
     auto start = std::chrono::steady_clock::now();
+    std::string seed_line = held_out_seed_line(options);
     out << "assignment " << options.assignment << ": " << options.binary.filename().string()
-        << (options.expect_fail ? "  (stubs: every task must fail)" : "") << "\n";
-    // Held-out tests draw their networks, shapes and values from this seed.
-    if (options.held_out && !std::getenv("KILN_HELDOUT_SEED")) {
-        auto now = std::chrono::system_clock::now().time_since_epoch().count();
-        setenv("KILN_HELDOUT_SEED", std::to_string(now % 1000000007).c_str(), 0);
-    }
-    std::string seed_line;
-    if (const char* seed = std::getenv("KILN_HELDOUT_SEED"); seed && options.held_out)
-        seed_line = std::string("held-out tests, seed ") + seed + " (KILN_HELDOUT_SEED=" + seed +
-                    " grades the same tests again)\n";
-    out << seed_line;
-    out << std::left << std::setw(8) << "task" << std::setw(10) << "tests"
+        << (options.expect_fail ? "  (stubs: every task must fail)" : "") << "\n"
+        << seed_line << std::left << std::setw(8) << "task" << std::setw(10) << "tests"
         << "result\n";
-    int tasks_passed = 0, tasks_skipped = 0, tests = 0, tests_passed = 0, crashes = 0;
-    std::vector<TaskResult> results;
-    std::string reports;
+    std::vector<TaskRow> rows;
+    int tests = 0, tests_passed = 0, tasks_passed = 0, tasks_skipped = 0;
     for (const ManifestTask& task : manifest.tasks) {
-        std::string suite = "task_" + task.id;
-        for (char& c : suite)
-            if (c == '.') c = '_';
-        auto it = suites.find(suite);
-        if (it == suites.end()) {
-            out << "grade: " << manifest.path << " lists task " << task.id
-                << ", which the binary has no tests for (suite " << suite << ")\n";
-            return 2;
-        }
-        TaskScore score = run_task(bin, suite, it->second);
-        std::vector<std::string> forbidden = forbidden_calls(manifest, *calls, task.id);
-        for (const std::string& f : forbidden) score.why += "    forbidden: " + f + "\n";
-        // A task passes when every case that ran passed (cases that need a GPU skip on a
-        // machine without one); a task whose every case skipped is SKIP, not a pass.
-        bool skip = score.skipped == score.total && forbidden.empty();
-        bool pass = score.passed + score.skipped == score.total && score.passed > 0 &&
-                    forbidden.empty();
-        tasks_passed += pass, tasks_skipped += skip, tests += score.total,
-            tests_passed += score.passed;
-        crashes += score.crashes;
-        std::string passed = std::to_string(score.passed) + "/" + std::to_string(score.total);
-        out << std::setw(8) << task.id << std::setw(10) << passed
-            << (pass ? "PASS" : skip ? "SKIP" : "FAIL")
-            << (score.skipped && !skip ? "  (" + std::to_string(score.skipped) + " skipped)" : "")
-            << "\n";
-        if (!options.expect_fail) out << score.why;
-        results.push_back({"task " + task.id, pass ? task.points : 0, task.points,
-                           passed + " tests pass" + (score.why.empty() ? "" : "\n" + score.why),
-                           pass});
+        rows.push_back(
+            grade_task(bin, suites.at(suite_of(task.id)), manifest, *calls, task, options, out));
+        tests += rows.back().tests, tests_passed += rows.back().tests_passed;
+        tasks_passed += rows.back().result.passed, tasks_skipped += rows.back().skipped;
     }
+    std::string reports;
     for (const auto& [suite, cases] : suites)
         if (suite.rfind("report_", 0) == 0) reports += run_report(bin, suite, cases);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    int tasks = int(results.size());
     std::ostringstream total;
-    total << "total: " << tasks_passed << "/" << tasks << " tasks, " << tests_passed << "/" << tests
-          << " tests";
+    total << "total: " << tasks_passed << "/" << rows.size() << " tasks, " << tests_passed << "/"
+          << tests << " tests";
     if (tasks_skipped) total << ", " << tasks_skipped << " task(s) skipped";
     total << " (" << std::fixed << std::setprecision(1) << seconds << " s)\n";
     out << total.str();
     if (!reports.empty()) out << "reports (not graded):\n" << reports;
     if (!options.json_path.empty()) {
+        std::vector<TaskResult> results;
+        for (const TaskRow& r : rows) results.push_back(r.result);
         std::ofstream json(options.json_path);
         write_results_json(results, seed_line + total.str() + reports,
                            options.held_out ? "after_published" : "visible", json);
@@ -331,29 +391,7 @@ int grade(const GradeOptions& options, std::ostream& out) {
             return 2;
         }
     }
-    if (!options.expect_cheat_task.empty()) {
-        for (const TaskResult& r : results)
-            if (r.name == "task " + options.expect_cheat_task) {
-                bool caught =
-                    !r.passed && r.output.find(options.expect_cheat_message) != std::string::npos;
-                out << (caught ? "cheat: task " + options.expect_cheat_task + " fails, naming \"" +
-                                     options.expect_cheat_message + "\"\n"
-                               : "cheat: task " + options.expect_cheat_task +
-                                     " does not fail naming \"" + options.expect_cheat_message +
-                                     "\": the grader let a cheat through\n");
-                return caught ? 0 : 1;
-            }
-        out << "cheat: no task " << options.expect_cheat_task << "\n";
-        return 2;
-    }
-    if (options.expect_fail) {
-        bool ok = tasks_passed == 0 && crashes == 0;
-        out << (ok ? "stubs: every task fails, as it must\n"
-                   : "stubs: a task passes (or crashes) without its code: its tests don't check "
-                     "it\n");
-        return ok ? 0 : 1;
-    }
-    return tasks_passed + tasks_skipped == tasks ? 0 : 1;
+    return verdict(options, rows, out);
 }
 
 }  // namespace kiln::assignments
