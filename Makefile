@@ -75,7 +75,8 @@ bench-compare: build
 
 # Course assignments (assignments/README.md): `make assignment A=2` builds assignment 2 against
 # assignments/a2/student.cpp and prints a score per task; `make assignment-release` writes the
-# students' copy, without assignments/solutions/, to $(BUILD)/assignments-release(.tar.gz).
+# students' copy, without assignments/solutions/, assignments/heldout/ and the planted cheats
+# (tests/assignments/cheats/), to $(BUILD)/assignments-release(.tar.gz).
 A ?= 1
 assignment: deps $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS) --target assignment_$(A)_student
@@ -84,9 +85,9 @@ assignment: deps $(BUILD)/Makefile
 assignment-release:
 	rm -rf $(BUILD)/assignments-release $(BUILD)/assignments-release.tar.gz
 	mkdir -p $(BUILD)/assignments-release/kiln
-	git ls-files -co --exclude-standard | grep -v '^assignments/solutions/' | tar -cf - -T - | tar -xf - -C $(BUILD)/assignments-release/kiln
+	git ls-files -co --exclude-standard | grep -v -e '^assignments/solutions/' -e '^assignments/heldout/' -e '^tests/assignments/cheats/' | tar -cf - -T - | tar -xf - -C $(BUILD)/assignments-release/kiln
 	tar -czf $(BUILD)/assignments-release.tar.gz -C $(BUILD)/assignments-release kiln
-	@echo "assignment-release: $(BUILD)/assignments-release/kiln and $(BUILD)/assignments-release.tar.gz (stubs, no solutions)"
+	@echo "assignment-release: $(BUILD)/assignments-release/kiln and $(BUILD)/assignments-release.tar.gz (stubs, no solutions, held-out tests or planted cheats)"
 
 sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON

@@ -3,6 +3,7 @@
 // `make assignment A=N` prints.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace kiln::cli {
 
@@ -11,6 +12,8 @@ struct GradeCommand {
     int assignment = 0;
     bool solution = false;     // grade the reference solution instead of the student's file
     bool expect_fail = false;  // CI's check that the stubs fail every task
+    bool held_out = false;     // instructor mode: public and held-out tests (not in the release)
+    std::string json;          // also write Gradescope's results.json to this file
 };
 void add_grade_command(CLI::App& app, GradeCommand& grade);
 int run_grade(const GradeCommand& grade);

@@ -42,6 +42,8 @@ set(KILN_ROBUSTNESS_BUILDS_CYCLES script_resources.cyclic_containers_print_like_
     script_resources.compiled_functions_refuse_deep_and_cyclic_arguments)
 # tests/robustness also covers kiln script (tests/robustness/test_script_*.cpp).
 set(KILN_TEST_LIBS_robustness kiln_script)
+# tests/assignments covers the assignments' grader (assignments/assignments.cmake).
+set(KILN_TEST_LIBS_assignments kiln_grader)
 
 file(GLOB kiln_test_dirs LIST_DIRECTORIES true ${CMAKE_CURRENT_SOURCE_DIR}/tests/*)
 foreach(dir ${kiln_test_dirs})

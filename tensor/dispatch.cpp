@@ -49,6 +49,7 @@ const char* op_kind_name(OpKind k) {
 }
 
 const OpInfo& op_info(OpId op) { return kOps[int(op)]; }
+const char* op_name(OpId op) { return kOps[int(op)].name; }
 
 OpId op_by_name(const std::string& name) {
     for (int i = 0; i < kOpCount; ++i)

@@ -68,6 +68,7 @@ struct OpInfo {
     BackwardFn backward;     // nullptr: not differentiable
 };
 const OpInfo& op_info(OpId op);
+const char* op_name(OpId op);              // op_info(op).name: the table row without its formulas
 OpId op_by_name(const std::string& name);  // throws on unknown
 
 // --- The dispatcher: every op call goes through here.

@@ -1,6 +1,7 @@
 // Assignment 5's tests, one suite per task: group counts on seed-style functions, kernels
 // that compile and compute eager's values, and the backend end to end through kiln::compile.
 // report_5 (not graded) times the backend against eager and kiln's own inductor.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdio>
@@ -232,6 +233,51 @@ BOOST_AUTO_TEST_CASE(non_contiguous_inputs_are_read_right) {
     auto f = compile(foo, {.backend = student::fusion_backend});
     Tensor x = randn({6, 4}).t(), y = randn({4, 6});  // x is a transposed view
     BOOST_TEST(allclose(f(x, y), foo(x, y), 1e-4, 1e-5));
+}
+
+// run_fused with every kernel swapped for one of the test's own, which writes a marker
+// (1000 + 10 k + j to output j of kernel k) and counts its calls: each kernel must run once
+// per call, over the group's elements, and a graph output that a group computes must be
+// exactly what its kernel wrote, not a value recomputed some other way.
+BOOST_AUTO_TEST_CASE(each_kernel_runs_once_and_its_outputs_are_returned) {
+    for (const Case& c : kCases) {
+        Tensor x = randn(c.x), y = randn(c.y);
+        auto g = graph_of(c.fn, x, y);
+        student::FusedGraph f = student::compile_fused(*g);
+        BOOST_TEST_REQUIRE(f.groups.size() == c.groups, c.name);
+        std::string src =
+            "#include <cstdint>\nextern \"C\" { int64_t marker_calls[64]; int64_t marker_n[64]; "
+            "}\n";
+        for (size_t k = 0; k < f.groups.size(); ++k)
+            src += "extern \"C\" void kernel_" + std::to_string(k) +
+                   "(const float* const*, float* const* out, int64_t n) {\n    ++marker_calls[" +
+                   std::to_string(k) + "], marker_n[" + std::to_string(k) +
+                   "] = n;\n    for (int j = 0; j < " + std::to_string(f.groups[k].outputs.size()) +
+                   "; ++j)\n        for (int64_t i = 0; i < n; ++i) out[j][i] = float(" +
+                   std::to_string(1000 + 10 * k) + " + j);\n}\n";
+        f.library = codegen::build_library(src, {});
+        auto* calls = static_cast<int64_t*>(f.library->symbol("marker_calls"));
+        auto* sizes = static_cast<int64_t*>(f.library->symbol("marker_n"));
+        std::fill(calls, calls + 64, 0);
+        auto inputs = placeholder_inputs(*g, x, y);
+        std::vector<Tensor> out = student::run_fused(f, *g, inputs);
+        for (size_t k = 0; k < f.groups.size(); ++k) {
+            BOOST_TEST(calls[k] == 1, c.name << ": kernel_" << k << " ran " << calls[k]
+                                             << " times in one run_fused (once expected)");
+            int64_t numel = shape_numel(g->nodes()[f.groups[k].nodes.front()].meta.shape);
+            BOOST_TEST(sizes[k] == numel, c.name << ": kernel_" << k << " was given n = "
+                                                 << sizes[k] << ", its group has " << numel);
+        }
+        BOOST_TEST_REQUIRE(out.size() == g->outputs().size(), c.name);
+        for (size_t o = 0; o < out.size(); ++o)
+            for (size_t k = 0; k < f.groups.size(); ++k)
+                for (size_t j = 0; j < f.groups[k].outputs.size(); ++j)
+                    if (f.groups[k].outputs[j] == g->outputs()[o])
+                        BOOST_TEST(allclose(out[o], full_like(out[o], double(1000 + 10 * k + j))),
+                                   c.name << ": output " << o << " is not what kernel_" << k
+                                          << " wrote: the graded values must come from your "
+                                             "kernels");
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -33,22 +33,6 @@ void keep_random_ops(const Graph& g, std::vector<bool>& in_forward) {
             for (int a : nodes[i].args) in_forward[size_t(a)] = true;
 }
 
-std::vector<PartitionNode> partition_input(const JointGraph& j) {
-    const auto& nodes = j.graph->nodes();
-    std::vector<PartitionNode> pn(nodes.size() - 1);  // all but the output node
-    for (size_t i = 0; i + 1 < nodes.size(); ++i) {
-        const Node& n = nodes[i];
-        pn[i] = {n.name, n.args, meta_bytes(n.meta)};
-        pn[i].is_primal = n.kind == NodeKind::placeholder && int(i) < j.num_primals;
-        pn[i].is_tangent = n.kind == NodeKind::placeholder && int(i) >= j.num_primals;
-        pn[i].recomputable = n.kind != NodeKind::call || op_info(n.op).recompute;
-    }
-    for (int o : j.fw_outputs) pn[o].is_fw_output = true;
-    for (int g : j.input_grads)
-        if (g >= 0) pn[g].is_bw_output = true;
-    return pn;
-}
-
 // Copies the nodes of `keep` from the joint graph into `b`, mapping ids through `ids`, in the
 // joint graph's order or in `order`.
 void copy_nodes(const Graph& g, const std::vector<bool>& keep, GraphBuilder& b, std::vector<int>& ids,
@@ -131,6 +115,22 @@ std::map<uint64_t, MemoryReport> g_reports;  // by Graph::uid(): an address can 
 MemoryReport g_latest;
 
 }  // namespace
+
+std::vector<PartitionNode> partition_input(const JointGraph& j) {
+    const auto& nodes = j.graph->nodes();
+    std::vector<PartitionNode> pn(nodes.size() - 1);  // all but the output node
+    for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+        const Node& n = nodes[i];
+        pn[i] = {n.name, n.args, meta_bytes(n.meta)};
+        pn[i].is_primal = n.kind == NodeKind::placeholder && int(i) < j.num_primals;
+        pn[i].is_tangent = n.kind == NodeKind::placeholder && int(i) >= j.num_primals;
+        pn[i].recomputable = n.kind != NodeKind::call || op_info(n.op).recompute;
+    }
+    for (int o : j.fw_outputs) pn[o].is_fw_output = true;
+    for (int g : j.input_grads)
+        if (g >= 0) pn[g].is_bw_output = true;
+    return pn;
+}
 
 size_t MemoryReport::eager_bytes() const {
     size_t n = 0;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "jit/aot/joint.h"
+#include "jit/aot/partition.h"
 #include "jit/backends.h"
 
 namespace kiln::jit::aot {
@@ -37,6 +38,10 @@ struct AotPlan {
     // A primal gets no gradient when none of them received one, as in eager autograd.
     std::vector<std::vector<int>> outputs_of_input;
 };
+
+// The partitioner's view of a joint graph: one node per node of joint.graph except its
+// output node, with bytes, primal/tangent/output flags and the op table's recompute flag.
+std::vector<PartitionNode> partition_input(const JointGraph& joint);
 
 // Builds the joint graph, partitions it and cuts it into forward and backward graphs.
 AotPlan plan(const Graph& forward, std::span<const Tensor> example_inputs);

@@ -26,8 +26,9 @@ struct FlowNetwork {
         out[to].push_back(int(arcs.size()));
         arcs.push_back({from, 0});
     }
-    // Augments along shortest paths until none is left.
-    void max_flow(int s, int t) {
+    // Augments along shortest paths until none is left; returns the flow.
+    int64_t max_flow(int s, int t) {
+        int64_t flow = 0;
         for (;;) {
             std::vector<int> via(out.size(), -1);
             std::queue<int> q;
@@ -39,10 +40,11 @@ struct FlowNetwork {
                 for (int a : out[v])
                     if (arcs[a].cap > 0 && via[arcs[a].to] == -1) via[arcs[a].to] = a, q.push(arcs[a].to);
             }
-            if (via[t] == -1) return;
+            if (via[t] == -1) return flow;
             int64_t push = kInf;
             for (int v = t; v != s; v = arcs[via[v] ^ 1].to) push = std::min(push, arcs[via[v]].cap);
             for (int v = t; v != s; v = arcs[via[v] ^ 1].to) arcs[via[v]].cap -= push, arcs[via[v] ^ 1].cap += push;
+            flow += push;
         }
     }
     // Vertices still reachable from s in the residual network: the source side of the cut.
@@ -101,6 +103,15 @@ Partition finish(const std::vector<PartitionNode>& g, const std::vector<bool>& b
 }
 
 }  // namespace
+
+MinCut min_cut(int num_vertices, const std::vector<FlowEdge>& edges, int source, int sink) {
+    FlowNetwork net(num_vertices);
+    for (const FlowEdge& e : edges) net.add(e.from, e.to, e.capacity);
+    MinCut cut;
+    cut.value = net.max_flow(source, sink);
+    cut.source_side = net.source_side(source);
+    return cut;
+}
 
 Partition partition(const std::vector<PartitionNode>& g) {
     int n = int(g.size()), source = 2 * n, sink = 2 * n + 1;

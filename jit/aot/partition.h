@@ -8,6 +8,7 @@
 // forward computes from what the backward consumes.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,19 @@ struct Partition {
     std::vector<bool> in_backward;   // computed (or recomputed) by the backward graph
     size_t saved_bytes = 0;
 };
+
+// A minimum s-t cut of a directed network, by max flow (Edmonds-Karp): partition() cuts
+// with it. `value` is the cut's capacity (= the max flow); `source_side[v]`: v is still
+// reachable from `source` in the final residual network.
+struct FlowEdge {
+    int from = 0, to = 0;
+    int64_t capacity = 0;
+};
+struct MinCut {
+    int64_t value = 0;
+    std::vector<bool> source_side;
+};
+MinCut min_cut(int num_vertices, const std::vector<FlowEdge>& edges, int source, int sink);
 
 // `joint` is topologically ordered. Backward nodes are those depending on a tangent.
 Partition partition(const std::vector<PartitionNode>& joint);

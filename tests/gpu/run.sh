@@ -34,6 +34,8 @@ KILN_REQUIRE_GPU=1 KILN_CACHE_DIR="$build/kernel-cache" ctest -j "$(nproc)" --ou
 grep -E "tests passed|Total Test time|\(Failed\)|\(Timeout\)|\(Subprocess" ctest.log || true
 echo "== lessons with a GPU part (expected/*.cuda.txt):"
 grep -E "tutorial\.(07|08|09)_" ctest.log | grep -E "Passed|Failed|Timeout" || true
+# Assignment 6's GPU tasks run here instead of skipping: every case of the solution must run.
+echo "== assignment 6 (CUDA emitter), solution on this GPU: $(KILN_CACHE_DIR="$build/kernel-cache" ./assignment_grader --solution 6 2>&1 | grep '^total:')"
 [ $rc -eq 0 ] || grep -B5 -A40 "\*\*\*Failed\|error:" ctest.log | head -150
 # The wide differential tester on CUDA tensors (KILN_GPU_FUZZ programs per backend; 0: skip).
 fuzz_n=${KILN_GPU_FUZZ:-300}

@@ -83,3 +83,18 @@ BOOST_AUTO_TEST_CASE(matmul_outputs_are_saved_not_recomputed) {
     for (int s : p.saved) BOOST_TEST(b.nodes[s].name != "matmul_1");
     BOOST_TEST(!p.in_backward[mm]);  // never recomputed
 }
+
+// min_cut is the max flow partition() cuts with (and assignment 4's reference for 4.2).
+BOOST_AUTO_TEST_CASE(min_cut_of_the_textbook_network_is_23) {
+    // CLRS figure 26.1: s = 0, t = 5.
+    std::vector<FlowEdge> e{{0, 1, 16}, {0, 2, 13}, {2, 1, 4},  {1, 3, 12}, {3, 2, 9},
+                            {2, 4, 14}, {4, 3, 7},  {3, 5, 20}, {4, 5, 4}};
+    MinCut cut = min_cut(6, e, 0, 5);
+    BOOST_TEST(cut.value == 23);
+    BOOST_TEST_REQUIRE(cut.source_side.size() == 6u);
+    int64_t crossing = 0;
+    for (const FlowEdge& edge : e)
+        if (cut.source_side[edge.from] && !cut.source_side[edge.to]) crossing += edge.capacity;
+    BOOST_TEST(crossing == 23);
+    BOOST_TEST((cut.source_side == std::vector<bool>{true, true, true, false, true, false}));
+}

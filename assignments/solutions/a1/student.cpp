@@ -27,7 +27,7 @@ Tensor unary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor
         case OpId::relu:
             return where(out > 0.0, grad, zeros_like(grad));
         default:
-            throw Error(std::string("unary_backward: no formula for ") + op_info(op).name);
+            throw Error(std::string("unary_backward: no formula for ") + op_name(op));
     }
 }
 
@@ -48,7 +48,7 @@ std::pair<Tensor, Tensor> binary_backward(OpId op, const Tensor& grad, const Ten
             gx = grad / y, gy = -grad * out / y;
             break;
         default:
-            throw Error(std::string("binary_backward: no formula for ") + op_info(op).name);
+            throw Error(std::string("binary_backward: no formula for ") + op_name(op));
     }
     // Broadcasting copied x and y along some dims: their gradients add up along them.
     return {sum_to(gx, x.shape()), sum_to(gy, y.shape())};
