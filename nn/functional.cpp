@@ -45,7 +45,7 @@ Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op,
 }
 
 // [N, C, d...] -> [N * d..., C] (the class dim last), and targets [N, d...] -> [N * d...].
-// Unbatched [C] logits are one sample. `restore` gives a per-sample result the targets' shape.
+// Unbatched [C] logits are one sample; sample_shape is what Reduction::none returns.
 struct ClassRows {
     Tensor rows, targets;
     Shape sample_shape;  // the targets' shape: what Reduction::none returns
@@ -88,8 +88,9 @@ Tensor reduce_rows(const Tensor& per_sample, Reduction r, const Shape& sample_sh
 std::pair<Tensor, Tensor> picked_loss(const Tensor& log_probs, const Tensor& targets,
                                       const Tensor& weight, int64_t ignore_index, const char* op) {
     Tensor mask = class_mask(targets, log_probs.size(1), op, ignore_index);
+    // A row counts weight[t], or 1; an ignored row 0 (a row out of range has raised).
     Tensor w = weight.defined() ? where(mask, weight.unsqueeze(0), 0.0).sum({1})
-                                : mask.to(log_probs.dtype()).sum({1});
+                                : ne(targets, double(ignore_index)).to(log_probs.dtype());
     Tensor picked = where(mask, log_probs, 0.0).sum({1});
     return {weight.defined() ? -picked * w : -picked, w};
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "autograd/node.h"  // grad_enabled(): whether max_pool2d must route a gradient
 #include "tensor/kernels.h"
 
 namespace kiln {
@@ -192,8 +193,16 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return bias.defined() ? out + bias.reshape({1, O, 1, 1}) : out;
 }
 
+// Without a gradient to route, the first maximum is the maximum: one amax (the mask costs
+// about 8x its time). Under compile() requires_grad and grad mode are guarded, so each entry
+// keeps its choice.
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
-    return max_pool2d_with_indices(x, w).first;
+    if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
+    Tensor cols =
+        windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
+    if (!(autograd::grad_enabled() && x.requires_grad()))
+        return cols.amax({2}).reshape(pooled_shape(x, w));
+    return pick(first_max_mask(cols, 2), cols, 2).reshape(pooled_shape(x, w));
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2d& w) {
