@@ -77,9 +77,11 @@ Tensor grow(const Tensor& x, int64_t dim, int64_t before, int64_t after, double 
 
 // unfold2d of x, [N, C, k_h * k_w, OH * OW]; the padding, and the rows and columns that
 // ceil_mode's last windows reach beyond it, hold pad_value.
-Tensor unfold_windows(const Tensor& x, const Window2d& w, double pad_value, std::pair<int64_t, int64_t> extra) {
+Tensor unfold_windows(const Tensor& x, const Window2d& w, double pad_value,
+                      std::pair<int64_t, int64_t> extra) {
     Tensor grown = grow(grow(x, 2, 0, extra.first, pad_value), 3, 0, extra.second, pad_value);
-    Tensor cols = dispatch(OpId::unfold2d, {grown}, window_attrs(w.kernel, w.stride, w.padding, w.dilation, pad_value));
+    Tensor cols = dispatch(OpId::unfold2d, {grown},
+                           window_attrs(w.kernel, w.stride, w.padding, w.dilation, pad_value));
     return cols.reshape({x.size(0), x.size(1), w.kernel.first * w.kernel.second, cols.size(2)});
 }
 
