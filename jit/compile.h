@@ -86,8 +86,8 @@ void flatten_arg(Args& out, const T& v, ArgPath at) {
     } else if constexpr (std::is_convertible_v<const U&, std::string_view>) {
         push_leaf(out, {.kind = ArgKind::string, .text = std::string_view(v)}, at);
     } else if constexpr (std::is_base_of_v<nn::Module, U>) {
-        // By identity; the module's training flag and registered state are guarded when
-        // the recording calls it (nn::Module::operator() reports them).
+        // By identity; the module's training flag and registered state (its state version)
+        // are guarded by the recording (guard_module_state).
         push_leaf(out, {.kind = ArgKind::object, .object = &v}, at);
     } else if constexpr (StringMap<U>) {
         push_leaf(out, {.kind = ArgKind::integer, .integer = int64_t(v.size())}, {at.position, at.key, kLengthLeaf});
@@ -121,6 +121,12 @@ R unflatten_result(std::vector<Tensor> out) {
     else return [&]<size_t... I>(std::index_sequence<I...>) { return R{out.at(I)...}; }(std::make_index_sequence<std::tuple_size_v<R>>());
 }
 
+// Under a recording: guards a module argument's state version (nn::Module::state_changed).
+template <class T>
+void guard_module_state(const T& v) {
+    if constexpr (std::is_base_of_v<nn::Module, std::remove_cvref_t<T>>) v.report_guard_state();
+}
+
 template <class Sig>
 class Compiled;
 
@@ -143,7 +149,10 @@ class Compiled<R(A...)> {
         args.reserve(sizeof...(A));
         int pos = 0;
         (flatten_arg(args, a, ArgPath{.position = pos++}), ...);
-        auto run_fn = [&] { return flatten_result(fn_(a...)); };
+        auto run_fn = [&] {
+            (guard_module_state(a), ...);  // a module argument's state, even if fn never calls it
+            return flatten_result(fn_(a...));
+        };
         // A reference_wrapper fits std::function's inline buffer: no allocation per call
         // (the lambda itself captures too much for it). run_fn outlives the call.
         HostFn host = std::ref(run_fn);
@@ -176,7 +185,14 @@ template <jit::HasForward M>
 auto compile(M& module, CompileOptions options = {}) {
     using Sig = typename jit::fn_traits<decltype(&M::forward)>::sig;
     return [&]<class R, class... A>(std::type_identity<R(A...)>) {
-        return jit::Compiled<R(A...)>([m = &module](A... a) -> R { return m->forward(a...); }, std::move(options));
+        return jit::Compiled<R(A...)>(
+            [m = &module](A... a) -> R {
+                // forward reads the module's state (is_training() or not): guard it, as
+                // calling m(x) would.
+                if constexpr (std::is_base_of_v<nn::Module, M>) m->report_guard_state();
+                return m->forward(a...);
+            },
+            std::move(options));
     }(std::type_identity<Sig>{});
 }
 

@@ -237,6 +237,30 @@ std::vector<int> cat(Rule& r, const Attrs& a, std::span<const ValueMeta> in, con
     return sym;
 }
 
+// gather(x, index) along dim: the index's shape; outside dim the index and x agree (kiln asks
+// for equal sizes). x's size along dim shapes nothing: the kernel reads it to check the
+// indices. scatter_add(base, index, src): base's shape, the index and src agreeing with it
+// outside dim and with each other everywhere.
+std::vector<int> index_op(Rule& r, OpId op, const Attrs& a, std::span<const ValueMeta> in) {
+    const ValueMeta& data = in[0];
+    const ValueMeta& index = in[1];
+    size_t rank = index.shape.size();
+    if (rank == 0 || data.shape.size() != rank) {  // 0-d, or a call the kernel refuses
+        r.pin_everything();
+        return {};
+    }
+    size_t d = size_t(normalize_dim(a.dim, int64_t(rank), op_info(op).name));
+    std::vector<int> sym(rank, -1);
+    for (size_t i = 0; i < rank; ++i) {
+        std::vector<Dim> ds = {dim_of(index, i)};
+        if (op == OpId::scatter_add) ds.push_back(dim_of(in[2], i));
+        if (i != d) ds.push_back(dim_of(data, i));
+        int k = r.unify(ds, index.shape[i]);
+        sym[i] = op == OpId::scatter_add && i == d ? dim_of(data, i).sym : k;
+    }
+    return sym;
+}
+
 std::vector<int> factory(Rule& r, const Attrs& a) {
     std::vector<int> sym(a.shape.size(), -1);
     for (size_t i = 0; i < a.shape.size(); ++i) sym[i] = r.attr_sym(AttrField::shape, int(i));
@@ -276,6 +300,8 @@ SymShape infer_sym_shape(OpId op, const Attrs& a, std::span<const AttrPatch> pat
             break;
         case OpKind::other:
             if (op == OpId::cat) sym = cat(r, a, in, out);
+            else if (op == OpId::gather || op == OpId::scatter_add)
+                sym = index_op(r, op, a, in);
             else if (op == OpId::slice_backward) {
                 for (const ValueMeta& m : in)
                     for (size_t d = 0; d < m.shape.size(); ++d) r.pin(dim_of(m, d).sym);

@@ -36,28 +36,47 @@ std::string Conv2d::extra_repr() const {
     return s;
 }
 
-MaxPool2d::MaxPool2d(Pair k, Pair s, Pair p, Pair d) : window{k, or_kernel(s, k), p, d} {}
+MaxPool2d::MaxPool2d(Pair k, Pair s, Pair p, Pair d, bool ceil_mode)
+    : window{k, or_kernel(s, k), p, d, ceil_mode} {}
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, window); }
 std::string MaxPool2d::extra_repr() const {
-    return "kernel_size=" + pair_text(window.kernel) + ", stride=" + pair_text(window.stride) + ", padding=" + pair_text(window.padding) +
-           ", dilation=" + pair_text(window.dilation);
+    return "kernel_size=" + pair_text(window.kernel) + ", stride=" + pair_text(window.stride) +
+           ", padding=" + pair_text(window.padding) + ", dilation=" + pair_text(window.dilation) +
+           ", ceil_mode=" + (window.ceil_mode ? "True" : "False");
 }
 
-AvgPool2d::AvgPool2d(Pair k, Pair s, Pair p) : window{k, or_kernel(s, k), p, {1, 1}} {}
+AvgPool2d::AvgPool2d(Pair k, Pair s, Pair p, bool ceil_mode, bool count_include_pad,
+                     int64_t divisor_override)
+    : window{k, or_kernel(s, k), p, {1, 1}, ceil_mode, count_include_pad, divisor_override} {}
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, window); }
 std::string AvgPool2d::extra_repr() const {
-    return "kernel_size=" + pair_text(window.kernel) + ", stride=" + pair_text(window.stride) + ", padding=" + pair_text(window.padding);
+    std::string s = "kernel_size=" + pair_text(window.kernel) +
+                    ", stride=" + pair_text(window.stride) +
+                    ", padding=" + pair_text(window.padding);
+    if (window.ceil_mode) s += ", ceil_mode=True";
+    if (!window.count_include_pad) s += ", count_include_pad=False";
+    if (window.divisor_override != 0)
+        s += ", divisor_override=" + std::to_string(window.divisor_override);
+    return s;
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair size) : output_size(size) {}
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + pair_text(output_size); }
 
-BatchNorm2d::BatchNorm2d(int64_t c, double eps_, double momentum_, bool affine) : num_features(c), eps(eps_), momentum(momentum_) {
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(Pair size) : output_size(size) {}
+std::string AdaptiveMaxPool2d::extra_repr() const {
+    return "output_size=" + pair_text(output_size);
+}
+
+BatchNorm2d::BatchNorm2d(int64_t c, double eps_, std::optional<double> momentum_, bool affine,
+                         bool track)
+    : num_features(c), eps(eps_), momentum(momentum_), track_running_stats(track) {
     KILN_CHECK(c > 0, "BatchNorm2d: num_features must be positive, got ", c);
     if (affine) {
         weight = register_parameter("weight", ones({c}));
         bias = register_parameter("bias", zeros({c}));
     }
+    if (!track) return;  // PyTorch's None buffers: not in state_dict()
     running_mean = register_buffer("running_mean", zeros({c}));
     running_var = register_buffer("running_var", ones({c}));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::int64}));
@@ -67,17 +86,40 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     KILN_CHECK(x.dim() == 4, "BatchNorm2d: expected a 4-D input [N, C, H, W], got shape ", x.shape());
     KILN_CHECK(x.size(1) == num_features, "BatchNorm2d: expected ", num_features, " channels, got input of shape ", x.shape());
     bool training = is_training();
+    if (!track_running_stats)  // the batch's statistics in training and eval alike
+        return functional::batch_norm(x, {}, {}, weight, bias, true, 0.0, eps);
     if (training) {
-        autograd::NoGradGuard no_grad;  // counted as PyTorch does; only momentum=None would read it
+        autograd::NoGradGuard no_grad;
         num_batches_tracked.assign_(num_batches_tracked + 1.0);
     }
-    return functional::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    if (momentum || !training)
+        return functional::batch_norm(x, running_mean, running_var, weight, bias, training,
+                                      momentum.value_or(0.1), eps);
+    // momentum=None: the running statistics average every batch so far, each weighing
+    // 1/num_batches_tracked, as PyTorch (tensor math: the count is never read on the host).
+    Tensor out = functional::batch_norm(x, {}, {}, weight, bias, true, 0.0, eps);
+    autograd::NoGradGuard no_grad;
+    KILN_CHECK(
+        x.numel() / num_features > 1,
+        "BatchNorm2d: expected more than 1 value per channel when training, got input of shape ",
+        x.shape());
+    Tensor factor = num_batches_tracked.to(running_mean.dtype()).reciprocal();
+    Tensor xd = x.detach();
+    Tensor mean = xd.mean({0, 2, 3}), var = kiln::var(xd, {0, 2, 3}, 1);
+    Tensor(running_mean).assign_(running_mean * (1.0 - factor) + mean * factor);
+    Tensor(running_var).assign_(running_var * (1.0 - factor) + var * factor);
+    return out;
 }
 
 std::string BatchNorm2d::extra_repr() const {
     std::ostringstream os;
-    os << num_features << ", eps=" << eps << ", momentum=" << momentum << ", affine=" << (weight.defined() ? "True" : "False")
-       << ", track_running_stats=True";
+    os << num_features << ", eps=" << eps << ", momentum=";
+    if (momentum)
+        os << *momentum;
+    else
+        os << "None";
+    os << ", affine=" << (weight.defined() ? "True" : "False")
+       << ", track_running_stats=" << (track_running_stats ? "True" : "False");
     return os.str();
 }
 

@@ -1,6 +1,7 @@
-// Image layers: Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten — PyTorch's names,
-// arguments and parameter layout, over tensor/composites_conv.cpp.
+// Image layers: Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, Flatten —
+// PyTorch's names, arguments and parameter layout, over tensor/composites_conv.cpp.
 #pragma once
+#include <optional>
 #include <utility>
 
 #include "nn/module.h"
@@ -27,7 +28,8 @@ class Conv2d : public Module {
 class MaxPool2d : public Module {
    public:
     // stride {0, 0} means the kernel size, PyTorch's default.
-    explicit MaxPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0}, Pair dilation = {1, 1});
+    explicit MaxPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
+                       Pair dilation = {1, 1}, bool ceil_mode = false);
     Tensor forward(const Tensor& x) override;
     std::string extra_repr() const override;
     Window2d window;
@@ -35,7 +37,9 @@ class MaxPool2d : public Module {
 
 class AvgPool2d : public Module {
    public:
-    explicit AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0});
+    explicit AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
+                       bool ceil_mode = false, bool count_include_pad = true,
+                       int64_t divisor_override = 0);
     Tensor forward(const Tensor& x) override;
     std::string extra_repr() const override;
     Window2d window;
@@ -49,17 +53,31 @@ class AdaptiveAvgPool2d : public Module {
     Pair output_size;
 };
 
+class AdaptiveMaxPool2d : public Module {
+   public:
+    explicit AdaptiveMaxPool2d(Pair output_size);
+    Tensor forward(const Tensor& x) override { return adaptive_max_pool2d(x, output_size); }
+    std::string extra_repr() const override;
+    Pair output_size;
+};
+
 // Batch normalization per channel of [N, C, H, W]: weight (ones) and bias (zeros) when
 // affine; the buffers running_mean (zeros) and running_var (ones) updated by `momentum`
 // while training, used in eval(), and num_batches_tracked (int64, 0-d) counting the training
-// calls, as PyTorch.
+// calls, as PyTorch. momentum = nullopt (PyTorch's None): the running statistics are the
+// plain average of every batch so far. track_running_stats = false: no buffers, and the
+// batch's statistics normalize in eval() too.
 class BatchNorm2d : public Module {
    public:
-    explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
+    explicit BatchNorm2d(int64_t num_features, double eps = 1e-5,
+                         std::optional<double> momentum = 0.1, bool affine = true,
+                         bool track_running_stats = true);
     Tensor forward(const Tensor& x) override;
     std::string extra_repr() const override;
     int64_t num_features;
-    double eps, momentum;
+    double eps;
+    std::optional<double> momentum;
+    bool track_running_stats;
     Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };
 

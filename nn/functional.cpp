@@ -2,6 +2,7 @@
 #include "nn/functional.h"
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/node.h"
 
@@ -17,17 +18,86 @@ Tensor reduce(const Tensor& per_sample, Reduction r) {
     return per_sample;
 }
 
-// bool [N, C]: true where column j is sample i's target.
-Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op) {
+// bool [N, C]: true where column j is sample i's target (no column for ignore_index).
+Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op,
+                  std::optional<int64_t> ignore_index = std::nullopt) {
     KILN_CHECK(targets.dim() == 1 && targets.dtype() == int64, op, ": expected int64 class indices of shape [N], got ",
                targets.dtype(), " ", targets.shape());
-    // Reading values is a graph break under the JIT, so only eager calls check the range.
-    if (!dispatch_hook() && targets.numel() > 0) {
-        int64_t lo = targets.amin().item<int64_t>(), hi = targets.amax().item<int64_t>();
-        KILN_CHECK(lo >= 0 && hi < num_classes, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ",
-                   num_classes, " classes");
+    Tensor t = targets;
+    Tensor kept;  // bool [N]: not ignore_index
+    if (ignore_index) {
+        kept = ne(targets, double(*ignore_index));
+        t = where(kept, targets, 0.0);  // any class: the mask drops it below
     }
-    return arange(double(num_classes), {.dtype = int64, .device = targets.device()}) == targets.unsqueeze(1);
+    // An eager call names the op and the target; under compile() reading values would break
+    // the graph, and the gather below raises instead.
+    if (!dispatch_hook() && t.numel() > 0) {
+        int64_t lo = t.amin().item<int64_t>(), hi = t.amax().item<int64_t>();
+        KILN_CHECK_INDEX(lo >= 0 && hi < num_classes, op, ": target ", lo < 0 ? lo : hi,
+                         " is out of bounds for ", num_classes, " classes");
+    }
+    Tensor classes = arange(double(num_classes), {.dtype = int64, .device = targets.device()});
+    // gather(classes, t) is t itself, checked by gather on every path (eager, compiled,
+    // CUDA): a target out of range must raise, not match no class and add 0.
+    Tensor checked = gather(classes, 0, t);
+    if (kept.defined()) checked = where(kept, checked, -1.0);  // an ignored row matches no class
+    return classes == checked.unsqueeze(1);
+}
+
+// [N, C, d...] -> [N * d..., C] (the class dim last), and targets [N, d...] -> [N * d...].
+// Unbatched [C] logits are one sample; sample_shape is what Reduction::none returns.
+struct ClassRows {
+    Tensor rows, targets;
+    Shape sample_shape;  // the targets' shape: what Reduction::none returns
+};
+ClassRows class_rows(const Tensor& x, const Tensor& targets, bool class_targets, const char* op) {
+    KILN_CHECK(x.dim() >= 1, op, ": expected input [N, C, d...] or [C], got a 0-d tensor");
+    if (x.dim() == 1) {
+        KILN_CHECK(targets.shape() == (class_targets ? Shape{} : x.shape()), op,
+                   class_targets ? ": expected a 0-d target for unbatched input "
+                                 : ": probability targets must have the logits' shape ",
+                   x.shape(), ", got ", targets.shape());
+        return {x.unsqueeze(0), class_targets ? targets.reshape({1}) : targets.unsqueeze(0), {}};
+    }
+    int64_t C = x.size(1);
+    Shape samples = x.shape();
+    samples.erase(samples.begin() + 1);
+    if (class_targets)
+        KILN_CHECK(targets.shape() == samples, op, ": expected targets of shape ", samples,
+                   " for input ", x.shape(), ", got ", targets.shape());
+    else
+        KILN_CHECK(targets.shape() == x.shape(), op,
+                   ": probability targets must have the logits' shape ", x.shape(), ", got ",
+                   targets.shape());
+    if (x.dim() == 2) return {x, targets, samples};
+    Shape order = {0};
+    for (int64_t d = 2; d < x.dim(); ++d) order.push_back(d);
+    order.push_back(1);
+    Tensor rows = x.permute(order).reshape({-1, C});
+    Tensor t = class_targets ? targets.reshape({-1}) : targets.permute(order).reshape({-1, C});
+    return {rows, t, samples};
+}
+
+Tensor reduce_rows(const Tensor& per_sample, Reduction r, const Shape& sample_shape) {
+    if (r == Reduction::none) return per_sample.reshape(sample_shape);
+    return reduce(per_sample, r);
+}
+
+// -weight[t] * log_probs[t] per row (0 for ignore_index), and the weight each row counts for
+// in the mean.
+std::pair<Tensor, Tensor> picked_loss(const Tensor& log_probs, const Tensor& targets,
+                                      const Tensor& weight, int64_t ignore_index, const char* op) {
+    Tensor mask = class_mask(targets, log_probs.size(1), op, ignore_index);
+    // A row counts weight[t], or 1; an ignored row 0 (a row out of range has raised).
+    Tensor w = weight.defined() ? where(mask, weight.unsqueeze(0), 0.0).sum({1})
+                                : ne(targets, double(ignore_index)).to(log_probs.dtype());
+    Tensor picked = where(mask, log_probs, 0.0).sum({1});
+    return {weight.defined() ? -picked * w : -picked, w};
+}
+
+void check_weight(const Tensor& weight, int64_t C, const char* op) {
+    KILN_CHECK(!weight.defined() || weight.shape() == Shape{C}, op,
+               ": expected a weight of shape [", C, "] (one per class), got ", weight.shape());
 }
 
 }  // namespace
@@ -42,26 +112,51 @@ Tensor one_hot(const Tensor& targets, int64_t num_classes) {
 
 // The losses read sizes only to check them; under compile() the ops that follow check the
 // same agreements structurally (jit/sym_shapes.cpp), so the reads pin no symbol.
-Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction) {
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction,
+                const Tensor& weight, int64_t ignore_index) {
     SizesUnobserved quiet;
-    KILN_CHECK(log_probs.dim() == 2, "nll_loss: expected log-probabilities of shape [N, C], got ", log_probs.shape());
-    KILN_CHECK(targets.dim() == 1 && targets.size(0) == log_probs.size(0), "nll_loss: expected targets of shape [",
-               log_probs.size(0), "], got ", targets.shape());
-    Tensor mask = class_mask(targets, log_probs.size(1), "nll_loss");
-    Tensor picked = where(mask, log_probs, 0.0).sum({1});
-    return reduce(-picked, reduction);
+    KILN_CHECK(targets.dtype() == int64, "nll_loss: expected int64 class indices, got ",
+               targets.dtype(), " ", targets.shape());
+    ClassRows r = class_rows(log_probs, targets, true, "nll_loss");
+    check_weight(weight, r.rows.size(1), "nll_loss");
+    auto [loss, counts] = picked_loss(r.rows, r.targets, weight, ignore_index, "nll_loss");
+    if (reduction == Reduction::mean) return loss.sum() / counts.sum();
+    return reduce_rows(loss, reduction, r.sample_shape);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+// PyTorch's label smoothing: (1 - eps) * nll + eps / C * (-sum over classes of weight_c *
+// log_probs_c), the second term 0 for ignored rows and, for the mean, divided by the same
+// weights as the first.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction,
+                     const Tensor& weight, int64_t ignore_index, double label_smoothing) {
     SizesUnobserved quiet;
-    KILN_CHECK(logits.dim() == 2, "cross_entropy: expected logits of shape [N, C], got ", logits.shape());
-    Tensor log_probs = logits.log_softmax(1);
-    if (is_floating(targets.dtype())) {
-        KILN_CHECK(targets.shape() == logits.shape(), "cross_entropy: probability targets must have the logits' shape ",
-                   logits.shape(), ", got ", targets.shape());
-        return reduce(-(targets * log_probs).sum({1}), reduction);
+    KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+               "cross_entropy: label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
+    bool class_targets = !is_floating(targets.dtype());
+    ClassRows r = class_rows(logits, targets, class_targets, "cross_entropy");
+    int64_t C = r.rows.size(1);
+    check_weight(weight, C, "cross_entropy");
+    Tensor log_probs = r.rows.log_softmax(1);
+    Tensor w_row = weight.defined() ? weight.unsqueeze(0) : Tensor();
+    if (!class_targets) {  // probabilities: the mean is over samples, weighted or not
+        Tensor p = label_smoothing > 0
+                       ? r.targets * (1 - label_smoothing) + label_smoothing / double(C)
+                       : r.targets;
+        Tensor terms = p * log_probs;
+        if (w_row.defined()) terms = terms * w_row;
+        return reduce_rows(-terms.sum({1}), reduction, r.sample_shape);
     }
-    return nll_loss(log_probs, targets, reduction);
+    KILN_CHECK(targets.dtype() == int64,
+               "cross_entropy: expected int64 class indices or float probabilities, got ",
+               targets.dtype());
+    auto [loss, counts] = picked_loss(log_probs, r.targets, weight, ignore_index, "cross_entropy");
+    if (label_smoothing > 0) {
+        Tensor all = w_row.defined() ? (log_probs * w_row).sum({1}) : log_probs.sum({1});
+        Tensor smooth = where(ne(r.targets, double(ignore_index)), -all, 0.0);
+        loss = loss * (1 - label_smoothing) + smooth * (label_smoothing / double(C));
+    }
+    if (reduction == Reduction::mean) return loss.sum() / counts.sum();
+    return reduce_rows(loss, reduction, r.sample_shape);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -158,6 +253,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         scores = masked_fill(scores, above, -INFINITY);
     } else if (attn_mask.defined()) {
         scores = attn_mask.dtype() == DType::boolean ? masked_fill(scores, eq(attn_mask, 0.0), -INFINITY) : scores + attn_mask;
+        // A query whose every key is masked out attends to nothing: zeros, as PyTorch's
+        // _safe_softmax, not softmax's 0/0. Its scores become 0 first, so that neither the
+        // softmax nor its gradient sees -inf - -inf (the where's gradient there is 0).
+        Tensor none = scores.amax({-1}, true) == -INFINITY;  // [..., L, 1]
+        Tensor p = kiln::softmax(masked_fill(scores, none, 0.0), -1);
+        return matmul(where(none, 0.0, p), v);
     }
     return matmul(kiln::softmax(scores, -1), v);
 }

@@ -27,10 +27,19 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // then * weight + bias when given (their shape: normalized_shape).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
-// -log_probs[i, targets[i]]; log_probs [N, C], targets int64 [N].
-Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction = Reduction::mean);
-// nll_loss(log_softmax(logits)). targets: int64 class indices [N], or probabilities [N, C].
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
+// -weight[t] * log_probs[i, t] with t = targets[i]; log_probs [N, C] (or [N, C, d...] with
+// targets [N, d...], or unbatched [C] with a 0-d target), targets int64. A target equal to
+// ignore_index adds nothing; the mean divides by the summed weights of the others (their
+// count without weight), as PyTorch. Any other target outside [0, C) raises.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets,
+                Reduction reduction = Reduction::mean, const Tensor& weight = {},
+                int64_t ignore_index = -100);
+// nll_loss(log_softmax(logits)) over the class dim 1 (0 for unbatched [C] logits). targets:
+// int64 class indices, or probabilities of the logits' shape. label_smoothing mixes in the
+// uniform distribution over classes, as PyTorch.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
+                     Reduction reduction = Reduction::mean, const Tensor& weight = {},
+                     int64_t ignore_index = -100, double label_smoothing = 0.0);
 // Batch normalization over [N, C, ...] per channel C. training: normalize with the batch's
 // mean and biased variance, and (when given) move running_mean/running_var toward the
 // batch's mean and unbiased variance by `momentum`, in place, as PyTorch; otherwise
@@ -39,7 +48,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
 // softmax(q k^T * scale + mask) v over the last two dims ([..., L, E] queries, [..., S, E] keys,
 // [..., S, Ev] values); scale defaults to 1/sqrt(E); is_causal masks key j > query i;
-// attn_mask: bool (True = take part) or float (added).
+// attn_mask: bool (True = take part) or float (added). A query that may attend to no key
+// (a masked row: all scores -inf) gives zeros and zero gradients, as PyTorch 2.5+.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);
 // (input - target)^2; the shapes must match.

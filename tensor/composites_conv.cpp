@@ -1,11 +1,13 @@
 // Convolution and pooling as Tensor code over two table ops (tensor/kernels_conv.cpp):
 // unfold2d lays every window out as a column, so conv2d is one matmul (groups: a batched
 // one) and pooling one reduction over the window's entries. Autograd and the JIT see only
-// primitives: the derivative of unfold2d is fold2d, and the rest is matmul, amax, mean.
+// primitives: the derivative of unfold2d is fold2d, and the rest is matmul, where, sum, mean.
 // A CPU float32 conv2d built with oneDNN is instead the table op conv2d
 // (tensor/kernels_conv_dnnl.cpp).
+#include <algorithm>
 #include <limits>
 
+#include "autograd/node.h"  // grad_enabled(): whether max_pool2d must route a gradient
 #include "tensor/kernels.h"
 
 namespace kiln {
@@ -26,34 +28,130 @@ void check_window(const char* op, std::pair<int64_t, int64_t> k, std::pair<int64
     KILN_CHECK(d.first > 0 && d.second > 0, op, ": dilation must be positive, got ", d.first, "x", d.second);
 }
 
-int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
-    return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
-}
-
 void check_image(const Tensor& x, const char* op) {
-    KILN_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.shape());
+    KILN_CHECK(x.dim() == 4, op, ": expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got shape ",
+               x.shape());
 }
 
-// The windows of x, [N, C, k_h * k_w, OH * OW].
+// PyTorch's pooling size: floor division, or with ceil_mode rounded up unless the last window
+// would start in the right padding.
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+    int64_t out = window_out_size(in + (ceil_mode ? s - 1 : 0), k, s, p, d);
+    if (ceil_mode && (out - 1) * s >= in + p) --out;
+    return out;
+}
+
+Shape pooled_shape(const Tensor& x, const Window2d& w) {
+    return {x.size(0), x.size(1),
+            pooled_size(x.size(2), w.kernel.first, w.stride.first, w.padding.first,
+                        w.dilation.first, w.ceil_mode),
+            pooled_size(x.size(3), w.kernel.second, w.stride.second, w.padding.second,
+                        w.dilation.second, w.ceil_mode)};
+}
+
+// Rows (cols) of padding beyond the symmetric padding that ceil_mode's last windows reach.
+std::pair<int64_t, int64_t> ceil_extra(const Tensor& x, const Window2d& w) {
+    Shape out = pooled_shape(x, w);
+    auto extra = [](int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d) {
+        return std::max<int64_t>(0, (out - 1) * s + d * (k - 1) + 1 - (in + 2 * p));
+    };
+    return {
+        extra(x.size(2), out[2], w.kernel.first, w.stride.first, w.padding.first, w.dilation.first),
+        extra(x.size(3), out[3], w.kernel.second, w.stride.second, w.padding.second,
+              w.dilation.second)};
+}
+
+// x with `before` and `after` rows (dim 2) or columns (dim 3) of `value` around it.
+Tensor grow(const Tensor& x, int64_t dim, int64_t before, int64_t after, double value) {
+    auto block = [&](int64_t n) {
+        Shape shape = x.shape();
+        shape[size_t(dim)] = n;
+        return full(shape, value, {.dtype = x.dtype(), .device = x.device()});
+    };
+    std::vector<Tensor> parts;
+    if (before > 0) parts.push_back(block(before));
+    parts.push_back(x);
+    if (after > 0) parts.push_back(block(after));
+    return parts.size() == 1 ? x : cat(parts, dim);
+}
+
+// unfold2d of x, [N, C, k_h * k_w, OH * OW]; the padding, and the rows and columns that
+// ceil_mode's last windows reach beyond it, hold pad_value.
+Tensor unfold_windows(const Tensor& x, const Window2d& w, double pad_value,
+                      std::pair<int64_t, int64_t> extra) {
+    Tensor grown = grow(grow(x, 2, 0, extra.first, pad_value), 3, 0, extra.second, pad_value);
+    Tensor cols = dispatch(OpId::unfold2d, {grown},
+                           window_attrs(w.kernel, w.stride, w.padding, w.dilation, pad_value));
+    return cols.reshape({x.size(0), x.size(1), w.kernel.first * w.kernel.second, cols.size(2)});
+}
+
+// avg_pool2d's divisor per window, [1, 1, OH * OW] (PyTorch's): the window sums of an image
+// of ones over the input and, with count_include_pad, over the padding; ceil_mode's extra
+// rows and columns, beyond the padding, count nothing.
+Tensor window_counts(const Tensor& x, const Window2d& w, std::pair<int64_t, int64_t> extra) {
+    auto [ph, pw] = w.padding;
+    double border = w.count_include_pad ? 1.0 : 0.0;
+    Tensor image = ones({1, 1, x.size(2), x.size(3)}, {.dtype = x.dtype(), .device = x.device()});
+    image = grow(grow(image, 2, ph, ph, border), 3, pw, pw, border);
+    image = grow(grow(image, 2, 0, extra.first, 0.0), 3, 0, extra.second, 0.0);
+    Window2d unpadded = w;
+    unpadded.padding = {0, 0};
+    return unfold_windows(image, unpadded, 0.0, {0, 0}).sum({2});
+}
+
+// The windows of x, [N, C, k_h * k_w, OH * OW], after PyTorch's checks.
 Tensor windows(const Tensor& x, const Window2d& w, double pad_value, const char* op) {
     check_image(x, op);
     check_window(op, w.kernel, w.stride, w.padding, w.dilation);
     KILN_CHECK(w.padding.first * 2 <= w.kernel.first && w.padding.second * 2 <= w.kernel.second, op,
                ": padding should be at most half of the kernel size, got padding ", w.padding.first, "x", w.padding.second,
                " for a ", w.kernel.first, "x", w.kernel.second, " kernel");
-    Tensor cols = dispatch(OpId::unfold2d, {x}, window_attrs(w.kernel, w.stride, w.padding, w.dilation, pad_value));
-    return cols.reshape({x.size(0), x.size(1), w.kernel.first * w.kernel.second, cols.size(2)});
+    Shape out = pooled_shape(x, w);
+    KILN_CHECK(out[2] > 0 && out[3] > 0, op, ": given input size: (", x.size(1), "x", x.size(2),
+               "x", x.size(3), "). Calculated output size: (", x.size(1), "x", out[2], "x", out[3],
+               "). Output size is too small (a ", w.kernel.first, "x", w.kernel.second,
+               " window, stride ", w.stride.first, "x", w.stride.second, ", padding ",
+               w.padding.first, "x", w.padding.second, ", dilation ", w.dilation.first, "x",
+               w.dilation.second, ")");
+    return unfold_windows(x, w, pad_value, ceil_extra(x, w));
 }
 
-Shape pooled_shape(const Tensor& x, const Window2d& w) {
-    return {x.size(0), x.size(1), out_size(x.size(2), w.kernel.first, w.stride.first, w.padding.first, w.dilation.first),
-            out_size(x.size(3), w.kernel.second, w.stride.second, w.padding.second, w.dilation.second)};
+// True at the first maximum along dim (a NaN, if any: argmax's rule). Picking by this mask
+// sends a max's whole gradient to that one element, as PyTorch's pooling does; amax's
+// gradient would be split evenly among tied maxima.
+Tensor first_max_mask(const Tensor& t, int64_t dim) {
+    Shape at(size_t(t.dim()), 1);
+    at[size_t(dim)] = t.size(dim);
+    Tensor slot =
+        arange(double(t.size(dim)), {.dtype = DType::int64, .device = t.device()}).reshape(at);
+    return slot == argmax(t, dim, true);
 }
+
+Tensor pick(const Tensor& mask, const Tensor& t, int64_t dim) {
+    return where(mask, t, 0.0).sum({dim});
+}
+
+// [C, H, W] runs as a batch of one, as PyTorch's unbatched inputs.
+bool unbatched(const Tensor& x) { return x.dim() == 3; }
 
 }  // namespace
 
+void check_conv_fits(int64_t H, int64_t W, const Shape& window) {  // window: unfold2d's attrs.shape
+    int64_t kh = window[0], kw = window[1], ph = window[4], pw = window[5], dh = window[6],
+            dw = window[7];
+    bool fits = window_out_size(H, kh, window[2], ph, dh) > 0 &&
+                window_out_size(W, kw, window[3], pw, dw) > 0;
+    KILN_CHECK(fits, "conv2d: calculated padded input size per channel: (", H + 2 * ph, " x ",
+               W + 2 * pw, "). Kernel size: (", dh * (kh - 1) + 1, " x ", dw * (kw - 1) + 1,
+               "). Kernel size can't be greater than actual input size (a ", kh, "x", kw,
+               " kernel, padding ", ph, "x", pw, ", dilation ", dh, "x", dw, ", over an input of ",
+               H, "x", W, ")");
+}
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pair<int64_t, int64_t> stride,
               std::pair<int64_t, int64_t> padding, std::pair<int64_t, int64_t> dilation, int64_t groups) {
+    if (unbatched(x))
+        return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0);
     check_image(x, "conv2d");
     KILN_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels / groups, kH, kW], got shape ",
                weight.shape());
@@ -66,11 +164,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pa
     KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == O), "conv2d: expected a bias of shape [", O, "], got ",
                bias.defined() ? bias.shape() : Shape{});
     check_window("conv2d", {kh, kw}, stride, padding, dilation);
-    int64_t OH = out_size(x.size(2), kh, stride.first, padding.first, dilation.first);
-    int64_t OW = out_size(x.size(3), kw, stride.second, padding.second, dilation.second);
-    KILN_CHECK(OH > 0 && OW > 0, "conv2d: the ", kh, "x", kw, " kernel (padding ", padding.first, "x", padding.second,
-               ", dilation ", dilation.first, "x", dilation.second, ") is larger than the input ", x.size(2), "x", x.size(3));
     Attrs a = window_attrs({kh, kw}, stride, padding, dilation, 0.0);
+    check_conv_fits(x.size(2), x.size(3), a.shape);
     a.dim = groups;
     bool onednn = detail::conv_uses_onednn(x) && detail::conv_uses_onednn(weight) &&
                   (!bias.defined() || detail::conv_uses_onednn(bias));
@@ -85,8 +180,8 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
                      std::pair<int64_t, int64_t> dilation, int64_t groups) {
     int64_t N = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2),
             kw = weight.size(3);
-    int64_t OH = out_size(x.size(2), kh, stride.first, padding.first, dilation.first);
-    int64_t OW = out_size(x.size(3), kw, stride.second, padding.second, dilation.second);
+    int64_t OH = window_out_size(x.size(2), kh, stride.first, padding.first, dilation.first);
+    int64_t OW = window_out_size(x.size(3), kw, stride.second, padding.second, dilation.second);
     Tensor cols = dispatch(OpId::unfold2d, {x}, window_attrs({kh, kw}, stride, padding, dilation, 0.0));  // [N, C*kh*kw, L]
     int64_t K = C / groups * kh * kw, L = OH * OW;
     Tensor out;
@@ -100,33 +195,92 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return bias.defined() ? out + bias.reshape({1, O, 1, 1}) : out;
 }
 
+// Without a gradient to route, the first maximum is the maximum: one amax (the mask costs
+// about 8x its time). Under compile() requires_grad and grad mode are guarded, so each entry
+// keeps its choice.
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
-    return windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d").amax({2}).reshape(pooled_shape(x, w));
+    if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
+    Tensor cols =
+        windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
+    if (!(autograd::grad_enabled() && x.requires_grad()))
+        return cols.amax({2}).reshape(pooled_shape(x, w));
+    return pick(first_max_mask(cols, 2), cols, 2).reshape(pooled_shape(x, w));
 }
 
-Tensor avg_pool2d(const Tensor& x, const Window2d& w) {  // count_include_pad=True, as PyTorch's default
-    return windows(x, w, 0.0, "avg_pool2d").mean({2}).reshape(pooled_shape(x, w));
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2d& w) {
+    if (unbatched(x)) {
+        auto [v, i] = max_pool2d_with_indices(x.unsqueeze(0), w);
+        return {v.squeeze(0), i.squeeze(0)};
+    }
+    Tensor cols =
+        windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
+    Tensor first = first_max_mask(cols, 2);
+    Shape out = pooled_shape(x, w);
+    // Each window entry's place in the H*W plane: the windows of an image of its own indices.
+    int64_t H = x.size(2), W = x.size(3);
+    Tensor plane = arange(double(H * W), {.dtype = DType::float64, .device = x.device()})
+                       .reshape({1, 1, H, W});
+    Tensor place = unfold_windows(plane, w, -1.0, ceil_extra(x, w));  // [1, 1, K, L]
+    return {pick(first, cols, 2).reshape(out), pick(first, place, 2).to(DType::int64).reshape(out)};
+}
+
+// count_include_pad divides by the window's size within the padded input (ceil_mode's extra
+// rows and columns not counted), else by its count of input elements: both are the window
+// sums of an image of ones.
+Tensor avg_pool2d(const Tensor& x, const Window2d& w) {
+    if (unbatched(x)) return avg_pool2d(x.unsqueeze(0), w).squeeze(0);
+    Tensor cols = windows(x, w, 0.0, "avg_pool2d");
+    Shape out = pooled_shape(x, w);
+    if (w.divisor_override != 0) return (cols.sum({2}) / double(w.divisor_override)).reshape(out);
+    std::pair<int64_t, int64_t> extra = ceil_extra(x, w);
+    bool whole_windows = extra == std::pair<int64_t, int64_t>{0, 0};
+    if (w.count_include_pad && whole_windows) return cols.mean({2}).reshape(out);
+    return (cols.sum({2}) / window_counts(x, w, extra)).reshape(out);
 }
 
 // PyTorch's bins: output cell i covers [floor(i * H / oh), ceil((i + 1) * H / oh)). When the
-// sizes divide, that is one avg_pool2d; otherwise each cell is a slice and a mean.
-Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> size) {
-    check_image(x, "adaptive_avg_pool2d");
+// sizes divide, that is one pooling window per cell; otherwise each cell is a slice.
+template <class Cell>
+Tensor adaptive_pool2d(const Tensor& x, std::pair<int64_t, int64_t> size, const char* op,
+                       Cell&& cell) {
+    check_image(x, op);
     auto [oh, ow] = size;
-    KILN_CHECK(oh > 0 && ow > 0, "adaptive_avg_pool2d: output size must be positive, got ", oh, "x", ow);
+    KILN_CHECK(oh > 0 && ow > 0, op, ": output size must be positive, got ", oh, "x", ow);
     int64_t H = x.size(2), W = x.size(3);
-    if (H % oh == 0 && W % ow == 0) return avg_pool2d(x, {.kernel = {H / oh, W / ow}, .stride = {H / oh, W / ow}});
     std::vector<Tensor> rows;
     for (int64_t i = 0; i < oh; ++i) {
         int64_t h0 = i * H / oh, h1 = ((i + 1) * H + oh - 1) / oh;
         std::vector<Tensor> cells;
         for (int64_t j = 0; j < ow; ++j) {
             int64_t w0 = j * W / ow, w1 = ((j + 1) * W + ow - 1) / ow;
-            cells.push_back(x.slice(2, h0, h1).slice(3, w0, w1).mean({2, 3}));
+            cells.push_back(cell(x.slice(2, h0, h1).slice(3, w0, w1)));  // [N, C]
         }
         rows.push_back(stack(cells, -1));  // [N, C, ow]
     }
     return stack(rows, -2);  // [N, C, oh, ow]
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> size) {
+    if (unbatched(x)) return adaptive_avg_pool2d(x.unsqueeze(0), size).squeeze(0);
+    auto [oh, ow] = size;
+    if (x.dim() == 4 && oh > 0 && ow > 0 && x.size(2) % oh == 0 && x.size(3) % ow == 0)
+        return avg_pool2d(x, {.kernel = {x.size(2) / oh, x.size(3) / ow},
+                              .stride = {x.size(2) / oh, x.size(3) / ow}});
+    return adaptive_pool2d(x, size, "adaptive_avg_pool2d", [](const Tensor& c) {
+        return c.mean({2, 3});
+    });
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, std::pair<int64_t, int64_t> size) {
+    if (unbatched(x)) return adaptive_max_pool2d(x.unsqueeze(0), size).squeeze(0);
+    auto [oh, ow] = size;
+    if (x.dim() == 4 && oh > 0 && ow > 0 && x.size(2) % oh == 0 && x.size(3) % ow == 0)
+        return max_pool2d(x, {.kernel = {x.size(2) / oh, x.size(3) / ow},
+                              .stride = {x.size(2) / oh, x.size(3) / ow}});
+    return adaptive_pool2d(x, size, "adaptive_max_pool2d", [](const Tensor& c) {
+        Tensor flat = c.reshape({c.size(0), c.size(1), c.size(2) * c.size(3)});
+        return pick(first_max_mask(flat, 2), flat, 2);
+    });
 }
 
 }  // namespace kiln

@@ -52,6 +52,10 @@ Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device);
 struct IndexSizes {
     int64_t dim = 0, outer = 1, inner = 1, n_index = 1, n_data = 1;  // index[outer, n_index, inner] over data[outer, n_data, inner]
 };
+// Appended to gather's and scatter_add's out-of-range errors: under compile() the error comes
+// from these ops even where the user called index_select, embedding or a class loss.
+inline constexpr const char* kIndexUsers =
+    " (index_select, embedding and the class losses index through gather and scatter_add)";
 Tensor cuda_unfold2d(const Tensor& x, const Shape& window, int64_t OH, int64_t OW, double pad);
 Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW);
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);
@@ -71,6 +75,22 @@ const char* cuda_c_type(DType d);  // float, double, long long, bool
 // Every eager CUDA kernel's source with a label (each pointwise op per dtype and operand form,
 // casts, where, reductions): compile-only tests build them with NVRTC, which needs no GPU.
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources();
+
+// The output size of a sliding window along one dim (conv2d, pooling, unfold2d, fold2d):
+// PyTorch's floor((in + 2*pad - dilation*(k-1) - 1) / stride) + 1. The numerator is negative
+// when the dilated kernel is wider than the padded input, and C++'s `/` truncates toward 0
+// there (-1 / 2 + 1 = 1, a window read from outside the input): the division floors, so such
+// a window gives a size <= 0 that the callers reject.
+inline int64_t window_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad,
+                               int64_t dilation) {
+    int64_t span = in + 2 * pad - dilation * (k - 1) - 1;
+    int64_t steps = span >= 0 ? span / stride : -((-span + stride - 1) / stride);
+    return steps + 1;
+}
+
+// Raises PyTorch's "Kernel size can't be greater than actual input size" when a conv2d's
+// dilated kernel is wider than its padded [H, W] input (tensor/composites_conv.cpp).
+void check_conv_fits(int64_t H, int64_t W, const Shape& window);
 
 // conv2d as im2col + GEMM (tensor/composites_conv.cpp): the reference the conv2d op's kernel
 // runs where oneDNN does not (float64, CUDA, a build without it, KILN_CONV=im2col).

@@ -11,8 +11,8 @@ namespace {
 // attrs.shape = {kh, kw, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w}.
 struct Window {
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-    int64_t out_h(int64_t h) const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
-    int64_t out_w(int64_t w) const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+    int64_t out_h(int64_t h) const { return window_out_size(h, kh, sh, ph, dh); }
+    int64_t out_w(int64_t w) const { return window_out_size(w, kw, sw, pw, dw); }
 };
 
 Window window_of(const Attrs& a, const char* op) {
@@ -84,8 +84,10 @@ Tensor forward_fold2d(std::span<const Tensor> in, const Attrs& a) {
     Window w = window_of(a, "fold2d");
     KILN_CHECK(a.dims.size() == 2, "fold2d: expected the image size (H, W) in attrs.dims");
     int64_t H = a.dims[0], W = a.dims[1], OH = w.out_h(H), OW = w.out_w(W);
-    KILN_CHECK(cols.dim() == 3 && cols.size(1) % (w.kh * w.kw) == 0 && cols.size(2) == OH * OW, "fold2d: columns of shape ",
-               cols.shape(), " do not match a ", w.kh, "x", w.kw, " window over ", H, "x", W);
+    KILN_CHECK(OH > 0 && OW > 0 && cols.dim() == 3 && cols.size(1) % (w.kh * w.kw) == 0 &&
+                   cols.size(2) == OH * OW,
+               "fold2d: columns of shape ", cols.shape(), " do not match a ", w.kh, "x", w.kw,
+               " window over ", H, "x", W);
     int64_t N = cols.size(0), C = cols.size(1) / (w.kh * w.kw);
     if (cols.device().type == DeviceType::cuda) return cuda_fold2d(cols, a.shape, C, H, W, OH, OW);
     Tensor src = contiguous_as(cols, cols.dtype());

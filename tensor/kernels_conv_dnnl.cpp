@@ -287,8 +287,8 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
 Tensor f32(const Tensor& t) { return contiguous_as(t, DType::float32); }
 
 Shape out_shape(const Shape& x, const Shape& w, const ConvParams& p) {
-    return {x[0], w[0], (x[2] + 2 * p.ph - p.dh * (p.kh - 1) - 1) / p.sh + 1,
-            (x[3] + 2 * p.pw - p.dw * (p.kw - 1) - 1) / p.sw + 1};
+    return {x[0], w[0], window_out_size(x[2], p.kh, p.sh, p.ph, p.dh),
+            window_out_size(x[3], p.kw, p.sw, p.pw, p.dw)};
 }
 
 bool onednn_usable(std::span<const Tensor> in) {
@@ -325,6 +325,9 @@ Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
                "conv2d: expected (input, weight) or (input, weight, bias), got ", in.size(),
                " tensors");
     ConvParams p = conv_params(a, "conv2d");
+    KILN_CHECK(in[0].dim() == 4, "conv2d: expected a 4-D input [N, C, H, W], got shape ",
+               in[0].shape());
+    check_conv_fits(in[0].size(2), in[0].size(3), a.shape);
     Tensor bias = in.size() == 3 ? in[2] : Tensor();
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {

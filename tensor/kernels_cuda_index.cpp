@@ -70,12 +70,15 @@ std::string fold_source(DType t) {
 // kept in *bad for the host to report.
 std::string index_source(DType t, bool scatter) {
     std::ostringstream s;
-    s << "extern \"C\" __global__ void kiln_" << (scatter ? "scatter_add" : "gather") << "(long long n, long long n_index, long long n_data, "
-      << "long long inner, const long long* index, const " << c_type(t) << "* src, " << c_type(t) << "* out, unsigned long long* bad) {\n"
-      << "    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)blockDim.x * gridDim.x) {\n"
+    s << "extern \"C\" __global__ void kiln_" << (scatter ? "scatter_add" : "gather")
+      << "(long long n, long long n_index, long long n_data, "
+      << "long long inner, const long long* index, const " << c_type(t) << "* src, " << c_type(t)
+      << "* out, unsigned long long* bad) {\n"
+      << "    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += "
+         "(long long)blockDim.x * gridDim.x) {\n"
       << "        long long k = e % inner, o = e / (inner * n_index), i = index[e];\n"
-      << "        if (i < 0) i += n_data;\n"
-      << "        if (i < 0 || i >= n_data) { atomicCAS(bad, 0x8000000000000000ull, (unsigned long long)index[e]); continue; }\n"
+      << "        if (i < 0 || i >= n_data) { atomicCAS(bad, 0x8000000000000000ull, (unsigned long "
+         "long)index[e]); continue; }\n"
       << "        const long long at = (o * n_data + i) * inner + k;\n";
     if (!scatter) s << "        out[e] = src[at];\n";
     else if (t == DType::int64) s << "        atomicAdd((unsigned long long*)&out[at], (unsigned long long)src[e]);\n";
@@ -100,8 +103,8 @@ void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, 
     void* args[] = {&count, &n_index, &n_data, &inner, &ip, &sp, &op_, &bp};
     launch(fn, n, args);
     int64_t first_bad = bad.cpu().item<int64_t>();
-    KILN_CHECK(first_bad == std::numeric_limits<int64_t>::min(), op, ": index ", first_bad, " is out of bounds for dim ", p.dim,
-               " with size ", p.n_data);
+    KILN_CHECK(first_bad == std::numeric_limits<int64_t>::min(), op, ": index ", first_bad,
+               " is out of bounds for dim ", p.dim, " with size ", p.n_data, kIndexUsers);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // (index_select, embedding: tensor/composites_conv.cpp's neighbour composites.cpp).
 //   gather:      out[i][j][k] = x[i][index[i][j][k]][k]            (dim 1)
 //   scatter_add: out = base; out[i][index[i][j][k]][k] += src[i][j][k]
-// Each is the other's derivative. Indices are int64 and checked against the dim's size.
+// Each is the other's derivative. Indices are int64 and checked against the dim's size
+// (negative indices too, as PyTorch's gather: a kiln::Error, PyTorch's RuntimeError) on every
+// path: here, on the device (kernels_cuda_index.cpp), and under compile(), which runs these
+// kernels.
 #include "tensor/kernels.h"
 
 namespace kiln {
@@ -38,9 +41,9 @@ void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, Fn&
         for (int64_t j = 0; j < p.n_index; ++j)
             for (int64_t k = 0; k < p.inner; ++k) {
                 int64_t at = (o * p.n_index + j) * p.inner + k;
-                int64_t i = ip[at];
-                if (i < 0) i += p.n_data;  // negative indices count from the end, as in PyTorch
-                KILN_CHECK(i >= 0 && i < p.n_data, op, ": index ", ip[at], " is out of bounds for dim ", p.dim, " with size ", p.n_data);
+                int64_t i = ip[at];  // a negative index is out of range too, as PyTorch's gather
+                KILN_CHECK(i >= 0 && i < p.n_data, op, ": index ", i, " is out of bounds for dim ",
+                           p.dim, " with size ", p.n_data, kIndexUsers);
                 fn(at, (o * p.n_data + i) * p.inner + k);
             }
 }

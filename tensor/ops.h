@@ -199,7 +199,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor embedding(const Tensor& index, const Tensor& weight);
 
-// Convolution and pooling over [N, C, H, W] (tensor/composites_conv.cpp), as torch.nn.functional.
+// Convolution and pooling over [N, C, H, W] or unbatched [C, H, W] (tensor/composites_conv.cpp),
+// as torch.nn.functional.
 // Pairs are (height, width). bias may be undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::pair<int64_t, int64_t> stride = {1, 1},
               std::pair<int64_t, int64_t> padding = {0, 0}, std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1);
@@ -230,15 +231,25 @@ struct ConvWeightCacheStats {
 ConvWeightCacheStats conv_weight_cache_stats();
 void conv_weight_cache_clear();
 }  // namespace detail
+// Pooling over [N, C, H, W] or unbatched [C, H, W] inputs, with PyTorch's options.
 struct Window2d {
     std::pair<int64_t, int64_t> kernel{1, 1};
     std::pair<int64_t, int64_t> stride{1, 1};  // PyTorch's default is the kernel size: say so
     std::pair<int64_t, int64_t> padding{0, 0};
-    std::pair<int64_t, int64_t> dilation{1, 1};
+    std::pair<int64_t, int64_t> dilation{1, 1};  // max_pool2d only
+    bool ceil_mode = false;  // round the output size up: a last window may hang over the end
+    // avg_pool2d: divide by the window's size including the padding (PyTorch's default), or
+    // by the count of input elements in it; divisor_override > 0 divides by that instead.
+    bool count_include_pad = true;
+    int64_t divisor_override = 0;
 };
+// The first maximum of each window takes the whole gradient (PyTorch's rule for ties).
 Tensor max_pool2d(const Tensor& x, const Window2d& window);
-Tensor avg_pool2d(const Tensor& x, const Window2d& window);  // count_include_pad=True
+// return_indices=True: also each maximum's index into its H*W input plane (int64).
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2d& window);
+Tensor avg_pool2d(const Tensor& x, const Window2d& window);
 Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size);
 
 // Operators (thin names over the table ops).
 Tensor operator-(const Tensor& x);

@@ -54,8 +54,24 @@ Fn::Reduction reduction(Bound& b, size_t i) {
 Value b_relu(Bound& b) { return Fn::relu(b.tensor(0)); }
 Value b_softmax(Bound& b) { return Fn::softmax(b.tensor(0), b.integer_or(1, -1)); }
 Value b_log_softmax(Bound& b) { return Fn::log_softmax(b.tensor(0), b.integer_or(1, -1)); }
-Value b_cross_entropy(Bound& b) { return Fn::cross_entropy(b.tensor(0), b.tensor(1), reduction(b, 2)); }
-Value b_nll_loss(Bound& b) { return Fn::nll_loss(b.tensor(0), b.tensor(1), reduction(b, 2)); }
+// PyTorch's positions: (input, target, weight, size_average, ignore_index, reduce, reduction,
+// label_smoothing); the deprecated size_average and reduce are refused.
+Tensor class_weight(Bound& b) {
+    if (b.has(3) || b.has(5))
+        b.in.raise(
+            "TypeError",
+            "size_average and reduce are deprecated in PyTorch and not in kiln: use reduction=");
+    return b.has(2) ? b.tensor(2) : Tensor();
+}
+Value b_cross_entropy(Bound& b) {
+    Tensor weight = class_weight(b);
+    return Fn::cross_entropy(b.tensor(0), b.tensor(1), reduction(b, 6), weight,
+                             b.integer_or(4, -100), b.number_or(7, 0.0));
+}
+Value b_nll_loss(Bound& b) {
+    Tensor weight = class_weight(b);
+    return Fn::nll_loss(b.tensor(0), b.tensor(1), reduction(b, 6), weight, b.integer_or(4, -100));
+}
 Value b_mse_loss(Bound& b) { return Fn::mse_loss(b.tensor(0), b.tensor(1), reduction(b, 2)); }
 Value b_one_hot(Bound& b) { return Fn::one_hot(b.tensor(0), b.integer(1)); }
 
@@ -127,16 +143,24 @@ const Builtin kNN[] = {
     {"nn.Linear", "in_features, out_features, bias=True", b_linear, "y = x W^T + b"},
     {"nn.ReLU", "", b_relu_module, "max(x, 0) as a module"},
     {"nn.Sequential", "*modules", b_sequential, "modules applied in order"},
-    {"nn.CrossEntropyLoss", "", b_cross_entropy_loss, "a callable (input, target) -> F.cross_entropy"},
+    {"nn.CrossEntropyLoss", "", b_cross_entropy_loss,
+     "a callable (input, target) -> F.cross_entropy"},
     {"nn.MSELoss", "", b_mse_loss_module, "a callable (input, target) -> F.mse_loss"},
     {"F.relu", "input", b_relu, "max(x, 0)"},
     {"F.softmax", "input, dim=-1", b_softmax, "softmax along dim"},
     {"F.log_softmax", "input, dim=-1", b_log_softmax, "log of softmax along dim"},
-    {"F.cross_entropy", "input, target, reduction='mean'", b_cross_entropy, "nll_loss(log_softmax(input), target)"},
-    {"F.nll_loss", "input, target, reduction='mean'", b_nll_loss, "-input[i, target[i]]"},
+    {"F.cross_entropy",
+     "input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, "
+     "reduction='mean', label_smoothing=0.0",
+     b_cross_entropy, "nll_loss(log_softmax(input), target)"},
+    {"F.nll_loss",
+     "input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, "
+     "reduction='mean'",
+     b_nll_loss, "-weight[t] * input[i, t], t = target[i]"},
     {"F.mse_loss", "input, target, reduction='mean'", b_mse_loss, "(input - target) ** 2"},
     {"F.one_hot", "tensor, num_classes", b_one_hot, "one-hot rows of int64 class indices"},
-    {"optim.SGD", "params, lr=0.01, momentum=0, weight_decay=0", b_sgd, "stochastic gradient descent"},
+    {"optim.SGD", "params, lr=0.01, momentum=0, weight_decay=0", b_sgd,
+     "stochastic gradient descent"},
     {"optim.Adam", "params, lr=0.001, betas=None, eps=1e-08, weight_decay=0", b_adam, "Adam"},
     {"Module.parameters", "", m_parameters, ""},
     {"Module.named_parameters", "", m_named_parameters, ""},

@@ -107,26 +107,53 @@ Value b_conv2d(Bound& b) {
     return conv2d(b.tensor(0), b.tensor(1), bias, pair_arg(b, 3, {1, 1}), pair_arg(b, 4, {0, 0}), pair_arg(b, 5, {1, 1}),
                   b.integer_or(6, 1));
 }
-Window2d pool_window(Bound& b, size_t first) {  // kernel_size, stride=None (the kernel), padding=0, dilation=1
+// max: kernel_size, stride=None (the kernel), padding=0, dilation=1, ceil_mode=False,
+// return_indices=False
+Window2d max_window(Bound& b, size_t first) {
     nn::Pair k = pair_arg(b, first, {0, 0});
-    return {k, pair_arg(b, first + 1, k), pair_arg(b, first + 2, {0, 0}), pair_arg(b, first + 3, {1, 1})};
+    return {k, pair_arg(b, first + 1, k), pair_arg(b, first + 2, {0, 0}),
+            pair_arg(b, first + 3, {1, 1}), b.flag_or(first + 4, false)};
 }
-Value b_max_pool2d(Bound& b) { return max_pool2d(b.tensor(0), pool_window(b, 1)); }
-Value b_avg_pool2d(Bound& b) { return avg_pool2d(b.tensor(0), pool_window(b, 1)); }
+// avg: kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+// divisor_override=None
+Window2d avg_window(Bound& b, size_t first) {
+    nn::Pair k = pair_arg(b, first, {0, 0});
+    return {k,
+            pair_arg(b, first + 1, k),
+            pair_arg(b, first + 2, {0, 0}),
+            {1, 1},
+            b.flag_or(first + 3, false),
+            b.flag_or(first + 4, true),
+            b.integer_or(first + 5, 0)};
+}
+Value b_max_pool2d(Bound& b) {
+    if (!b.flag_or(6, false)) return max_pool2d(b.tensor(0), max_window(b, 1));
+    auto [values, indices] = max_pool2d_with_indices(b.tensor(0), max_window(b, 1));
+    return make_tuple({Value(values), Value(indices)});
+}
+Value b_avg_pool2d(Bound& b) { return avg_pool2d(b.tensor(0), avg_window(b, 1)); }
 Value b_adaptive_avg_pool2d(Bound& b) { return adaptive_avg_pool2d(b.tensor(0), pair_arg(b, 1, {1, 1})); }
+Value b_adaptive_max_pool2d(Bound& b) {
+    return adaptive_max_pool2d(b.tensor(0), pair_arg(b, 1, {1, 1}));
+}
 Value b_conv2d_module(Bound& b) {
     return ModulePtr(std::make_shared<nn::Conv2d>(b.integer(0), b.integer(1), pair_arg(b, 2, {1, 1}), pair_arg(b, 3, {1, 1}),
                                                   pair_arg(b, 4, {0, 0}), pair_arg(b, 5, {1, 1}), b.integer_or(6, 1), b.flag_or(7, true)));
 }
 Value b_max_pool2d_module(Bound& b) {
-    Window2d w = pool_window(b, 0);
-    return ModulePtr(std::make_shared<nn::MaxPool2d>(w.kernel, w.stride, w.padding, w.dilation));
+    Window2d w = max_window(b, 0);
+    return ModulePtr(
+        std::make_shared<nn::MaxPool2d>(w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode));
 }
 Value b_avg_pool2d_module(Bound& b) {
-    Window2d w = pool_window(b, 0);
-    return ModulePtr(std::make_shared<nn::AvgPool2d>(w.kernel, w.stride, w.padding));
+    Window2d w = avg_window(b, 0);
+    return ModulePtr(std::make_shared<nn::AvgPool2d>(w.kernel, w.stride, w.padding, w.ceil_mode,
+                                                     w.count_include_pad, w.divisor_override));
 }
 Value b_adaptive_avg_pool2d_module(Bound& b) { return ModulePtr(std::make_shared<nn::AdaptiveAvgPool2d>(pair_arg(b, 0, {1, 1}))); }
+Value b_adaptive_max_pool2d_module(Bound& b) {
+    return ModulePtr(std::make_shared<nn::AdaptiveMaxPool2d>(pair_arg(b, 0, {1, 1})));
+}
 Value b_gather(Bound& b) { return gather(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2))); }
 Value b_scatter_add(Bound& b) { return scatter_add(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2)), b.tensor(arg(b, 3))); }
 Value b_index_select(Bound& b) { return index_select(input(b), b.integer(arg(b, 1)), b.tensor(arg(b, 2))); }
@@ -136,8 +163,12 @@ Value b_batch_norm(Bound& b) {
     auto opt = [&](size_t i) { return b.has(i) && !b.value(i).is<None>() ? b.tensor(i) : Tensor(); };
     return Fn::batch_norm(b.tensor(0), opt(1), opt(2), opt(3), opt(4), b.flag_or(5, false), b.number_or(6, 0.1), b.number_or(7, 1e-5));
 }
-Value b_batch_norm_module(Bound& b) {
-    return ModulePtr(std::make_shared<nn::BatchNorm2d>(b.integer(0), b.number_or(1, 1e-5), b.number_or(2, 0.1), b.flag_or(3, true)));
+Value b_batch_norm_module(Bound& b) {  // momentum=None: the cumulative average
+    bool none = b.params.size() > 2 && b.params[2] && b.params[2]->is_none();
+    std::optional<double> momentum =
+        none ? std::nullopt : std::optional<double>(b.number_or(2, 0.1));
+    return ModulePtr(std::make_shared<nn::BatchNorm2d>(b.integer(0), b.number_or(1, 1e-5), momentum,
+                                                       b.flag_or(3, true), b.flag_or(4, true)));
 }
 Value b_sdpa(Bound& b) {
     Tensor mask = b.has(3) && !b.value(3).is<None>() ? b.tensor(3) : Tensor();
@@ -153,52 +184,85 @@ const Builtin kOps[] = {
     {"clip", "input, min=None, max=None", b_clamp, "clamp"},
     {"Tensor.clamp", "min=None, max=None", b_clamp, ""},
     {"Tensor.clip", "min=None, max=None", b_clamp, ""},
-    {"argmax", "input, dim=None, keepdim=False", b_argmax, "index of the first largest element (int64)"},
-    {"argmin", "input, dim=None, keepdim=False", b_argmax, "index of the first smallest element (int64)"},
+    {"argmax", "input, dim=None, keepdim=False", b_argmax,
+     "index of the first largest element (int64)"},
+    {"argmin", "input, dim=None, keepdim=False", b_argmax,
+     "index of the first smallest element (int64)"},
     {"Tensor.argmax", "dim=None, keepdim=False", b_argmax, ""},
     {"Tensor.argmin", "dim=None, keepdim=False", b_argmax, ""},
-    {"var", "input, dim=None, unbiased=None, keepdim=False, correction=None", b_var, "variance (correction 1 by default)"},
-    {"std", "input, dim=None, unbiased=None, keepdim=False, correction=None", b_var, "standard deviation"},
+    {"var", "input, dim=None, unbiased=None, keepdim=False, correction=None", b_var,
+     "variance (correction 1 by default)"},
+    {"std", "input, dim=None, unbiased=None, keepdim=False, correction=None", b_var,
+     "standard deviation"},
     {"Tensor.var", "dim=None, unbiased=None, keepdim=False, correction=None", b_var, ""},
     {"Tensor.std", "dim=None, unbiased=None, keepdim=False, correction=None", b_var, ""},
     {"masked_fill", "input, mask, value", b_masked_fill, "value where mask is True"},
     {"Tensor.masked_fill", "mask, value", b_masked_fill, ""},
     {"chunk", "input, chunks, dim=0", b_chunk, "a tuple of views: chunks pieces along dim"},
     {"Tensor.chunk", "chunks, dim=0", b_chunk, ""},
-    {"split", "tensor, split_size_or_sections, dim=0", b_split, "a tuple of views of the given size(s)"},
+    {"split", "tensor, split_size_or_sections, dim=0", b_split,
+     "a tuple of views of the given size(s)"},
     {"Tensor.split", "split_size_or_sections, dim=0", b_split, ""},
     {"bmm", "input, mat2", b_bmm, "batched matrix product of 3-d tensors"},
     {"Tensor.bmm", "mat2", b_bmm, ""},
     {"F.gelu", "input, approximate='none'", b_gelu, "x * Phi(x) (erf, or the tanh approximation)"},
     {"F.silu", "input", b_silu, "x * sigmoid(x)"},
-    {"F.dropout", "input, p=0.5, training=True", b_dropout, "zero with probability p, scale the rest by 1/(1-p)"},
-    {"F.layer_norm", "input, normalized_shape, weight=None, bias=None, eps=1e-05", b_layer_norm, "normalize the last dims"},
-    {"nn.LayerNorm", "normalized_shape, eps=1e-05, elementwise_affine=True", b_layer_norm_module, "layer normalization"},
+    {"F.dropout", "input, p=0.5, training=True", b_dropout,
+     "zero with probability p, scale the rest by 1/(1-p)"},
+    {"F.layer_norm", "input, normalized_shape, weight=None, bias=None, eps=1e-05", b_layer_norm,
+     "normalize the last dims"},
+    {"nn.LayerNorm", "normalized_shape, eps=1e-05, elementwise_affine=True", b_layer_norm_module,
+     "layer normalization"},
     {"nn.Dropout", "p=0.5", b_dropout_module, "dropout while training"},
     {"nn.GELU", "approximate='none'", b_gelu_module, "GELU as a module"},
     {"nn.SiLU", "", b_silu_module, "SiLU as a module"},
-    {"F.conv2d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1", b_conv2d, "2-d convolution over [N, C, H, W]"},
-    {"F.max_pool2d", "input, kernel_size, stride=None, padding=0, dilation=1", b_max_pool2d, "max over each window"},
-    {"F.avg_pool2d", "input, kernel_size, stride=None, padding=0", b_avg_pool2d, "mean over each window (padding counted)"},
-    {"F.adaptive_avg_pool2d", "input, output_size", b_adaptive_avg_pool2d, "mean over PyTorch's bins for the output size"},
-    {"nn.Conv2d", "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True", b_conv2d_module,
-     "2-d convolution layer"},
-    {"nn.MaxPool2d", "kernel_size, stride=None, padding=0, dilation=1", b_max_pool2d_module, "max pooling layer"},
-    {"nn.AvgPool2d", "kernel_size, stride=None, padding=0", b_avg_pool2d_module, "average pooling layer"},
-    {"nn.AdaptiveAvgPool2d", "output_size", b_adaptive_avg_pool2d_module, "adaptive average pooling layer"},
+    {"F.conv2d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1", b_conv2d,
+     "2-d convolution over [N, C, H, W]"},
+    {"F.max_pool2d",
+     "input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, "
+     "return_indices=False",
+     b_max_pool2d, "max over each window"},
+    {"F.avg_pool2d",
+     "input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, "
+     "divisor_override=None",
+     b_avg_pool2d, "mean over each window"},
+    {"F.adaptive_avg_pool2d", "input, output_size", b_adaptive_avg_pool2d,
+     "mean over PyTorch's bins for the output size"},
+    {"F.adaptive_max_pool2d", "input, output_size", b_adaptive_max_pool2d,
+     "max over PyTorch's bins for the output size"},
+    {"nn.Conv2d",
+     "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True",
+     b_conv2d_module, "2-d convolution layer"},
+    {"nn.MaxPool2d", "kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False",
+     b_max_pool2d_module, "max pooling layer"},
+    {"nn.AvgPool2d",
+     "kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, "
+     "divisor_override=None",
+     b_avg_pool2d_module, "average pooling layer"},
+    {"nn.AdaptiveAvgPool2d", "output_size", b_adaptive_avg_pool2d_module,
+     "adaptive average pooling layer"},
+    {"nn.AdaptiveMaxPool2d", "output_size", b_adaptive_max_pool2d_module,
+     "adaptive max pooling layer"},
     {"nn.Flatten", "start_dim=1, end_dim=-1", b_flatten_module, "flatten dims into one"},
     {"gather", "input, dim, index", b_gather, "values at an int64 index along dim"},
     {"Tensor.gather", "dim, index", b_gather, ""},
-    {"scatter_add", "input, dim, index, src", b_scatter_add, "input with src added at the indexed places"},
+    {"scatter_add", "input, dim, index, src", b_scatter_add,
+     "input with src added at the indexed places"},
     {"Tensor.scatter_add", "dim, index, src", b_scatter_add, ""},
     {"index_select", "input, dim, index", b_index_select, "slices at a 1-d int64 index"},
     {"Tensor.index_select", "dim, index", b_index_select, ""},
     {"F.embedding", "input, weight", b_embedding, "rows of weight for an int64 index"},
-    {"nn.Embedding", "num_embeddings, embedding_dim", b_embedding_module, "a lookup table of vectors"},
-    {"F.batch_norm", "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05", b_batch_norm,
-     "normalize per channel (batch or running statistics)"},
-    {"nn.BatchNorm2d", "num_features, eps=1e-05, momentum=0.1, affine=True", b_batch_norm_module, "batch normalization layer"},
-    {"F.scaled_dot_product_attention", "query, key, value, attn_mask=None, is_causal=False, scale=None", b_sdpa,
+    {"nn.Embedding", "num_embeddings, embedding_dim", b_embedding_module,
+     "a lookup table of vectors"},
+    {"F.batch_norm",
+     "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, "
+     "eps=1e-05",
+     b_batch_norm, "normalize per channel (batch or running statistics)"},
+    {"nn.BatchNorm2d",
+     "num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True",
+     b_batch_norm_module, "batch normalization layer"},
+    {"F.scaled_dot_product_attention",
+     "query, key, value, attn_mask=None, is_causal=False, scale=None", b_sdpa,
      "softmax(q k^T * scale) v, optionally causal"},
 };
 

@@ -34,6 +34,8 @@ ScriptError Interp::as_script_error(const std::exception& e) const {
     std::string kind = "RuntimeError", message = e.what();
     if (auto r = dynamic_cast<const RaisedError*>(&e)) kind = r->kind, message = r->message;
     else if (dynamic_cast<const std::bad_alloc*>(&e)) kind = "MemoryError", message = "out of memory";
+    else if (dynamic_cast<const kiln::IndexError*>(&e))
+        kind = "IndexError";
     const std::string fullgraph = "compile(fullgraph=true)";
     if (kind == "RuntimeError" && message.rfind(fullgraph, 0) == 0)
         kind = "torch._dynamo.exc.Unsupported", message = "torch.compile(fullgraph=True)" + message.substr(fullgraph.size());

@@ -18,12 +18,13 @@ using namespace kiln::script;
 namespace {
 
 // What a C++ exception from below the interpreter means in Python's terms: a kiln::Error
-// from the library is a RuntimeError, running out of memory a MemoryError, and a
-// RaisedError (numbers.cpp, limits.cpp, repr) already names its kind.
+// from the library is a RuntimeError (a kiln::IndexError an IndexError), running out of memory a
+// MemoryError, and a RaisedError (numbers.cpp, limits.cpp, repr) already names its kind.
 std::pair<std::string, std::string> python_error(const std::exception& e) {
     if (auto r = dynamic_cast<const RaisedError*>(&e)) return {r->kind, r->message};
     if (dynamic_cast<const std::bad_alloc*>(&e)) return {"MemoryError", "out of memory"};
     if (dynamic_cast<const std::length_error*>(&e)) return {"MemoryError", std::string("too large: ") + e.what()};
+    if (dynamic_cast<const kiln::IndexError*>(&e)) return {"IndexError", e.what()};
     std::string message = e.what();
     // A graph break under fullgraph=True is Dynamo's Unsupported, in script terms.
     const std::string fullgraph = "compile(fullgraph=true)";

@@ -85,8 +85,9 @@ BOOST_AUTO_TEST_CASE(conv_and_pooling_match_the_cpu_forward_and_backward, *utf::
 
 BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
     manual_seed(22);
-    Tensor x = randn({5, 7}), idx = randint(-7, 7, {5, 4});
-    check_forward_backward("gather dim 1 (negative indices)", {x, idx}, [](const auto& t) { return gather(t[0], 1, t[1]); });
+    Tensor x = randn({5, 7}), idx = randint(0, 7, {5, 4});
+    check_forward_backward("gather dim 1", {x, idx},
+                           [](const auto& t) { return gather(t[0], 1, t[1]); });
     check_forward_backward("scatter_add dim 0", {x, randint(0, 5, {3, 7}), randn({3, 7})},
                            [](const auto& t) { return scatter_add(t[0], 0, t[1], t[2]); });
     check_forward_backward("embedding", {randint(0, 10, {3, 4}), randn({10, 6})}, [](const auto& t) { return embedding(t[0], t[1]); });
@@ -107,6 +108,14 @@ BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu, *utf::pr
     } catch (const Error& e) {
         std::string m = e.what();
         BOOST_TEST(m.find("index 9 is out of bounds for dim 1 with size 7") != std::string::npos, m);
+    }
+    try {  // a negative index too, as PyTorch's gather (issue 30 item 9: it counted from the end)
+        gather(x.cuda(), 1, full({5, 4}, -1, {.dtype = DType::int64}).cuda());
+        BOOST_ERROR("a negative index was accepted");
+    } catch (const Error& e) {
+        std::string m = e.what();
+        BOOST_TEST(m.find("index -1 is out of bounds for dim 1 with size 7") != std::string::npos,
+                   m);
     }
     BOOST_CHECK_THROW(gather(x.cuda(), 1, idx), Error);  // index on the CPU, data on the GPU
     BOOST_TEST(max_relative(gather(x.cuda(), 1, idx.cuda()), gather(x, 1, idx)) == 0.0);

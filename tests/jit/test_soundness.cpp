@@ -356,6 +356,12 @@ struct Noisy : nn::Module {
     double scale = 2;
     Tensor forward(const Tensor& x) override { return is_training() ? x * scale : x - 1; }
 };
+// Issue 30 item 1: a forward that reads a plain member and never the training flag.
+struct Scaled : nn::Module {
+    double scale = 2;
+    Tensor w = register_parameter("w", ones({4}) * 0.5);
+    Tensor forward(const Tensor& x) override { return x * w * scale; }
+};
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(module_training_flag_and_state_are_guarded) {
@@ -377,6 +383,32 @@ BOOST_AUTO_TEST_CASE(module_training_flag_and_state_are_guarded) {
         m.scale = 5;
         m.state_changed();  // a plain member read in forward: the module says it changed
         BOOST_CHECK(same(direct(x), x * 5));
+    }
+}
+
+// The module's state is guarded whether or not forward reads is_training(): compile(m)
+// and a module passed by reference re-record after state_changed(), also when fn calls
+// forward directly (not m(x)).
+BOOST_AUTO_TEST_CASE(a_plain_member_read_by_forward_is_guarded_without_the_training_flag) {
+    for (const char* backend : kBackends) {
+        BOOST_TEST_CONTEXT(backend) {
+            jit::reset();
+            Scaled m;
+            auto direct = compile(m, {.backend = backend});
+            auto by_ref = compile([](Scaled& mod, Tensor x) { return mod.forward(x) + 1; },
+                                  {.backend = backend});
+            Tensor x = randn({4});
+            for (int call = 0; call < 2; ++call) {  // a recording, then a hit
+                BOOST_CHECK(same(direct(x), x));
+                BOOST_CHECK(same(by_ref(m, x), x + 1));
+            }
+            m.scale = -3;
+            m.state_changed();
+            for (int call = 0; call < 2; ++call) {
+                BOOST_CHECK(same(direct(x), x * -1.5));
+                BOOST_CHECK(same(by_ref(m, x), x * -1.5 + 1));
+            }
+        }
     }
 }
 

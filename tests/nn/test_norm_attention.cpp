@@ -2,6 +2,7 @@
 // scaled_dot_product_attention (against the formula, causal masks, compiled with gradients).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "kiln.h"
@@ -126,6 +127,137 @@ BOOST_AUTO_TEST_CASE(compiled_causal_attention_equals_eager_with_gradients) {
     lc.backward();
     BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
     BOOST_TEST(allclose(w.grad(), g, 1e-4, 1e-5));
+}
+
+// Issue 30 item 10: a query whose bool mask row has no True gave NaN (softmax of a row of
+// -inf); PyTorch 2.5+ gives zeros for it, and finite gradients. The other rows keep the
+// formula's values. Eager and compiled under every backend, values and gradients.
+BOOST_AUTO_TEST_CASE(a_fully_masked_attention_row_gives_zeros_and_finite_gradients) {
+    manual_seed(36);
+    Tensor q = randn({2, 4, 8}), k = randn({2, 5, 8}), v = randn({2, 5, 3});
+    // query 1 may attend to nothing; the others to a few keys
+    std::vector<int64_t> allowed = {1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0};
+    Tensor mask = tensor(allowed, {4, 5}) == 1.0;
+    auto attend = [&](const Tensor& qq) { return F::scaled_dot_product_attention(qq, k, v, mask); };
+    // the formula, row by row in float64: masked keys left out; no key: zeros
+    std::vector<double> qv = q.to(float64).to_vector<double>(),
+                        kv = k.to(float64).to_vector<double>(),
+                        vv = v.to(float64).to_vector<double>();
+    std::vector<double> want;
+    for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < 4; ++i) {
+            std::vector<double> s(5, -INFINITY);
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < 5; ++j) {
+                if (!allowed[size_t(i * 5 + j)]) continue;
+                double dot = 0;
+                for (int64_t e = 0; e < 8; ++e)
+                    dot += qv[size_t((b * 4 + i) * 8 + e)] * kv[size_t((b * 5 + j) * 8 + e)];
+                s[size_t(j)] = dot / std::sqrt(8.0);
+                mx = std::max(mx, s[size_t(j)]);
+            }
+            double z = 0;
+            for (int64_t j = 0; j < 5; ++j)
+                z += std::isinf(s[size_t(j)]) ? 0 : std::exp(s[size_t(j)] - mx);
+            for (int64_t c = 0; c < 3; ++c) {
+                double acc = 0;
+                for (int64_t j = 0; j < 5; ++j)
+                    if (!std::isinf(s[size_t(j)]))
+                        acc += std::exp(s[size_t(j)] - mx) / z * vv[size_t((b * 5 + j) * 3 + c)];
+                want.push_back(acc);
+            }
+        }
+    Tensor expected = tensor(want, {2, 4, 3});
+    auto check = [&](const std::function<Tensor(const Tensor&)>& f, const std::string& how) {
+        Tensor qq = q.detach().requires_grad_();
+        Tensor out = f(qq);
+        BOOST_TEST_CONTEXT(how) {
+            BOOST_TEST(allclose(out.to(float64), expected, 1e-5, 1e-6));
+            BOOST_TEST(out.slice(1, 1, 2).abs().amax().item<float>() ==
+                       0.0f);  // the masked row: zeros
+            out.sum().backward();
+            BOOST_TEST((qq.grad().abs() < INFINITY).to(float32).amin().item<float>() ==
+                       1.0f);  // no NaN, no inf
+            BOOST_TEST(qq.grad().slice(1, 1, 2).abs().amax().item<float>() == 0.0f);
+        }
+        return qq.grad();
+    };
+    Tensor g = check(attend, "eager");
+    // the gradient of the other rows, by finite differences in float64
+    BOOST_TEST(gradcheck(
+        [&](const std::vector<Tensor>& in) {
+            return F::scaled_dot_product_attention(in[0], in[1], in[2], mask);
+        },
+        {q.to(float64), k.to(float64), v.to(float64)}));
+    for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+        jit::reset();
+        auto compiled = compile(attend, {.backend = backend});
+        for (int call = 0; call < 2; ++call)
+            BOOST_TEST(allclose(check([&](const Tensor& t) { return compiled(t); }, backend), g,
+                                1e-5, 1e-6));
+    }
+    // A float mask of -inf in a whole row is the same masked row.
+    Tensor additive = where(mask, zeros({4, 5}), -INFINITY);
+    BOOST_TEST(allclose(F::scaled_dot_product_attention(q, k, v, additive).to(float64), expected,
+                        1e-5, 1e-6));
+}
+
+// Issue 30 item 11: BatchNorm2d(momentum=None) keeps the plain average of the batches' mean
+// and unbiased variance; track_running_stats=false has no buffers and normalizes with the
+// batch's statistics in eval() too. Eager and compiled.
+BOOST_AUTO_TEST_CASE(batch_norm_momentum_none_and_no_running_stats) {
+    manual_seed(37);
+    std::vector<Tensor> batches = {randn({4, 3, 5, 5}) * 2.0 + 1.0, randn({4, 3, 5, 5}) - 3.0,
+                                   randn({4, 3, 5, 5}) * 0.5};
+    for (const char* backend : {"none", "eager", "aot_eager", "inductor"}) {
+        BOOST_TEST_CONTEXT(backend) {
+            jit::reset();
+            nn::BatchNorm2d bn(3, 1e-5, std::nullopt);
+            auto compiled =
+                compile(bn, {.backend = std::string(backend) == "none" ? "eager" : backend});
+            auto run = [&](const Tensor& x) {
+                return std::string(backend) == "none" ? bn.forward(x) : compiled(x);
+            };
+            std::vector<double> mean_sum(3), var_sum(3);
+            for (size_t i = 0; i < batches.size(); ++i) {
+                run(batches[i]);
+                std::vector<double> m = batches[i].to(float64).mean({0, 2, 3}).to_vector<double>(),
+                                    v = var(batches[i].to(float64), {0, 2, 3}, 1)
+                                            .to_vector<double>();
+                for (size_t c = 0; c < 3; ++c) mean_sum[c] += m[c], var_sum[c] += v[c];
+                std::vector<double> want_mean,
+                    want_var;  // the cumulative average (the initial 0 and 1 weigh nothing)
+                for (size_t c = 0; c < 3; ++c)
+                    want_mean.push_back(mean_sum[c] / double(i + 1)),
+                        want_var.push_back(var_sum[c] / double(i + 1));
+                BOOST_TEST(
+                    allclose(bn.running_mean.to(float64), tensor(want_mean, {3}), 1e-4, 1e-5),
+                    "batch " << i);
+                BOOST_TEST(allclose(bn.running_var.to(float64), tensor(want_var, {3}), 1e-4, 1e-5),
+                           "batch " << i);
+            }
+            BOOST_TEST(bn.num_batches_tracked.item<int64_t>() == 3);
+        }
+    }
+    nn::BatchNorm2d free(3, 1e-5, 0.1, true, false);
+    BOOST_TEST(!free.running_mean.defined());
+    BOOST_TEST(free.state_dict().size() == 2u);  // weight and bias only
+    Tensor x = batches[1];
+    Tensor by_batch = (x - x.mean({0, 2, 3}, true)) / sqrt(var(x, {0, 2, 3}, 0, true) + 1e-5);
+    BOOST_TEST(allclose(free.forward(x), by_batch, 1e-4, 1e-5));
+    free.eval();
+    BOOST_TEST(
+        allclose(free.forward(x), by_batch, 1e-4, 1e-5));  // eval: still the batch's statistics
+    for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+        jit::reset();
+        auto compiled = compile(free, {.backend = backend});
+        BOOST_TEST(allclose(compiled(x), by_batch, 1e-4, 1e-5), backend);
+    }
+    std::ostringstream os;
+    os << free << " " << nn::BatchNorm2d(2, 1e-5, std::nullopt);
+    BOOST_TEST(os.str() ==
+               "BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=False) "
+               "BatchNorm2d(2, eps=1e-05, momentum=None, affine=True, track_running_stats=True)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -107,6 +108,110 @@ Tensor pool_reference(const Tensor& x, const Window2d& win, bool max) {
 double max_diff(const Tensor& a, const Tensor& b) {
     BOOST_REQUIRE(a.shape() == b.shape());
     return (a.to(float64) - b.to(float64)).abs().amax().item<double>();
+}
+
+const char* const kBackends[] = {"eager", "aot_eager", "inductor"};
+
+// PyTorch's pooling loops in float64, written out again (aten's max_pool2d and avg_pool2d CPU
+// kernels): the output size with ceil_mode, each window clipped to the padded input for
+// count_include_pad, the first maximum (strict >) and its index into the H*W plane.
+struct PoolLoops {
+    Tensor out, index;
+};
+PoolLoops pool_loops(const Tensor& x, const Window2d& w, bool max) {
+    std::vector<double> xv = x.to(float64).contiguous().to_vector<double>();
+    int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+    auto [kh, kw] = w.kernel;
+    auto [sh, sw] = w.stride;
+    auto [ph, pw] = w.padding;
+    auto [dh, dw] = w.dilation;
+    auto size = [&](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+        int64_t num = in + 2 * p - d * (k - 1) - 1 + (w.ceil_mode ? s - 1 : 0);
+        int64_t out = int64_t(std::floor(double(num) / double(s))) + 1;
+        if (w.ceil_mode && (out - 1) * s >= in + p) --out;
+        return out;
+    };
+    int64_t OH = size(H, kh, sh, ph, dh), OW = size(W, kw, sw, pw, dw);
+    std::vector<double> out, index;
+    for (int64_t nc = 0; nc < N * C; ++nc)
+        for (int64_t i = 0; i < OH; ++i)
+            for (int64_t j = 0; j < OW; ++j) {
+                int64_t h0 = i * sh - ph, w0 = j * sw - pw;
+                if (max) {
+                    double best = -INFINITY;
+                    int64_t at = -1;
+                    for (int64_t ki = 0; ki < kh; ++ki)
+                        for (int64_t kj = 0; kj < kw; ++kj) {
+                            int64_t h = h0 + ki * dh, ww = w0 + kj * dw;
+                            if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                            double v = xv[size_t((nc * H + h) * W + ww)];
+                            if (at < 0 || v > best) best = v, at = h * W + ww;
+                        }
+                    out.push_back(best);
+                    index.push_back(double(at));
+                } else {
+                    int64_t h1 = std::min(h0 + kh, H + ph), w1 = std::min(w0 + kw, W + pw);
+                    int64_t pool_size = (h1 - h0) * (w1 - w0);
+                    h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0),
+                    h1 = std::min(h1, H), w1 = std::min(w1, W);
+                    double sum = 0;
+                    for (int64_t h = h0; h < h1; ++h)
+                        for (int64_t ww = w0; ww < w1; ++ww)
+                            sum += xv[size_t((nc * H + h) * W + ww)];
+                    int64_t divisor = w.divisor_override    ? w.divisor_override
+                                      : w.count_include_pad ? pool_size
+                                                            : (h1 - h0) * (w1 - w0);
+                    out.push_back(sum / double(divisor));
+                }
+            }
+    return {tensor(out, {N, C, OH, OW}), max ? tensor(index, {N, C, OH, OW}) : Tensor()};
+}
+
+// The gradient of sum(max_pool2d(x) * r) by the loops: each window's r to its first maximum.
+Tensor max_pool_grad_loops(const Tensor& x, const Window2d& w, const Tensor& r) {
+    PoolLoops p = pool_loops(x, w, true);
+    std::vector<double> g(size_t(x.numel())), rv = r.to(float64).contiguous().to_vector<double>();
+    std::vector<double> at = p.index.to_vector<double>();
+    int64_t plane = x.size(2) * x.size(3), cells = p.out.size(2) * p.out.size(3);
+    for (size_t e = 0; e < at.size(); ++e)
+        g[size_t(int64_t(e) / cells * plane + int64_t(at[e]))] += rv[e];
+    return tensor(g, x.shape());
+}
+
+// fn(x) and the gradient of sum(fn(x) * r) (r: want's shape): eager, then compiled under each
+// backend (two calls each: the recording and a hit), against want and want_grad.
+void check_eager_and_compiled(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x,
+                              const Tensor& r, const Tensor& want, const Tensor& want_grad,
+                              double tol) {
+    auto run = [&](const std::function<Tensor(const Tensor&)>& f, const std::string& how) {
+        Tensor xi = x.detach().clone().requires_grad_();
+        Tensor out = f(xi);
+        BOOST_TEST_CONTEXT(how) {
+            BOOST_REQUIRE(out.shape() == want.shape());
+            BOOST_TEST(max_diff(out, want) < tol);
+            if (want_grad.defined()) {
+                (out * r).sum().backward();
+                BOOST_TEST(max_diff(xi.grad(), want_grad) < tol);
+            }
+        }
+    };
+    run(fn, "eager");
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto compiled = compile(fn, {.backend = backend});
+        run([&](const Tensor& t) { return compiled(t); }, std::string(backend) + " recording");
+        run([&](const Tensor& t) { return compiled(t); }, std::string(backend) + " hit");
+    }
+}
+
+void raises_containing(const std::function<void()>& f, const std::string& want,
+                       const std::string& how) {
+    try {
+        f();
+        BOOST_ERROR(how << ": no error, expected one saying: " << want);
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()).find(want) != std::string::npos, how << ": " << e.what());
+    }
 }
 
 }  // namespace
@@ -275,8 +380,16 @@ BOOST_AUTO_TEST_CASE(bad_shapes_raise_naming_the_op_and_the_values) {
         }
     };
     raises([&] { conv2d(x, randn({4, 2, 3, 3})); }, "conv2d: expected input with 2 channels");
-    raises([&] { conv2d(x.reshape({3, 5, 5}), randn({4, 3, 3, 3})); }, "conv2d: expected a 4-D input");
-    raises([&] { conv2d(x, randn({4, 3, 7, 7})); }, "larger than the input");
+    raises(
+        [&] {
+            conv2d(x.reshape({15, 5}), randn({4, 3, 3, 3}));
+        },
+        "conv2d: expected a 3-D [C, H, W] or 4-D [N, C, H, W] input");
+    raises(
+        [&] {
+            conv2d(x, randn({4, 3, 7, 7}));
+        },
+        "Kernel size can't be greater than actual input size");
     raises([&] { conv2d(x, randn({4, 3, 3, 3}), randn({3})); }, "expected a bias of shape [4]");
     raises([&] { conv2d(x, randn({4, 1, 3, 3}), {}, {1, 1}, {0, 0}, {1, 1}, 2); }, "divisible by groups");
     raises([&] { conv2d(x, randn({4, 3, 3, 3}), {}, {0, 1}); }, "stride must be positive");
@@ -444,6 +557,198 @@ BOOST_AUTO_TEST_CASE(the_weight_cache_serves_several_threads) {
         });
     for (auto& th : threads) th.join();
     for (double d : diffs) BOOST_TEST(d < 1e-4);
+}
+
+// Issue 30 item 7: a (dilated) kernel wider than the padded input with stride > 1 made the
+// size's numerator negative, and C++'s truncating `/` gave (-1) / 2 + 1 = 1: a [.., 1, 1]
+// result read from outside the input. The division floors now, and each op raises as
+// PyTorch, eagerly and compiled (after a valid call, so the compiled function re-records).
+BOOST_AUTO_TEST_CASE(a_window_wider_than_the_padded_input_raises_eager_and_compiled) {
+    manual_seed(30);
+    Tensor wide = randn({4, 2, 4, 4}), dilated = randn({4, 2, 2, 2});
+    nn::MaxPool2d max_module({4, 4}, {2, 2});
+    nn::AvgPool2d avg_module({6, 6}, {3, 3}, {1, 1});
+    std::vector<std::tuple<std::string, std::function<Tensor(const Tensor&)>, std::string>> cases =
+        {
+            {"conv2d 4x4 kernel, stride 2",
+             [&](const Tensor& x) {
+                 return conv2d(x, wide, {}, {2, 2});
+             },
+             "Kernel size can't be greater than actual input size"},
+            {"conv2d 2x2 kernel dilated 3, stride 2",
+             [&](const Tensor& x) {
+                 return conv2d(x, dilated, {}, {2, 2}, {0, 0}, {3, 3});
+             },
+             "Kernel size can't be greater than actual input size"},
+            {"max_pool2d 4x4, stride 2",
+             [](const Tensor& x) {
+                 return max_pool2d(x, {.kernel = {4, 4}, .stride = {2, 2}});
+             },
+             "Output size is too small"},
+            {"avg_pool2d 6x6, stride 3, padding 1",
+             [](const Tensor& x) {
+                 return avg_pool2d(x, {.kernel = {6, 6}, .stride = {3, 3}, .padding = {1, 1}});
+             },
+             "Output size is too small"},
+            {"nn::MaxPool2d", [&](const Tensor& x) { return max_module(x); },
+             "Output size is too small"},
+            {"nn::AvgPool2d", [&](const Tensor& x) { return avg_module(x); },
+             "Output size is too small"},
+        };
+    Tensor small = randn({1, 2, 3, 3}), fits = randn({1, 2, 9, 9});
+    for (auto& [name, fn, message] : cases) {
+        BOOST_TEST_CONTEXT(name) {
+            BOOST_TEST(fn(fits).dim() == 4);
+            raises_containing([&] { fn(small); }, message, "eager");
+            for (const char* backend : kBackends) {
+                jit::reset();
+                auto compiled = compile(fn, {.backend = backend});
+                BOOST_TEST(max_diff(compiled(fits), fn(fits)) < 1e-4);
+                raises_containing([&] { compiled(small); }, message, backend);
+            }
+        }
+    }
+    // The op itself checks too: unfold2d with a window wider than its input.
+    raises_containing(
+        [&] {
+            dispatch(OpId::unfold2d, {small}, {.shape = {4, 4, 2, 2, 0, 0, 1, 1}});
+        },
+        "does not fit an input of 3x3", "unfold2d");
+    // At the edge the output is one window: a 4x4 kernel, stride 2, over 4x4 (and 5x5) inputs.
+    for (int64_t n : {4, 5}) {
+        Tensor x = randn({1, 2, n, n});
+        BOOST_TEST(max_diff(conv2d(x, wide, {}, {2, 2}),
+                            conv_reference(x, wide, {}, {2, 2}, {0, 0}, {1, 1}, 1)) < 1e-4);
+        BOOST_TEST(max_diff(max_pool2d(x, {.kernel = {4, 4}, .stride = {2, 2}}),
+                            pool_loops(x, {.kernel = {4, 4}, .stride = {2, 2}}, true).out) < 1e-6);
+    }
+}
+
+// Issue 30 item 8: tied maxima in a window. PyTorch sends the window's whole gradient to the
+// first maximum (row-major in the window); kiln's amax split it evenly. Windows that overlap,
+// padding, and a plane of equal values, eager and compiled.
+BOOST_AUTO_TEST_CASE(max_pool2d_sends_a_tied_maximum_s_whole_gradient_to_the_first) {
+    manual_seed(31);
+    Tensor ties = randint(0, 3, {2, 3, 6, 7}).to(float32);  // values 0, 1, 2: most windows tie
+    for (Window2d w : {Window2d{.kernel = {2, 2}, .stride = {2, 2}},
+                       Window2d{.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}},
+                       Window2d{.kernel = {3, 2}, .stride = {2, 1}, .dilation = {2, 1}}}) {
+        for (const Tensor& x : {ties, zeros({2, 3, 6, 7})}) {
+            PoolLoops want = pool_loops(x, w, true);
+            Tensor r = randn(want.out.shape());
+            BOOST_TEST_CONTEXT("kernel " << w.kernel.first << "x" << w.kernel.second << " stride "
+                                         << w.stride.first) {
+                check_eager_and_compiled([w](const Tensor& t) { return max_pool2d(t, w); }, x, r,
+                                         want.out, max_pool_grad_loops(x, w, r), 1e-5);
+            }
+        }
+    }
+}
+
+// Issue 30 item 11, pooling: ceil_mode, count_include_pad=False, divisor_override,
+// return_indices (max_pool2d_with_indices), adaptive_max_pool2d and unbatched [C, H, W]
+// inputs, against PyTorch's loops in float64 (values and gradients), eager and compiled.
+BOOST_AUTO_TEST_CASE(pooling_options_match_pytorch_s_loops) {
+    manual_seed(32);
+    Tensor x = randn({2, 3, 7, 6});
+    std::vector<Window2d> windows = {
+        {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true},
+        {.kernel = {2, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true},
+        {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false},
+        {.kernel = {3, 2},
+         .stride = {3, 2},
+         .padding = {1, 1},
+         .ceil_mode = true,
+         .count_include_pad = false},
+        {.kernel = {3, 3},
+         .stride = {2, 2},
+         .padding = {1, 0},
+         .ceil_mode = true,
+         .divisor_override = 4},
+        {.kernel = {2, 2}, .stride = {2, 2}},
+    };
+    for (const Window2d& w : windows) {
+        BOOST_TEST_CONTEXT("kernel " << w.kernel.first << "x" << w.kernel.second << " stride "
+                                     << w.stride.first << "x" << w.stride.second << " padding "
+                                     << w.padding.first << "x" << w.padding.second << " ceil "
+                                     << w.ceil_mode << " include_pad " << w.count_include_pad
+                                     << " divisor " << w.divisor_override) {
+            PoolLoops avg = pool_loops(x, w, false);
+            // The gradient of a mean: each window's r / divisor to each of its input elements,
+            // which is the loops' adjoint; checked through gradcheck-free float64 autograd below.
+            Tensor r = randn(avg.out.shape());
+            Tensor x64 = x.to(float64).requires_grad_();
+            (avg_pool2d(x64, w) * r.to(float64)).sum().backward();
+            check_eager_and_compiled([w](const Tensor& t) { return avg_pool2d(t, w); }, x, r,
+                                     avg.out, x64.grad(), 1e-5);
+            if (w.divisor_override || !w.count_include_pad) continue;
+            PoolLoops mx = pool_loops(x, w, true);
+            check_eager_and_compiled([w](const Tensor& t) { return max_pool2d(t, w); }, x, r,
+                                     mx.out, max_pool_grad_loops(x, w, r), 1e-5);
+            auto [values, index] = max_pool2d_with_indices(x, w);
+            BOOST_TEST(index.dtype() == DType::int64);
+            BOOST_TEST(max_diff(values, mx.out) < 1e-6);
+            BOOST_TEST(max_diff(index, mx.index) == 0.0);
+        }
+    }
+    // avg_pool2d's gradient in float64 against finite differences (the loops' own adjoint).
+    Window2d odd{.kernel = {3, 2},
+                 .stride = {3, 2},
+                 .padding = {1, 1},
+                 .ceil_mode = true,
+                 .count_include_pad = false};
+    BOOST_TEST(gradcheck([odd](const std::vector<Tensor>& in) { return avg_pool2d(in[0], odd); },
+                         {randn({1, 2, 5, 5})}));
+
+    // adaptive_max_pool2d: PyTorch's bins, the first maximum of each (ties included).
+    Tensor ties = randint(0, 3, {2, 3, 7, 6}).to(float32);
+    Tensor r = randn({2, 3, 3, 4});
+    std::vector<double> tv = ties.to(float64).to_vector<double>(),
+                        rv = r.to(float64).to_vector<double>();
+    std::vector<double> out, grad(tv.size());
+    for (int64_t nc = 0; nc < 6; ++nc)
+        for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 4; ++j) {
+                int64_t h0 = i * 7 / 3, h1 = ((i + 1) * 7 + 2) / 3, w0 = j * 6 / 4,
+                        w1 = ((j + 1) * 6 + 3) / 4;
+                size_t at = 0;
+                double best = -INFINITY;
+                for (int64_t h = h0; h < h1; ++h)
+                    for (int64_t ww = w0; ww < w1; ++ww)
+                        if (tv[size_t((nc * 7 + h) * 6 + ww)] > best)
+                            best = tv[size_t((nc * 7 + h) * 6 + ww)],
+                            at = size_t((nc * 7 + h) * 6 + ww);
+                out.push_back(best);
+                grad[at] += rv[size_t((nc * 3 + i) * 4 + j)];
+            }
+    check_eager_and_compiled(
+        [](const Tensor& t) {
+            return adaptive_max_pool2d(t, {3, 4});
+        },
+        ties, r, tensor(out, {2, 3, 3, 4}), tensor(grad, ties.shape()), 1e-5);
+    BOOST_TEST(max_diff(adaptive_max_pool2d(x, {7, 3}),
+                        max_pool2d(x, {.kernel = {1, 2}, .stride = {1, 2}})) == 0.0);
+
+    // Unbatched [C, H, W]: the batched result's one sample.
+    Tensor one = x.slice(0, 0, 1), w = randn({4, 3, 3, 3});
+    Window2d pw{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true};
+    BOOST_TEST(max_diff(conv2d(one.squeeze(0), w, {}, {2, 1}, {1, 1}),
+                        conv2d(one, w, {}, {2, 1}, {1, 1}).squeeze(0)) < 1e-5);
+    BOOST_TEST(max_diff(max_pool2d(one.squeeze(0), pw), max_pool2d(one, pw).squeeze(0)) == 0.0);
+    BOOST_TEST(max_diff(avg_pool2d(one.squeeze(0), pw), avg_pool2d(one, pw).squeeze(0)) == 0.0);
+    BOOST_TEST(max_diff(adaptive_avg_pool2d(one.squeeze(0), {3, 4}),
+                        adaptive_avg_pool2d(one, {3, 4}).squeeze(0)) == 0.0);
+    BOOST_TEST(max_diff(adaptive_max_pool2d(one.squeeze(0), {3, 4}),
+                        adaptive_max_pool2d(one, {3, 4}).squeeze(0)) == 0.0);
+    BOOST_TEST(max_pool2d_with_indices(one.squeeze(0), pw).second.shape() == (Shape{3, 4, 4}));
+    auto unbatched_conv = [&](const Tensor& t) { return conv2d(t, w, {}, {1, 1}, {1, 1}); };
+    Tensor xc = one.squeeze(0);
+    Tensor rc = randn({4, 7, 6});
+    Tensor x64 = xc.to(float64).requires_grad_();
+    (conv2d(x64, w.to(float64), {}, {1, 1}, {1, 1}) * rc.to(float64)).sum().backward();
+    check_eager_and_compiled(unbatched_conv, xc, rc,
+                             conv_reference(one, w, {}, {1, 1}, {1, 1}, {1, 1}, 1).squeeze(0),
+                             x64.grad(), 1e-4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

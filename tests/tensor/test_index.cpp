@@ -1,5 +1,5 @@
-// gather, scatter_add, index_select and embedding: against direct loops, negative indices,
-// PyTorch's errors, and compiled equal to eager with gradients.
+// gather, scatter_add, index_select and embedding: against direct loops, negative indices (out of
+// range, as PyTorch), PyTorch's errors, and compiled equal to eager with gradients.
 #include <boost/test/unit_test.hpp>
 
 #include "kiln.h"
@@ -14,7 +14,7 @@ BOOST_AUTO_TEST_SUITE(indexing)
 
 BOOST_AUTO_TEST_CASE(gather_and_scatter_add_follow_the_index_along_a_dim) {
     Tensor x = arange(12).reshape({3, 4}).to(float32);
-    Tensor g = gather(x, 1, ints({3, 0, 1, 1, -1, 0}, {3, 2}));  // -1: the last
+    Tensor g = gather(x, 1, ints({3, 0, 1, 1, 3, 0}, {3, 2}));
     BOOST_TEST(g.to_vector<float>() == (std::vector<float>{3, 0, 5, 5, 11, 8}));
     Tensor g0 = gather(x, 0, ints({2, 0, 1, 2}, {1, 4}));
     BOOST_TEST(g0.to_vector<float>() == (std::vector<float>{8, 1, 6, 11}));
@@ -50,12 +50,21 @@ BOOST_AUTO_TEST_CASE(bad_indices_raise_naming_the_op_and_the_values) {
     };
     raises([&] { gather(x, 1, ints({4, 0, 0, 0, 0, 0}, {3, 2})); }, "gather: index 4 is out of bounds for dim 1 with size 4");
     raises([&] { gather(x, 1, ints({-5, 0, 0, 0, 0, 0}, {3, 2})); }, "index -5 is out of bounds");
+    raises(
+        [&] {
+            gather(x, 1, ints({-1, 0, 0, 0, 0, 0}, {3, 2}));
+        },
+        "gather: index -1 is out of bounds for dim 1 with size 4");
     raises([&] { gather(x, 1, zeros({3, 2})); }, "expected an int64 index");
     raises([&] { gather(x, 1, ints({0, 0}, {2})); }, "must have the same number of dims");
     raises([&] { gather(x, 1, ints({0, 0, 0, 0}, {2, 2})); }, "must match input");
     raises([&] { gather(x, 2, ints({0, 0, 0}, {3, 1})); }, "out of range");
     raises([&] { scatter_add(x, 0, ints({0, 0, 0, 0}, {1, 4}), ones({2, 4})); }, "src [2, 4] must have the index's shape [1, 4]");
-    raises([&] { embedding(ints({5}, {1}), x.t().contiguous().reshape({4, 3})); }, "out of bounds");
+    raises(
+        [&] {
+            embedding(ints({5}, {1}), x.t().contiguous().reshape({4, 3}));
+        },
+        "embedding: index 5 is out of range for 4 embeddings");
     raises([&] { index_select(x, 0, ints({0, 1}, {1, 2})); }, "index should have 1 dim");
 }
 
@@ -81,6 +90,43 @@ BOOST_AUTO_TEST_CASE(an_embedding_model_compiles_equal_to_eager_with_gradients) 
     BOOST_TEST(allclose(head.grad(), g_head, 1e-5, 1e-6));
     BOOST_TEST(g_table.slice(0, 4, 5).abs().sum().item<float>() == 0);  // row 4 never looked up
     BOOST_TEST(g_table.slice(0, 7, 8).abs().sum().item<float>() > 0);
+}
+
+// Issue 30 item 9: a negative index counted from the end (gather wrapped it). PyTorch's
+// embedding raises IndexError; so does kiln's eager call (kiln::IndexError, naming embedding
+// and the index), and a compiled one raises from gather, naming the index, under every
+// backend and after a valid call, as torch.compile's kernels raise.
+BOOST_AUTO_TEST_CASE(embedding_out_of_range_raises_eager_and_compiled) {
+    Tensor table = randn({10, 4});
+    auto look_up = [&](const Tensor& index) { return embedding(index, table) * 2; };
+    for (int64_t bad : {-1, -10, 10, 11}) {
+        Tensor index = ints({3, bad, 0}, {3});
+        BOOST_TEST_CONTEXT("index " << bad) {
+            try {
+                look_up(index);
+                BOOST_ERROR("eager: no error");
+            } catch (const IndexError& e) {
+                BOOST_TEST(std::string(e.what()).find("embedding: index " + std::to_string(bad) +
+                                                      " is out of range for 10 embeddings") !=
+                               std::string::npos,
+                           e.what());
+            }
+            for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+                jit::reset();
+                auto compiled = compile(look_up, {.backend = backend});
+                BOOST_TEST(allclose(compiled(ints({3, 9, 0}, {3})), look_up(ints({3, 9, 0}, {3}))));
+                try {
+                    compiled(index);
+                    BOOST_ERROR(backend << ": no error");
+                } catch (const Error& e) {
+                    BOOST_TEST(std::string(e.what()).find(
+                                   "index " + std::to_string(bad) +
+                                   " is out of bounds for dim 0 with size 10") != std::string::npos,
+                               backend << ": " << e.what());
+                }
+            }
+        }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
