@@ -1,4 +1,4 @@
-// Saved-for-backward bytes, eager tape vs AOT min-cut partition (DESIGN.md §7).
+// Saved-for-backward bytes, eager tape vs AOT min-cut partition (docs/aot.md).
 // Prints one JSON object. Target: compiled <= 50% of eager on the pointwise chains.
 #include <cstdio>
 

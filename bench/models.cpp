@@ -1,4 +1,4 @@
-// Whole models, eager vs compiled (issue 14): ResNet-18 (torchvision's layout, batch 8 at
+// Whole models, eager vs compiled: ResNet-18 (torchvision's layout, batch 8 at
 // 3x224x224 and a fast 3x32x32 variant) and a GPT-style decoder (4 layers, d = 256, 4 heads,
 // sequence 128, batch 8, vocabulary 1024): inference, and one training step (forward,
 // backward, SGD with momentum), at 1 and 2 threads. Also the first call of each compiled

@@ -1,5 +1,5 @@
-// The faster of a graph's generated kernels and the interpreter, per graph (issue 14:
-// "compiled is never slower than eager"). The first call runs the kernels untimed (it pays
+// The faster of a graph's generated kernels and the interpreter, per graph
+// ("compiled is never slower than eager"). The first call runs the kernels untimed (it pays
 // for first-touch allocations); the next 2 * samples calls alternate kernels, eager,
 // kernels, eager ..., each timed with steady_clock; then the faster path serves every later
 // call. Each path is judged by its fastest timed call (other processes only ever add time),

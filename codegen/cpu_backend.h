@@ -53,7 +53,7 @@ std::shared_ptr<CompiledLibrary> build_cpu_library(const std::string& source, co
 // and headers dominate small kernels' build time).
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options = {});
 
-// The reference: runs the graph op by op through the eager dispatcher (DESIGN.md "keep a
+// The reference: runs the graph op by op through the eager dispatcher ("keep a
 // simple path beside the fast one"). Also what fallback kernels do, one node at a time.
 std::vector<Tensor> run_eager(const LGraph& graph, const std::vector<Tensor>& inputs);
 

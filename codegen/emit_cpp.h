@@ -1,4 +1,4 @@
-// The C++/xsimd emitter (DESIGN.md §8): a Schedule -> one readable translation unit with
+// The C++/xsimd emitter (docs/codegen.md): a Schedule -> one readable translation unit with
 // one extern "C" entry per generated kernel. See docs/codegen.md for a walk through it.
 #pragma once
 #include <string>

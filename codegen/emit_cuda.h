@@ -1,4 +1,4 @@
-// The CUDA emitter (DESIGN.md §8): the same Schedule the C++ emitter reads, written as one
+// The CUDA emitter (docs/codegen.md): the same Schedule the C++ emitter reads, written as one
 // CUDA C++ translation unit for NVRTC, with one extern "C" __global__ function per generated
 // kernel. See docs/cuda.md "Compiled functions on the GPU".
 #pragma once

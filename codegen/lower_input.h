@@ -10,7 +10,7 @@
 namespace kiln::codegen {
 
 // A size in a shape is either concrete (>= 0) or the symbol s_k, written -(k+1); symbols
-// are bound from the input shapes at run time (DESIGN.md §6: 0 and 1 stay concrete).
+// are bound from the input shapes at run time (docs/jit.md: 0 and 1 stay concrete).
 inline bool is_symbol(int64_t size) { return size < 0; }
 inline int symbol_index(int64_t size) { return int(-size - 1); }
 inline int64_t symbol_size(int k) { return -int64_t(k) - 1; }

@@ -1,4 +1,4 @@
-// Backends turn a recorded Graph into something runnable (DESIGN.md §6). They register
+// Backends turn a recorded Graph into something runnable (docs/jit.md). They register
 // by name; "eager" interprets the graph op by op through the dispatcher, so autograd's
 // tape records as usual. A user callback gets the Graph and example inputs.
 #pragma once

@@ -1,5 +1,5 @@
 // The cache of one compiled function: its entries (guards + program), the lookup a call
-// makes, and the counters tests and explain read (DESIGN.md §6).
+// makes, and the counters tests and explain read (docs/jit.md).
 #pragma once
 #include <atomic>
 #include <memory>

@@ -1,4 +1,4 @@
-// kiln::compile: the public face of the JIT (DESIGN.md §6, PyTorch's torch.compile).
+// kiln::compile: the public face of the JIT (docs/jit.md, PyTorch's torch.compile).
 //
 //   auto f = compile(modified_sigmoid, {.backend = "eager"});
 //   Tensor out = f(a, b);    // record, guard, compile, run; later calls: guards + graphs only

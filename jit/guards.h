@@ -1,4 +1,4 @@
-// Guards: what an entry's recording assumed about fn's arguments (DESIGN.md §6). A call
+// Guards: what an entry's recording assumed about fn's arguments (docs/jit.md). A call
 // runs an entry only when every guard holds; the check is the whole cost of a cache hit.
 #pragma once
 #include <optional>

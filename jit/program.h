@@ -1,4 +1,4 @@
-// An entry's compiled code: a tree of graph segments joined by branch points (DESIGN.md §6).
+// An entry's compiled code: a tree of graph segments joined by branch points (docs/jit.md).
 //
 //   root segment ──(escape: bool)──► child[true]  ──► ... return
 //                                └─► child[false] ──► ... return

@@ -1,5 +1,5 @@
 // AOT autograd, step 1: trace the op table's derivative formulas over a recorded forward
-// graph into one joint forward+backward graph (DESIGN.md §7).
+// graph into one joint forward+backward graph (docs/aot.md).
 #pragma once
 #include <memory>
 #include <vector>

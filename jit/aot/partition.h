@@ -1,4 +1,4 @@
-// The min-cut rematerialization partitioner of AOT autograd (DESIGN.md §7).
+// The min-cut rematerialization partitioner of AOT autograd (docs/aot.md).
 //
 // Input: a joint forward+backward graph, abstracted to what the cut needs. Output: which
 // forward values the forward graph saves for backward; everything else the backward

@@ -1,4 +1,4 @@
-// AOT autograd: joint graphs, the min-cut partition and compiled backward (DESIGN.md §7).
+// AOT autograd: joint graphs, the min-cut partition and compiled backward (docs/aot.md).
 #include <boost/test/unit_test.hpp>
 
 #include "jit/aot/aot.h"

@@ -1,4 +1,4 @@
-// The min-cut partitioner on hand-built joint graphs (AOT autograd, DESIGN.md §7).
+// The min-cut partitioner on hand-built joint graphs (AOT autograd, docs/aot.md).
 #include <boost/test/unit_test.hpp>
 
 #include "jit/aot/partition.h"

@@ -1,5 +1,5 @@
 // Bad input raises kiln::Error whose message names the op and the offending values
-// (DESIGN.md §4), and leaves the input tensors as they were.
+// (docs/architecture.md), and leaves the input tensors as they were.
 #include <boost/test/unit_test.hpp>
 
 #include <functional>
