@@ -94,10 +94,14 @@ std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
 }
 
 // One test case in its own process. `timeout` ends a case that hangs (a loop in student code).
+// Every Boost.Test option the verdict reads is on the command line, which overrides the
+// environment: code that sets BOOST_TEST_RESULT_CODE=no (or BOOST_TEST_LOG_LEVEL) before
+// main cannot turn a failed case into exit status 0.
 RunResult run_case(const std::string& bin, const std::string& suite, const std::string& c) {
-    return run(
-        "timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite + "/" + c +
-        " --log_level=test_suite --report_level=no --catch_system_errors=no --color_output=no");
+    return run("timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite +
+               "/" + c +
+               " --log_level=test_suite --report_level=no --result_code=yes "
+               "--catch_system_errors=no --color_output=no --log_format=HRF --log_sink=stdout");
 }
 
 struct TaskScore {
