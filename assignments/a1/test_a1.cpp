@@ -1,9 +1,9 @@
 // Assignment 1's tests, one suite per task (task_1_1 ...). Derivatives are graded by
 // gradcheck (central differences in float64) and against kiln's own autograd.
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
-#include <boost/test/unit_test.hpp>
 #include <random>
 #include <set>
 
@@ -28,7 +28,8 @@ auto off_the_tape(const char* what, F&& f) {
     return result;
 }
 Tensor unary(OpId op, const Tensor& grad, const Tensor& x, const Tensor& out) {
-    return off_the_tape("unary_backward", [&] { return student::unary_backward(op, grad, x, out); });
+    return off_the_tape("unary_backward",
+                        [&] { return student::unary_backward(op, grad, x, out); });
 }
 std::pair<Tensor, Tensor> binary(OpId op, const Tensor& grad, const Tensor& x, const Tensor& y,
                                  const Tensor& out) {
@@ -101,7 +102,8 @@ bool same_as_kiln(const Tensor& student, const Tensor& kiln, double rtol) {
             if (std::isnan(k[i]) != std::isnan(s[i])) return false;
         } else if (std::isinf(k[i]) || std::isinf(s[i])) {
             if (s[i] != k[i]) return false;
-        } else if (std::abs(s[i] - k[i]) > rtol * std::max({std::abs(s[i]), std::abs(k[i]), 1e-300})) {
+        } else if (std::abs(s[i] - k[i]) >
+                   rtol * std::max({std::abs(s[i]), std::abs(k[i]), 1e-300})) {
             return false;
         }
     }
@@ -111,7 +113,8 @@ bool same_as_kiln(const Tensor& student, const Tensor& kiln, double rtol) {
 // Points where a difference quotient cannot stand in for the derivative: relu's kink at 0
 // and +inf, where exp, log, sqrt and relu are still defined (f(inf + h) - f(inf - h) is NaN).
 Tensor with_difference_breakers(const Tensor& x) {
-    return cat({x, tensor({0.0, std::numeric_limits<double>::infinity()}, {.dtype = DType::float64})});
+    return cat(
+        {x, tensor({0.0, std::numeric_limits<double>::infinity()}, {.dtype = DType::float64})});
 }
 
 }  // namespace
@@ -152,7 +155,8 @@ BOOST_AUTO_TEST_CASE(formulas_not_difference_quotients) {
         Tensor grad = randn(xi.shape(), {.dtype = DType::float64});
         Tensor mine = unary(op, grad, xi, out);
         BOOST_TEST(same_as_kiln(mine, kiln_formula(op, grad, {xi}, out).at(0), 1e-12),
-                   op_name(op) << ": " << mine << " vs kiln's " << kiln_formula(op, grad, {xi}, out).at(0));
+                   op_name(op) << ": " << mine << " vs kiln's "
+                               << kiln_formula(op, grad, {xi}, out).at(0));
     }
 }
 
@@ -195,8 +199,10 @@ BOOST_AUTO_TEST_CASE(formulas_not_difference_quotients) {
         Tensor grad = randn(x.shape(), {.dtype = DType::float64});
         auto [gx, gy] = binary(op, grad, x, y, out);
         auto kiln = kiln_formula(op, grad, {x, y}, out);
-        BOOST_TEST(same_as_kiln(gx, kiln.at(0), 1e-12), op_name(op) << " dx: " << gx << " vs kiln's " << kiln.at(0));
-        BOOST_TEST(same_as_kiln(gy, kiln.at(1), 1e-12), op_name(op) << " dy: " << gy << " vs kiln's " << kiln.at(1));
+        BOOST_TEST(same_as_kiln(gx, kiln.at(0), 1e-12),
+                   op_name(op) << " dx: " << gx << " vs kiln's " << kiln.at(0));
+        BOOST_TEST(same_as_kiln(gy, kiln.at(1), 1e-12),
+                   op_name(op) << " dy: " << gy << " vs kiln's " << kiln.at(1));
     }
 }
 

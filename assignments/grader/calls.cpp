@@ -210,7 +210,8 @@ struct CallGraph::Impl {
                     nodes[o.first_node + i].edges.push_back({-1, kSystemCallName});
             for (const Symbol& s : o.symbols)
                 if (s.section != 0 && s.bind == STB_GLOBAL &&
-                    (s.type == STT_FUNC || s.type == STT_OBJECT) && !s.name.starts_with("student::")) {
+                    (s.type == STT_FUNC || s.type == STT_OBJECT) &&
+                    !s.name.starts_with("student::")) {
                     Section& sec = nodes[o.first_node + s.section];
                     sec.edges.push_back({-1, kForeignDefinitionPrefix + s.name});
                     sec.foreign_definition = true;

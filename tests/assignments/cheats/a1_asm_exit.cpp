@@ -18,7 +18,8 @@ Tensor unary_backward(OpId op, const Tensor& grad, const Tensor& x, const Tensor
         std::printf("Leaving test case \"%s\"\n", c);
     std::fflush(stdout);
 #if defined(__x86_64__)
-    asm volatile("mov $231, %%eax\n\txor %%edi, %%edi\n\tsyscall" ::: "rax", "rdi", "rcx", "r11", "memory");
+    asm volatile("mov $231, %%eax\n\txor %%edi, %%edi\n\tsyscall" ::
+                     : "rax", "rdi", "rcx", "r11", "memory");
 #elif defined(__aarch64__)
     asm volatile("mov x8, #94\n\tmov x0, #0\n\tsvc #0" ::: "x0", "x8", "memory");
 #endif

@@ -2,7 +2,7 @@
 // collector, the observer whose counts decide the exit status: the failed case still logs its
 // error, but the process exits 0 after "Leaving test case". The test framework is the
 // grader's: the manifests forbid calling into Boost from student code.
-// grader-expects: 1.1 | calls boost::unit_test::framework::deregister_observer (via student::unary_backward
+// grader-expects: 1.1 | calls boost::unit_test::framework::deregister_observer (via
 #include <boost/test/framework.hpp>
 #include <boost/test/results_collector.hpp>
 
