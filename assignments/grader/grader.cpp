@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -135,15 +136,33 @@ std::string skip_reason(const std::string& log) {
     return log.substr(at, log.find('\n', at) - at);
 }
 
+// The device node of an NVIDIA GPU on this machine, or "" without one. A case that skips
+// for want of a GPU on a machine that has one lost it inside the test process (student
+// code can make the driver fail to load: file descriptors used up, memory limits), so
+// there a skip fails. KILN_GRADER_GPU_DEVICE names another node (CI checks the rule with
+// /dev/null on a machine without a GPU).
+std::string gpu_device_node() {
+    const char* env = std::getenv("KILN_GRADER_GPU_DEVICE");
+    std::string node = env && *env ? env : "/dev/nvidia0";
+    std::error_code ec;
+    return std::filesystem::exists(node, ec) ? node : "";
+}
+
 TaskScore run_task(const std::string& bin, const std::string& suite,
                    const std::vector<std::string>& cases) {
     TaskScore score;
     score.total = int(cases.size());
+    const std::string gpu = gpu_device_node();
     for (const std::string& c : cases) {
         RunResult r = run_case(bin, suite, c);
         CaseEnd end = case_end(r, suite, c);
         if (end == CaseEnd::passed) {
             ++score.passed;
+            continue;
+        }
+        if (end == CaseEnd::skipped && !gpu.empty()) {
+            score.why += "    " + c + "  (skipped on a machine with a GPU, " + gpu +
+                         ": the test process lost it; " + skip_reason(r.output) + ")\n";
             continue;
         }
         if (end == CaseEnd::skipped) {
