@@ -2,6 +2,8 @@
 // gradcheck (central differences in float64) and against kiln's own autograd.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -10,6 +12,30 @@
 using namespace kiln;
 
 namespace {
+
+// The student's formula, run as kiln's backward pass runs formulas (grad mode off) with a
+// hook on kiln's autograd tape: a formula computes the gradient itself, so nothing it does
+// is recorded. Turning grad mode on so that the node the tape records for the op computes
+// the gradient (grad_fn()->apply) would be kiln's formula, not the student's.
+template <class F>
+auto off_the_tape(const char* what, F&& f) {
+    int recorded = 0;
+    autograd::SavedTensorsHooks hook([&](const Tensor&) { ++recorded; });
+    NoGradGuard no_grad;
+    auto result = f();
+    BOOST_TEST(recorded == 0, what << " recorded ops on kiln's autograd tape: the gradient "
+                                      "came from kiln's formula (grad_fn()->apply), not yours");
+    return result;
+}
+Tensor unary(OpId op, const Tensor& grad, const Tensor& x, const Tensor& out) {
+    return off_the_tape("unary_backward",
+                        [&] { return student::unary_backward(op, grad, x, out); });
+}
+std::pair<Tensor, Tensor> binary(OpId op, const Tensor& grad, const Tensor& x, const Tensor& y,
+                                 const Tensor& out) {
+    return off_the_tape("binary_backward",
+                        [&] { return student::binary_backward(op, grad, x, y, out); });
+}
 
 // A kiln autograd::Function whose backward is the student's formula: gradcheck then
 // compares the student's derivative with finite differences.
@@ -21,7 +47,7 @@ struct StudentUnary : autograd::Function<StudentUnary> {
     }
     static std::vector<Tensor> backward(autograd::Ctx& ctx, const Tensor& grad) {
         const auto& s = ctx.saved_tensors();
-        return {student::unary_backward(ctx.arg<OpId>(1), grad, s[0], s[1])};
+        return {unary(ctx.arg<OpId>(1), grad, s[0], s[1])};
     }
 };
 struct StudentBinary : autograd::Function<StudentBinary> {
@@ -34,7 +60,7 @@ struct StudentBinary : autograd::Function<StudentBinary> {
     }
     static std::vector<Tensor> backward(autograd::Ctx& ctx, const Tensor& grad) {
         const auto& s = ctx.saved_tensors();
-        auto [gx, gy] = student::binary_backward(ctx.arg<OpId>(2), grad, s[0], s[1], s[2]);
+        auto [gx, gy] = binary(ctx.arg<OpId>(2), grad, s[0], s[1], s[2]);
         return {gx, gy};
     }
 };
@@ -52,6 +78,43 @@ bool check_binary(OpId op, const Tensor& x, const Tensor& y) {
 Tensor away_from_zero(const Shape& shape) {  // |x| >= 0.2: relu's kink stays out of the differences
     Tensor x = randn(shape);
     return where(abs(x) < 0.2, x + 0.5, x);
+}
+
+// kiln's own formula for `op` (the derivative column of ops.def), computed while grading.
+std::vector<Tensor> kiln_formula(OpId op, const Tensor& grad, std::vector<Tensor> inputs,
+                                 const Tensor& out) {
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape()), dtypes.push_back(t.dtype());
+    BackwardArgs args{inputs, out, grad, {}, shapes, dtypes, (1u << inputs.size()) - 1};
+    NoGradGuard no_grad;
+    return op_info(op).backward(args);
+}
+
+// Equal to kiln's formula element by element: within rtol (relative to the larger
+// magnitude), infinities equal, and NaN only where kiln's is NaN.
+bool same_as_kiln(const Tensor& student, const Tensor& kiln, double rtol) {
+    if (student.shape() != kiln.shape()) return false;
+    std::vector<double> s = student.to(DType::float64).to_vector<double>();
+    std::vector<double> k = kiln.to(DType::float64).to_vector<double>();
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (std::isnan(k[i]) || std::isnan(s[i])) {
+            if (std::isnan(k[i]) != std::isnan(s[i])) return false;
+        } else if (std::isinf(k[i]) || std::isinf(s[i])) {
+            if (s[i] != k[i]) return false;
+        } else if (std::abs(s[i] - k[i]) >
+                   rtol * std::max({std::abs(s[i]), std::abs(k[i]), 1e-300})) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Points where a difference quotient cannot stand in for the derivative: relu's kink at 0
+// and +inf, where exp, log, sqrt and relu are still defined (f(inf + h) - f(inf - h) is NaN).
+Tensor with_difference_breakers(const Tensor& x) {
+    return cat(
+        {x, tensor({0.0, std::numeric_limits<double>::infinity()}, {.dtype = DType::float64})});
 }
 
 }  // namespace
@@ -76,6 +139,25 @@ BOOST_AUTO_TEST_CASE(sigmoid_relu_pass_gradcheck) {
     manual_seed(3);
     BOOST_TEST(check_unary(OpId::sigmoid, randn({6})));
     BOOST_TEST(check_unary(OpId::relu, away_from_zero({2, 5})));
+}
+
+// A formula, not a difference quotient of the op: in float64 on [0.1, 2] the gradient is
+// kiln's formula to 1e-12 relative (a central difference is off by about 1e-10, its
+// rounding error), and it holds at relu's kink and at +inf, where differences fail.
+BOOST_AUTO_TEST_CASE(formulas_not_difference_quotients) {
+    manual_seed(41);
+    Tensor x = rand({16}, {.dtype = DType::float64}) * 1.9 + 0.1;
+    for (OpId op : {OpId::exp, OpId::log, OpId::sin, OpId::cos, OpId::tanh, OpId::sigmoid,
+                    OpId::sqrt, OpId::relu}) {
+        bool breakers = op == OpId::exp || op == OpId::log || op == OpId::sqrt || op == OpId::relu;
+        Tensor xi = breakers ? with_difference_breakers(x) : x;
+        Tensor out = dispatch(op, {xi});
+        Tensor grad = randn(xi.shape(), {.dtype = DType::float64});
+        Tensor mine = unary(op, grad, xi, out);
+        BOOST_TEST(same_as_kiln(mine, kiln_formula(op, grad, {xi}, out).at(0), 1e-12),
+                   op_name(op) << ": " << mine << " vs kiln's "
+                               << kiln_formula(op, grad, {xi}, out).at(0));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(equal_kiln_autograd_on_a_chain) {
@@ -105,13 +187,32 @@ BOOST_AUTO_TEST_CASE(mul_div_pass_gradcheck) {
     BOOST_TEST(check_binary(OpId::div, randn({5}), rand({5}) + 0.5));
 }
 
+// The same for binary ops: kiln's formula to 1e-12 in float64, and +inf in x, where
+// ((x + h) op y - (x - h) op y) / 2h is NaN but every formula here is not.
+BOOST_AUTO_TEST_CASE(formulas_not_difference_quotients) {
+    manual_seed(42);
+    Tensor x = cat({rand({15}, {.dtype = DType::float64}) * 1.9 + 0.1,
+                    tensor({std::numeric_limits<double>::infinity()}, {.dtype = DType::float64})});
+    Tensor y = rand({16}, {.dtype = DType::float64}) * 1.9 + 0.1;
+    for (OpId op : {OpId::add, OpId::sub, OpId::mul, OpId::div}) {
+        Tensor out = dispatch(op, {x, y});
+        Tensor grad = randn(x.shape(), {.dtype = DType::float64});
+        auto [gx, gy] = binary(op, grad, x, y, out);
+        auto kiln = kiln_formula(op, grad, {x, y}, out);
+        BOOST_TEST(same_as_kiln(gx, kiln.at(0), 1e-12),
+                   op_name(op) << " dx: " << gx << " vs kiln's " << kiln.at(0));
+        BOOST_TEST(same_as_kiln(gy, kiln.at(1), 1e-12),
+                   op_name(op) << " dy: " << gy << " vs kiln's " << kiln.at(1));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(broadcast_gradients_take_their_input_shapes) {
     manual_seed(7);
     BOOST_TEST(check_binary(OpId::mul, randn({3, 4}), randn({4})));
     BOOST_TEST(check_binary(OpId::div, randn({3, 1}), rand({1, 4}) + 0.5));
     BOOST_TEST(check_binary(OpId::sub, randn({2, 3, 4}), randn({3, 1})));
     Tensor x = randn({3, 4}), y = randn({4});
-    auto [gx, gy] = student::binary_backward(OpId::add, ones({3, 4}), x, y, x + y);
+    auto [gx, gy] = binary(OpId::add, ones({3, 4}), x, y, x + y);
     BOOST_TEST(gx.shape() == x.shape());
     BOOST_TEST(gy.shape() == y.shape());
     BOOST_TEST(allclose(gy, full({4}, 3.0)));

@@ -7,6 +7,7 @@
 #include "assignments/a6/student.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
+#include "codegen/toolchain.h"
 
 using namespace kiln;
 
@@ -117,6 +118,48 @@ BOOST_AUTO_TEST_CASE(kernels_compile_with_nvrtc, *boost::unit_test::precondition
         std::string ptx;
         BOOST_CHECK_NO_THROW(ptx = compile_ptx(student::cuda_preamble() + src, name));
         BOOST_TEST(ptx.find(name) != std::string::npos, c.name << ": no entry " << name);
+    }
+}
+
+// Your kernel's values, on any machine: its source compiled as C++ for the CPU (the op
+// table's math from tensor/pointwise_math.h, the same kiln_math names the CUDA prelude
+// has; one block of one thread, so the grid-stride loop visits every element), run, and
+// compared with the interpreter. A kernel that only compiles does not pass.
+BOOST_AUTO_TEST_CASE(the_kernel_computes_the_group_on_the_cpu) {
+    for (const Case& c : kCases) {
+        Tensor x = randn(c.shape), y = randn(c.shape);
+        auto g = graph_of(c.fn, x, y);
+        student::Group group = whole_chain(*g, c.also);
+        std::string name = std::string("cpu_") + c.name;
+        std::string max = std::to_string(student::kMaxOperands);
+        std::string source =
+            "#include <cstdint>\n#include \"tensor/pointwise_math.h\"\n"
+            "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+            "struct CpuDim3 { unsigned x, y, z; };\n"
+            "static const CpuDim3 blockIdx{0, 0, 0}, threadIdx{0, 0, 0}, blockDim{1, 1, 1},"
+            " gridDim{1, 1, 1};\n"
+            "struct KernelArgs {\n    const float* in[" + max + "];\n    float* out[" + max +
+            "];\n    long long n;\n};\n" +
+            student::emit_cuda_kernel(*g, group, name);
+        auto library = codegen::build_library(source, {.include_dirs = {KILN_SOURCE_DIR}});
+        auto kernel = reinterpret_cast<void (*)(student::KernelArgs)>(library->symbol(name));
+        auto inputs = placeholder_inputs(*g, x, y);
+        auto ref = cpu_values(*g, inputs);
+        std::vector<Tensor> in, out;
+        student::KernelArgs args{};
+        for (size_t k = 0; k < group.inputs.size(); ++k) {
+            in.push_back(ref[group.inputs[k]].contiguous());
+            args.in[k] = static_cast<const float*>(in.back().raw_data());
+        }
+        for (size_t k = 0; k < group.outputs.size(); ++k) {
+            out.push_back(full(c.shape, -12345.0));
+            args.out[k] = static_cast<float*>(out.back().raw_data());
+        }
+        args.n = ref[0].numel();
+        kernel(args);
+        for (size_t k = 0; k < out.size(); ++k)
+            BOOST_TEST(allclose(out[k], ref[group.outputs[k]], 1e-4, 1e-5),
+                       c.name << " output " << k << ": the kernel does not compute the group");
     }
 }
 

@@ -55,11 +55,50 @@ std::string qualified_name(const std::string& demangled) {
 }
 
 bool name_matches(const std::string& name, const std::string& spec) {
+    if (spec.ends_with("*")) return name.starts_with(spec.substr(0, spec.size() - 1));
     return name == spec || (name.size() > spec.size() + 2 && name.starts_with(spec) &&
                             name.compare(spec.size(), 2, "::") == 0);
 }
 
 namespace {
+
+// The sections of `path` whose machine code holds a system call instruction (inline
+// assembly), from objdump's disassembly: such code can end the process or do anything else
+// without a call the relocations would show.
+std::set<std::string> sections_with_system_calls(const std::string& path) {
+    std::string quoted = "'";
+    for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    FILE* pipe = popen(("objdump -d -w " + quoted + "' 2>&1").c_str(), "r");
+    if (!pipe) throw std::runtime_error("grader: cannot run objdump on " + path);
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
+    if (pclose(pipe) != 0)
+        throw std::runtime_error("grader: objdump (binutils) could not read " + path + ": " +
+                                 text.substr(0, 300));
+    std::set<std::string> out;
+    std::string section, line;
+    for (size_t at = 0, end; at < text.size(); at = end + 1) {
+        end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        line = text.substr(at, end - at);
+        const std::string header = "Disassembly of section ";
+        if (line.starts_with(header)) {
+            section = line.substr(header.size(), line.size() - header.size() - 1);  // no ':'
+            continue;
+        }
+        // "   7:\t0f 05                \tsyscall" : address, bytes, instruction.
+        size_t tab = line.find('\t');
+        if (tab == std::string::npos || (tab = line.find('\t', tab + 1)) == std::string::npos)
+            continue;
+        std::string insn = line.substr(tab + 1);
+        std::string word = insn.substr(0, insn.find_first_of(" \t"));
+        if (word == "syscall" || word == "sysenter" || word == "svc" ||
+            (word == "int" && insn.find("0x80") != std::string::npos))
+            out.insert(section);
+    }
+    return out;
+}
 
 std::string demangle(const char* mangled) {
     int status = 0;
@@ -85,6 +124,7 @@ struct Edge {
 struct Section {
     std::string name, label;  // label: its first function's (or object's) qualified name
     bool code = false;
+    bool foreign_definition = false;  // defines a global name outside namespace student
     std::vector<Edge> edges;
 };
 
@@ -159,6 +199,24 @@ struct CallGraph::Impl {
         for (int i = 0; i < eh->e_shnum; ++i)
             if (nodes[o.first_node + i].label.empty())
                 nodes[o.first_node + i].label = o.sec_names[i];
+        if (objects.empty()) {  // the student's own file
+            // Code only the student's file could hold: a system call written as assembly,
+            // and a definition of a name outside namespace student (kiln's own source
+            // compiled in under another name, or a replacement for a function of kiln or of
+            // the test framework). Each is an edge to a name the manifests forbid.
+            std::set<std::string> syscalls = sections_with_system_calls(path);
+            for (int i = 0; i < eh->e_shnum; ++i)
+                if (syscalls.count(o.sec_names[i]))
+                    nodes[o.first_node + i].edges.push_back({-1, kSystemCallName});
+            for (const Symbol& s : o.symbols)
+                if (s.section != 0 && s.bind == STB_GLOBAL &&
+                    (s.type == STT_FUNC || s.type == STT_OBJECT) &&
+                    !s.name.starts_with("student::")) {
+                    Section& sec = nodes[o.first_node + s.section];
+                    sec.edges.push_back({-1, kForeignDefinitionPrefix + s.name});
+                    sec.foreign_definition = true;
+                }
+        }
         objects.push_back(std::move(o));
     }
 
@@ -259,7 +317,8 @@ std::vector<ReachedCall> CallGraph::reachable(const std::vector<std::string>& ro
     auto init_reached = impl_->search(shared, nullptr);
     for (size_t i = 0; i < student.sec_names.size(); ++i) {
         int n = student.first_node + int(i);
-        if (impl_->nodes[n].code && !reached.count(n) && !init_reached.count(n))
+        if ((impl_->nodes[n].code || impl_->nodes[n].foreign_definition) && !reached.count(n) &&
+            !init_reached.count(n))
             shared.push_back({n, impl_->nodes[n].label + " (called by no task)"});
     }
     // The task's code and the unreached code first, so that a call they make is never

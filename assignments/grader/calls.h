@@ -44,10 +44,17 @@ class CallGraph {
     Impl* impl_;
 };
 
+// The names of what the student's object holds beyond calls (manifests forbid them like
+// calls): a system call instruction in its machine code (inline assembly), and a global
+// definition outside namespace student ("defines kiln::jit::aot::copied_min_cut").
+inline const std::string kSystemCallName = "asm:syscall";
+inline const std::string kForeignDefinitionPrefix = "defines ";
+
 // "kiln::jit::aot::partition" from a demangled symbol such as
 // "kiln::jit::aot::Partition kiln::jit::aot::partition<...>(std::vector<...> const&)".
 std::string qualified_name(const std::string& demangled);
-// Whether `name` is `spec` or a member of it ("student::Recorder::call" is in "student::Recorder").
+// Whether `name` is `spec` or a member of it ("student::Recorder::call" is in "student::Recorder");
+// a `spec` ending in `*` matches every name that starts with the rest ("kiln::backward_*").
 bool name_matches(const std::string& name, const std::string& spec);
 
 }  // namespace kiln::assignments

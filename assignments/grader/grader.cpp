@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -94,10 +95,14 @@ std::string task_label(const std::string& suite) {  // task_2_3 -> 2.3
 }
 
 // One test case in its own process. `timeout` ends a case that hangs (a loop in student code).
+// Every Boost.Test option the verdict reads is on the command line, which overrides the
+// environment: code that sets BOOST_TEST_RESULT_CODE=no (or BOOST_TEST_LOG_LEVEL) before
+// main cannot turn a failed case into exit status 0.
 RunResult run_case(const std::string& bin, const std::string& suite, const std::string& c) {
-    return run(
-        "timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite + "/" + c +
-        " --log_level=test_suite --report_level=no --catch_system_errors=no --color_output=no");
+    return run("timeout " + std::to_string(kCaseTimeoutS) + " " + bin + " --run_test=" + suite +
+               "/" + c +
+               " --log_level=test_suite --report_level=no --result_code=yes "
+               "--catch_system_errors=no --color_output=no --log_format=HRF --log_sink=stdout");
 }
 
 struct TaskScore {
@@ -131,15 +136,33 @@ std::string skip_reason(const std::string& log) {
     return log.substr(at, log.find('\n', at) - at);
 }
 
+// The device node of an NVIDIA GPU on this machine, or "" without one. A case that skips
+// for want of a GPU on a machine that has one lost it inside the test process (student
+// code can make the driver fail to load: file descriptors used up, memory limits), so
+// there a skip fails. KILN_GRADER_GPU_DEVICE names another node (CI checks the rule with
+// /dev/null on a machine without a GPU).
+std::string gpu_device_node() {
+    const char* env = std::getenv("KILN_GRADER_GPU_DEVICE");
+    std::string node = env && *env ? env : "/dev/nvidia0";
+    std::error_code ec;
+    return std::filesystem::exists(node, ec) ? node : "";
+}
+
 TaskScore run_task(const std::string& bin, const std::string& suite,
                    const std::vector<std::string>& cases) {
     TaskScore score;
     score.total = int(cases.size());
+    const std::string gpu = gpu_device_node();
     for (const std::string& c : cases) {
         RunResult r = run_case(bin, suite, c);
         CaseEnd end = case_end(r, suite, c);
         if (end == CaseEnd::passed) {
             ++score.passed;
+            continue;
+        }
+        if (end == CaseEnd::skipped && !gpu.empty()) {
+            score.why += "    " + c + "  (skipped on a machine with a GPU, " + gpu +
+                         ": the test process lost it; " + skip_reason(r.output) + ")\n";
             continue;
         }
         if (end == CaseEnd::skipped) {

@@ -79,7 +79,9 @@ std::vector<std::string> forbidden_calls(const Manifest& manifest, const CallGra
             bool applies = false;
             for (const std::string& t : f.tasks) applies = applies || t == "*" || t == id;
             if (applies && name_matches(call.name, f.function)) {
-                out.push_back("calls " + call.name + " (via " + call.via + "): " + f.why);
+                bool defines = call.name.starts_with(kForeignDefinitionPrefix);
+                out.push_back((defines ? "" : "calls ") + call.name + " (via " + call.via +
+                              "): " + f.why);
                 break;
             }
         }

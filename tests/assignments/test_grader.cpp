@@ -56,6 +56,13 @@ std::string write_temp(const std::string& text) {
 }
 }  // namespace
 
+BOOST_AUTO_TEST_CASE(a_spec_ending_in_a_star_covers_every_name_it_starts) {
+    BOOST_TEST(name_matches("kiln::backward_exp", "kiln::backward_*"));
+    BOOST_TEST(name_matches("defines kiln::jit::aot::copied_min_cut", "defines*"));
+    BOOST_TEST(!name_matches("kiln::forward_exp", "kiln::backward_*"));
+    BOOST_TEST(!name_matches("kiln::backward", "kiln::backward_*"));
+}
+
 BOOST_AUTO_TEST_CASE(tasks_points_and_forbidden_calls_are_read) {
     std::string path = write_temp(
         "# comment\ntask 4.3 4 student::partition\ntask 4.2 3 student::min_cut student::Cut\n"
