@@ -116,7 +116,8 @@ void check_line(const fs::path& doc, int number, const std::string& line,
          it != std::sregex_iterator(); ++it) {
         std::string p = (*it)[1];
         // Placeholders a reader fills in: NN_name, aN, <folder>.
-        if (p.find("NN") != std::string::npos || p.find("aN/") != std::string::npos) continue;
+        if (p.find("NN") != std::string::npos || p.find("aN/") != std::string::npos || p.find("/aN_") != std::string::npos)
+            continue;
         if (size_t both = p.find(".h/."); both != std::string::npos)
             p = p.substr(0, both + 2);                       // x.h/.cpp
         while (!p.empty() && p.back() == '.') p.pop_back();  // a sentence's full stop
@@ -164,7 +165,8 @@ void check_line(const fs::path& doc, int number, const std::string& line,
                     code.find(var + "=") != std::string::npos ||
                     code.find("ENV{" + var + "}") != std::string::npos ||
                     code.find("$" + var) != std::string::npos ||
-                    code.find("${" + var + "}") != std::string::npos;
+                    code.find("${" + var + "}") != std::string::npos ||
+                    code.find("${" + var + ":-") != std::string::npos;
         // KILN_CHECK(...), KILN_UNARY(...): macros of the code, not variables.
         bool macro = line.compare(size_t(it->position() + it->length()), 1, "(") == 0 &&
                      code.find("define " + var) != std::string::npos;

@@ -1,7 +1,7 @@
 // A planted cheat that calls nothing the manifest forbids: run_fused calls each kernel (so
 // it "runs" them), then recomputes every node through kiln::dispatch and returns that. Only
 // the test that swaps in marker kernels can tell: the outputs are not what the kernels wrote.
-// grader-expects: 5.3 | wrote: the graded values must come from your kernels
+// grader-expects: 5.3 | is not what kernel_0 wrote
 #include "assignments/a5/student.h"
 
 #define run_fused reference_run_fused

@@ -3,7 +3,7 @@
 // kernels. Caught twice: the manifest forbids jit::interpret in 5.3, and the test that swaps
 // in marker kernels sees outputs that no kernel wrote.
 // grader-expects: 5.3 | calls kiln::jit::interpret (via student::run_fused)
-// grader-expects: 5.3 | wrote: the graded values must come from your kernels
+// grader-expects: 5.3 | is not what kernel_0 wrote
 #include "assignments/a5/student.h"
 
 #define compile_fused reference_compile_fused
