@@ -38,7 +38,8 @@ struct TensorOptions {
 };
 
 // How a value leaves the framework into host code (a graph break under the JIT).
-enum class Escape { item, bool_conversion, data_access, backward };
+// How a value leaves the framework (or where a graph must end): jit/tracer.cpp says why each breaks a graph.
+enum class Escape { item, bool_conversion, data_access, print, backward, autograd_function };
 
 class Tensor {
    public:
