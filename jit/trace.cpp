@@ -39,7 +39,7 @@ class OneGraphRecorder final : public DispatchHook {
         BreakInfo brk = describe_escape(kind, loc);
         if (fail_) {
             if (options_.failed_at) *options_.failed_at = brk;
-            fail(options_.caller, ": ", options_.fn_name, " cannot be recorded as one graph: ", brk.reason, "\n  at ",
+            fail(options_.caller, ": ", options_.fn_name, " cannot be recorded as one graph: graph break: ", brk.reason, "\n  at ",
                  brk.location, "\n  hint: one graph cannot hold what the host code does with the value; keep it a tensor "
                  "(where() for a branch), or use compile(), which breaks the graph there");
         }
