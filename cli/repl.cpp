@@ -3,7 +3,6 @@
 
 #include <readline/history.h>
 #include <readline/readline.h>
-
 #include <unistd.h>
 
 #include <cctype>
@@ -47,8 +46,10 @@ struct Command {
 std::string compiled_functions(Interp& in) {
     std::string names;
     for (const std::string& n : in.global_names())
-        if (Value* v = in.lookup(n); v && v->is<std::shared_ptr<interp::CompiledObj>>()) names += (names.empty() ? "" : ", ") + n;
-    if (names.empty()) return "no compiled functions yet: make one with opt = torch.compile(f) and call it";
+        if (Value* v = in.lookup(n); v && v->is<std::shared_ptr<interp::CompiledObj>>())
+            names += (names.empty() ? "" : ", ") + n;
+    if (names.empty())
+        return "no compiled functions yet: make one with opt = torch.compile(f) and call it";
     return "compiled functions: " + names;
 }
 
@@ -103,12 +104,16 @@ void cmd_reset(Interp& in, const std::string&) {
 using enum CommandArg;
 const std::map<std::string, Command> kCommands = {
     {":help", {":help", "this list, then the builtins", cmd_help}},
-    {":graph", {":graph f", "the graphs of compiled f, one line per node", cmd_graph, compiled_name}},
+    {":graph",
+     {":graph f", "the graphs of compiled f, one line per node", cmd_graph, compiled_name}},
     {":guards", {":guards f", "the guards of each entry of compiled f", cmd_guards, compiled_name}},
     {":code", {":code f", "what the backend generated for compiled f", cmd_code, compiled_name}},
-    {":explain", {":explain f(args)", "graph count, graph breaks with reasons, guards", cmd_explain, text}},
+    {":explain",
+     {":explain f(args)", "graph count, graph breaks with reasons, guards", cmd_explain, text}},
     {":time", {":time expr", "evaluate expr and report the wall time", cmd_time, text}},
-    {":backend", {":backend NAME", "the backend compile() uses by default (eager, aot_eager, inductor)", cmd_backend, optional}},
+    {":backend",
+     {":backend NAME", "the backend compile() uses by default (eager, aot_eager, inductor)",
+      cmd_backend, optional}},
     {":reset", {":reset", "forget every variable and compiled cache", cmd_reset}},
     {":quit", {":quit", "leave (so does Ctrl-D)", nullptr}},
 };
@@ -116,10 +121,10 @@ const std::map<std::string, Command> kCommands = {
 // A command used without the argument it needs (or with one it does not take): what it
 // does, and for the :graph family the compiled functions it can show. Nothing runs.
 bool explain_usage(Interp& in, const Command& c, const std::string& arg) {
-    bool bad = c.arg == none ? !arg.empty()
+    bool bad = c.arg == none            ? !arg.empty()
                : c.arg == compiled_name ? !is_identifier(arg)
-               : c.arg == text ? arg.empty()
-                               : false;
+               : c.arg == text          ? arg.empty()
+                                        : false;
     if (!bad) return false;
     in.out << "usage: " << c.usage << "    " << c.help << "\n";
     if (c.arg == compiled_name) in.out << compiled_functions(in) << "\n";

@@ -39,9 +39,11 @@ class OneGraphRecorder final : public DispatchHook {
         BreakInfo brk = describe_escape(kind, loc);
         if (fail_) {
             if (options_.failed_at) *options_.failed_at = brk;
-            fail(options_.caller, ": ", options_.fn_name, " cannot be recorded as one graph: graph break: ", brk.reason, "\n  at ",
-                 brk.location, "\n  hint: one graph cannot hold what the host code does with the value; keep it a tensor "
-                 "(where() for a branch), or use compile(), which breaks the graph there");
+            fail(options_.caller, ": ", options_.fn_name,
+                 " cannot be recorded as one graph: graph break: ", brk.reason, "\n  at ",
+                 brk.location,
+                 "\n  hint: one graph cannot hold what the host code does with the value; keep it "
+                 "a tensor (where() for a branch), or use compile(), which breaks the graph there");
         }
         out_.escapes.push_back(brk);  // trace: the value read now is baked into the recording
     }
@@ -60,8 +62,11 @@ class OneGraphRecorder final : public DispatchHook {
         auto v = ids_.find(value.impl());
         bool is_value = t != ids_.end() && t->second.first.lock().get() == target.impl();
         KILN_CHECK(is_value && v != ids_.end() && !target.requires_grad() && !value.requires_grad(),
-                   options_.caller, ": an in-place op on an input, a captured tensor or a tensor that requires "
-                   "grad (shape ", target.shape(), ") can't be expressed in one graph; use compile(), which functionalizes it");
+                   options_.caller,
+                   ": an in-place op on an input, a captured tensor or a tensor that requires "
+                   "grad (shape ",
+                   target.shape(),
+                   ") can't be expressed in one graph; use compile(), which functionalizes it");
         {
             NoDispatchHook plain;
             assign_eager(target, value);
@@ -116,10 +121,17 @@ OneGraph record_one_graph(const Args& args, const HostFn& host, const OneGraphOp
 std::string trace_warning(const BreakInfo& escape, const std::string& language) {
     std::string what;
     switch (escape.kind) {
-        case Escape::bool_conversion: what = "a " + language + " boolean"; break;
-        case Escape::item: what = "a " + language + " number"; break;
-        case Escape::data_access: what = language == "Python" ? "a Python list" : "host values (to_vector, data_ptr)"; break;
-        default: return "";
+        case Escape::bool_conversion:
+            what = "a " + language + " boolean";
+            break;
+        case Escape::item:
+            what = "a " + language + " number";
+            break;
+        case Escape::data_access:
+            what = language == "Python" ? "a Python list" : "host values (to_vector, data_ptr)";
+            break;
+        default:
+            return "";
     }
     static std::mutex mutex;
     static std::set<std::string> warned;  // sites, for the whole process
@@ -127,8 +139,8 @@ std::string trace_warning(const BreakInfo& escape, const std::string& language) 
     if (!warned.insert(escape.location + " " + what).second) return "";
     return escape.location + ": TracerWarning: Converting a tensor to " + what +
            " might cause the trace to be incorrect. We can't record the data flow of " + language +
-           " values, so this value will be treated as a constant in the future. This means that the trace might not "
-           "generalize to other inputs!\n";
+           " values, so this value will be treated as a constant in the future. This means that "
+           "the trace might not generalize to other inputs!\n";
 }
 
 std::vector<Tensor> run_one_graph(const OneGraph& g, const Args& args) {

@@ -18,10 +18,10 @@ struct OneGraph {
 };
 
 struct OneGraphOptions {
-    bool fail_on_escape = false;         // export: an escape is an error; trace: its value is baked in
+    bool fail_on_escape = false;  // export: an escape is an error; trace: its value is baked in
     std::vector<std::string> arg_names;
-    std::string caller = "export";       // the API, named by its errors
-    std::string fn_name = "fn";          // the user's function, named by its errors
+    std::string caller = "export";                  // the API, named by its errors
+    std::string fn_name = "fn";                     // the user's function, named by its errors
     std::optional<BreakInfo>* failed_at = nullptr;  // set to the escape before the error is thrown
 };
 
@@ -62,7 +62,8 @@ auto trace(F&& fn, T&&... example_args) {
     Args args;
     int pos = 0;
     (flatten_arg(args, example_args, ArgPath{.position = pos++}), ...);
-    OneGraph g = record_one_graph(args, [&] { return flatten_result(f(example_args...)); }, {.caller = "jit::trace"});
+    OneGraph g = record_one_graph(args, [&] { return flatten_result(f(example_args...)); },
+                                  {.caller = "jit::trace"});
     for (const BreakInfo& e : g.escapes) std::cerr << trace_warning(e, "C++");
     return Traced<Sig>(std::move(g));
 }

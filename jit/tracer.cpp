@@ -26,16 +26,21 @@ BreakInfo describe_escape(Escape kind, const std::source_location& loc) {
                      "condition in jit::cond(t) to record its line";
             break;
         case Escape::item:
-            b.reason = "item(): a host read of a tensor's value (the host code goes on with the number)";
+            b.reason =
+                "item(): a host read of a tensor's value (the host code goes on with the number)";
             b.hint = "host code now depends on data, so fn re-runs on every call; keep the value a tensor to stay in one graph";
             break;
         case Escape::data_access:
-            b.reason = "a host read of a tensor's values (tolist, to_vector, data_ptr): the host code goes on with them";
+            b.reason =
+                "a host read of a tensor's values (tolist, to_vector, data_ptr): the host code "
+                "goes on with them";
             b.hint = "the host code cannot be recorded, so fn re-runs on every call with its graphs served from the cache";
             break;
         case Escape::print:
             b.reason = "printing a tensor: a host read of its values";
-            b.hint = "fn re-runs on every call, so the print happens every call; print outside fn to stay in one graph";
+            b.hint =
+                "fn re-runs on every call, so the print happens every call; print outside fn to "
+                "stay in one graph";
             break;
         case Escape::backward:
             b.reason = "backward(): the autograd engine runs (and writes .grad) outside the graph";
@@ -43,10 +48,14 @@ BreakInfo describe_escape(Escape kind, const std::source_location& loc) {
                      "graphs before and after it are compiled (the backward itself runs the compiled backward graphs)";
             break;
         case Escape::autograd_function:
-            b.reason = "autograd Function apply() with an input that needs grad: its backward is user code the "
-                       "graph cannot hold, so the Function runs eagerly between two graphs";
-            b.hint = "fn re-runs on every call, so the Function's forward runs and its node is on the tape every call; "
-                     "the graphs before and after it are compiled";
+            b.reason =
+                "autograd Function apply() with an input that needs grad: its backward is user "
+                "code the "
+                "graph cannot hold, so the Function runs eagerly between two graphs";
+            b.hint =
+                "fn re-runs on every call, so the Function's forward runs and its node is on the "
+                "tape every call; "
+                "the graphs before and after it are compiled";
             break;
     }
     return b;
@@ -68,7 +77,8 @@ HostSiteFn& host_site_slot() {
 }  // namespace
 
 const HostSiteFn& host_site() { return host_site_slot(); }
-HostSiteScope::HostSiteScope(HostSiteFn site) : prev_(std::exchange(host_site_slot(), std::move(site))) {}
+HostSiteScope::HostSiteScope(HostSiteFn site)
+    : prev_(std::exchange(host_site_slot(), std::move(site))) {}
 HostSiteScope::~HostSiteScope() { host_site_slot() = std::move(prev_); }
 
 namespace {
@@ -78,7 +88,6 @@ struct HookScope {
     explicit HookScope(DispatchHook* h) : prev(dispatch_hook()) { set_dispatch_hook(h); }
     ~HookScope() { set_dispatch_hook(prev); }
 };
-
 
 }  // namespace
 

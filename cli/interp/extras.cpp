@@ -308,24 +308,30 @@ Value record(Interp& in, const std::string& kind, const Value& fn, const std::ve
     jit::OneGraphOptions options{.fail_on_escape = fail_on_escape,
                                  .arg_names = t->params,
                                  .caller = kind == "symbolic_trace" ? "torch.fx.symbolic_trace"
-                                           : kind == "trace"   ? "torch.jit.trace"
-                                                               : "torch._dynamo.export",
+                                           : kind == "trace"        ? "torch.jit.trace"
+                                                                    : "torch._dynamo.export",
                                  .fn_name = t->name,
                                  .failed_at = &failed_at};
     jit::OneGraph graph;
     try {
-        jit::HostSiteScope site([&in] { return in.current_site(); });  // escapes name the script's line
+        jit::HostSiteScope site(
+            [&in] { return in.current_site(); });  // escapes name the script's line
         graph = jit::record_one_graph(flat.args, host, options);
     } catch (const kiln::Error& e) {
         if (!failed_at) throw;
         // Raised through the script's frames, it is a ScriptError by now: keep its message.
         auto script_error = dynamic_cast<const ScriptError*>(&e);
         std::string message = script_error ? script_error->message() : e.what();
-        if (kind == "symbolic_trace" && failed_at->kind == Escape::bool_conversion)  // FX's own words for a branch
-            message = "symbolically traced variables cannot be used as inputs to control flow\n" + message;
-        in.raise(kind == "symbolic_trace" ? "torch.fx.proxy.TraceError" : "torch._dynamo.exc.Unsupported", message);
+        if (kind == "symbolic_trace" &&
+            failed_at->kind == Escape::bool_conversion)  // FX's own words for a branch
+            message = "symbolically traced variables cannot be used as inputs to control flow\n" +
+                      message;
+        in.raise(kind == "symbolic_trace" ? "torch.fx.proxy.TraceError"
+                                          : "torch._dynamo.exc.Unsupported",
+                 message);
     }
-    for (const jit::BreakInfo& e : graph.escapes) in.out << jit::trace_warning(e, "Python") << std::flush;
+    for (const jit::BreakInfo& e : graph.escapes)
+        in.out << jit::trace_warning(e, "Python") << std::flush;
     t->graph = std::move(graph);
     return t;
 }

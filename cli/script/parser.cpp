@@ -129,7 +129,8 @@ void Parser::deeper(const Token& at) {
 void Parser::statement(Body& body) {
     const Token& token = peek();
     switch (token.kind) {
-        case Tok::indent: throw IndentationError("unexpected indent", filename_, source_, token.pos);
+        case Tok::indent:
+            throw IndentationError("unexpected indent", filename_, source_, token.pos);
         case Tok::at: body.push_back(decorated()); return;
         case Tok::kw_def: body.push_back(def_statement({})); return;
         case Tok::kw_class: body.push_back(class_statement({})); return;
@@ -187,8 +188,9 @@ Body Parser::block(const Token& header) {
     }
     advance();
     if (!at(Tok::indent)) {
-        std::string message = "expected an indented block after '" + std::string(spelling(header.kind)) +
-                              "' on line " + std::to_string(header.pos.line);
+        std::string message = "expected an indented block after '" +
+                              std::string(spelling(header.kind)) + "' on line " +
+                              std::to_string(header.pos.line);
         try {
             fail_at(peek(), message);
         } catch (const SyntaxError& e) {

@@ -33,8 +33,8 @@ class SyntaxError : public kiln::Error {
     EndOfInput end_of_input() const { return eof_; }
 
    protected:
-    SyntaxError(std::string kind, const std::string& message, std::string_view filename, std::string_view source,
-                Pos pos, EndOfInput eof);
+    SyntaxError(std::string kind, const std::string& message, std::string_view filename,
+                std::string_view source, Pos pos, EndOfInput eof);
 
    private:
     std::string kind_;
@@ -47,7 +47,8 @@ class SyntaxError : public kiln::Error {
 // missing indented block. A SyntaxError (in C++ and in script), so catching that catches it.
 class IndentationError : public SyntaxError {
    public:
-    IndentationError(const std::string& message, std::string_view filename, std::string_view source, Pos pos);
+    IndentationError(const std::string& message, std::string_view filename, std::string_view source,
+                     Pos pos);
 };
 
 // The lines that locate an error, ending in '\n':

@@ -218,7 +218,8 @@ struct Weird : autograd::Function<Weird> {
         ++forwards;
         return x * 2.0;
     }
-    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs, const Tensor&) {
+    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs,
+                              const Tensor&) {
         ctx.save_for_backward(inputs[0]);
     }
     static std::vector<Tensor> backward(autograd::Ctx& ctx, const Tensor& grad) {
@@ -255,7 +256,8 @@ BOOST_AUTO_TEST_CASE(compiled_function_gives_the_functions_gradient_under_every_
                 }
                 jit::ExplainOutput e = jit::explain_compiled(compiled);
                 BOOST_TEST(e.graph_break_count == 1);
-                BOOST_TEST(e.break_reasons[0].reason.find("autograd Function") != std::string::npos);
+                BOOST_TEST(e.break_reasons[0].reason.find("autograd Function") !=
+                           std::string::npos);
             }
             Tensor plain = randn({4});  // no input needs grad: forward's ops stay in one graph
             auto compiled = compile(weird_sum, {.backend = backend});

@@ -383,10 +383,10 @@ BOOST_AUTO_TEST_CASE(caret_follows_the_stripped_indentation) {
 
 BOOST_AUTO_TEST_CASE(indentation_errors_are_indentation_error_a_kind_of_syntax_error) {
     const char* sources[] = {
-        "x = 1\n    y = 2\n",                        // unexpected indent
-        "if x:\n    y = 1\n  z = 2\n",               // unindent matches no outer level
-        "if x:\ny = 1\n",                           // no indented block
-        "def f():\n    if x:\n    y = 1\n",          // no indented block, inside a block
+        "x = 1\n    y = 2\n",                // unexpected indent
+        "if x:\n    y = 1\n  z = 2\n",       // unindent matches no outer level
+        "if x:\ny = 1\n",                    // no indented block
+        "def f():\n    if x:\n    y = 1\n",  // no indented block, inside a block
     };
     for (const char* source : sources) {
         BOOST_TEST_CONTEXT(source) {
@@ -395,9 +395,11 @@ BOOST_AUTO_TEST_CASE(indentation_errors_are_indentation_error_a_kind_of_syntax_e
                 BOOST_FAIL("no error");
             } catch (const IndentationError& e) {  // caught as what it is
                 BOOST_TEST(e.kind() == "IndentationError");
-                BOOST_TEST(std::string(e.what()).find("\nIndentationError: ") != std::string::npos, e.what());
+                BOOST_TEST(std::string(e.what()).find("\nIndentationError: ") != std::string::npos,
+                           e.what());
             }
-            BOOST_CHECK_THROW(parse_program(source, "demo.ks"), SyntaxError);  // and as a SyntaxError
+            BOOST_CHECK_THROW(parse_program(source, "demo.ks"),
+                              SyntaxError);  // and as a SyntaxError
         }
     }
     BOOST_TEST(failure("if x:\n").kind == "SyntaxError");  // more input may come: the REPL waits

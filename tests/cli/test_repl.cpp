@@ -273,15 +273,19 @@ BOOST_AUTO_TEST_CASE(commands_without_their_argument_say_what_they_do) {
         "print(r.shape)\n",
         "--backend eager");
     BOOST_TEST(out.find("NameError: name '' is not defined") == std::string::npos, out);
-    for (const char* want : {"usage: :graph f    the graphs of compiled f, one line per node\n"
-                             "no compiled functions yet: make one with opt = torch.compile(f) and call it\n",
-                             "usage: :graph f    the graphs of compiled f, one line per node\ncompiled functions: opt_foo\n",
-                             "usage: :guards f    the guards of each entry of compiled f\ncompiled functions: opt_foo\n",
-                             "usage: :code f    what the backend generated for compiled f\ncompiled functions: opt_foo\n",
-                             "NameError: name 'opt_fo' is not defined; compiled functions: opt_foo\n",
-                             "usage: :time expr    evaluate expr and report the wall time\n",
-                             "usage: :explain f(args)    graph count, graph breaks with reasons, guards\n",
-                             "usage: :reset    forget every variable and compiled cache\ntorch.Size([3])\n"})
+    for (const char* want :
+         {"usage: :graph f    the graphs of compiled f, one line per node\n"
+          "no compiled functions yet: make one with opt = torch.compile(f) and call it\n",
+          "usage: :graph f    the graphs of compiled f, one line per node\ncompiled functions: "
+          "opt_foo\n",
+          "usage: :guards f    the guards of each entry of compiled f\ncompiled functions: "
+          "opt_foo\n",
+          "usage: :code f    what the backend generated for compiled f\ncompiled functions: "
+          "opt_foo\n",
+          "NameError: name 'opt_fo' is not defined; compiled functions: opt_foo\n",
+          "usage: :time expr    evaluate expr and report the wall time\n",
+          "usage: :explain f(args)    graph count, graph breaks with reasons, guards\n",
+          "usage: :reset    forget every variable and compiled cache\ntorch.Size([3])\n"})
         BOOST_TEST(out.find(want) != std::string::npos, "missing: " << want << "\n" << out);
 }
 

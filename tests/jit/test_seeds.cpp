@@ -1,7 +1,6 @@
 // The seed tutorials' checks (walk-through and "Introduction to torch.compile"), compiled
 // results compared against eager on the same inputs.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -115,10 +114,13 @@ BOOST_AUTO_TEST_CASE(explain_bar_one_call_two_graphs_one_break) {
     // The count says what it counts, and that PyTorch's differs (issue 30 item 5).
     size_t listed = 0;
     for (const auto& ops : e.ops_per_graph) listed += ops.size();
-    BOOST_CHECK_EQUAL(size_t(e.op_count), listed);  // abs add div sum lt, then mul (and mul for b < 0)
-    BOOST_CHECK(os.str().find("Op Count: " + std::to_string(e.op_count) +
-                              " (every op recorded in the graphs, views and detaches included; PyTorch counts FX "
-                              "call_function nodes)\n") != std::string::npos);
+    BOOST_CHECK_EQUAL(size_t(e.op_count),
+                      listed);  // abs add div sum lt, then mul (and mul for b < 0)
+    BOOST_CHECK(
+        os.str().find(
+            "Op Count: " + std::to_string(e.op_count) +
+            " (every op recorded in the graphs, views and detaches included; PyTorch counts FX "
+            "call_function nodes)\n") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(f1_compile_is_right_where_trace_is_wrong) {
@@ -134,12 +136,12 @@ BOOST_AUTO_TEST_CASE(f1_compile_is_right_where_trace_is_wrong) {
 }
 
 namespace {
-int g_item_line = 0;
+int g_item_line = 0, g_bool_line = 0;
 Tensor reads_twice(Tensor x) {
     double total = 0;
     for (int i = 0; i < 2; ++i) {  // the same sites twice: one warning each
-        g_item_line = __LINE__; total += x.sum().item<double>();
-        if (jit::cond(x.sum() > 0)) total += 1;
+        total += (g_item_line = __LINE__, x.sum().item<double>());
+        if (jit::cond((g_bool_line = __LINE__, x.sum() > 0))) total += 1;
     }
     return x * total;
 }
@@ -154,19 +156,26 @@ BOOST_AUTO_TEST_CASE(trace_warns_once_per_site_where_it_bakes_a_value_in) {
     std::cerr.rdbuf(old);
     std::string text = err.str();
     std::string item_site = std::string(__FILE__) + ":" + std::to_string(g_item_line) + " in ";
-    std::string cond_site = std::string(__FILE__) + ":" + std::to_string(g_item_line + 1) + " in ";
+    std::string cond_site = std::string(__FILE__) + ":" + std::to_string(g_bool_line) + " in ";
     auto count = [&](const std::string& what) {
         size_t n = 0;
-        for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+        for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+            ++n;
         return n;
     };
     BOOST_TEST(count("TracerWarning: ") == 2u, text);
     BOOST_TEST(text.find(item_site) != std::string::npos, text);
     BOOST_TEST(text.find(cond_site) != std::string::npos, text);
-    BOOST_TEST(count("TracerWarning: Converting a tensor to a C++ number might cause the trace to be incorrect. We "
-                     "can't record the data flow of C++ values, so this value will be treated as a constant in the "
-                     "future. This means that the trace might not generalize to other inputs!\n") == 1u, text);
-    BOOST_TEST(count("TracerWarning: Converting a tensor to a C++ boolean might cause the trace") == 1u, text);
+    BOOST_TEST(
+        count("TracerWarning: Converting a tensor to a C++ number might cause the trace to be "
+              "incorrect. We "
+              "can't record the data flow of C++ values, so this value will be treated as a "
+              "constant in the "
+              "future. This means that the trace might not generalize to other inputs!\n") == 1u,
+        text);
+    BOOST_TEST(
+        count("TracerWarning: Converting a tensor to a C++ boolean might cause the trace") == 1u,
+        text);
     BOOST_TEST(traced.ignored_escapes().size() == 4u);
 }
 

@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(equal_is_same_sizes_and_same_values) {  // torch.equal (iss
     BOOST_TEST(!kiln::equal(a, kiln::tensor({1.0, 2.0 + 1e-6})));  // exact, unlike allclose
     BOOST_TEST(!kiln::equal(a, kiln::tensor({1.0, 2.0, 3.0})));
     BOOST_TEST(!kiln::equal(kiln::ones({2, 1}), kiln::ones({1, 2})));  // no broadcasting
-    BOOST_TEST(kiln::equal(a, a.to(kiln::int64)));                    // values compare across dtypes
+    BOOST_TEST(kiln::equal(a, a.to(kiln::int64)));  // values compare across dtypes
     BOOST_TEST(!kiln::equal(kiln::tensor({NAN}), kiln::tensor({NAN})));  // NaN equals nothing
     BOOST_TEST(kiln::equal(kiln::tensor({-0.0}), kiln::tensor({0.0})));
     // Integers compare exactly, past 2^53 where a double would round them together.
