@@ -21,7 +21,9 @@
 #include <any>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
+#include <source_location>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -107,6 +109,12 @@ struct Function {
                          std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });
         for (const Tensor& t : inputs) ctx.needs_input_grad_.push_back(recording && t.requires_grad());
         ctx.recording_ = recording;
+        // Under compile() a Function that puts a node on the tape is a graph break: its
+        // backward is user code the joint graph cannot hold, so it runs eagerly, between
+        // two graphs, on every call (docs/autograd-and-nn.md).
+        std::optional<NoDispatchHook> eager;
+        if (DispatchHook* hook = dispatch_hook(); recording && hook)
+            if (hook->custom_function(inputs[0], std::source_location::current())) eager.emplace();
         Tensor out;
         {
             NoGradGuard no_grad;  // forward's own ops are not recorded: backward is the user's

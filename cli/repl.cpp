@@ -3,9 +3,9 @@
 
 #include <readline/history.h>
 #include <readline/readline.h>
-
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -27,18 +27,45 @@ namespace {
 using interp::Interp;
 using interp::Value;
 
+// What a :command takes after its name.
+enum class CommandArg {
+    none,           // :reset
+    optional,       // :backend [NAME]
+    compiled_name,  // :graph f: a compiled function's name
+    text,           // :time expr, :explain f(args)
+};
+
 struct Command {
     const char* usage;
     const char* help;
     void (*run)(Interp& in, const std::string& arg);
+    CommandArg arg = CommandArg::none;
 };
+
+// "compiled functions: opt_bar, opt_foo" (the globals a :graph can show), or how to make one.
+std::string compiled_functions(Interp& in) {
+    std::string names;
+    for (const std::string& n : in.global_names())
+        if (Value* v = in.lookup(n); v && v->is<std::shared_ptr<interp::CompiledObj>>())
+            names += (names.empty() ? "" : ", ") + n;
+    if (names.empty())
+        return "no compiled functions yet: make one with opt = torch.compile(f) and call it";
+    return "compiled functions: " + names;
+}
 
 // The compiled function a :command names: `opt_foo`, or a plain function compiled earlier.
 interp::CompiledObj* compiled_named(Interp& in, const std::string& name) {
     Value* v = in.lookup(name);
-    if (!v) in.raise("NameError", "name '" + name + "' is not defined");
+    if (!v) in.raise("NameError", "name '" + name + "' is not defined; " + compiled_functions(in));
     if (auto c = v->as<std::shared_ptr<interp::CompiledObj>>()) return c->get();
     in.raise("TypeError", name + " is a " + interp::type_name(*v) + ", not a compiled function: use " + name + " = compile(" + name + ")");
+}
+
+bool is_identifier(const std::string& s) {
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    for (char c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    return true;
 }
 
 void cmd_help(Interp& in, const std::string&);
@@ -74,17 +101,35 @@ void cmd_reset(Interp& in, const std::string&) {
     in.out << "variables and compiled caches cleared\n";
 }
 
+using enum CommandArg;
 const std::map<std::string, Command> kCommands = {
     {":help", {":help", "this list, then the builtins", cmd_help}},
-    {":graph", {":graph f", "the graphs of compiled f, one line per node", cmd_graph}},
-    {":guards", {":guards f", "the guards of each entry of compiled f", cmd_guards}},
-    {":code", {":code f", "what the backend generated for compiled f", cmd_code}},
-    {":explain", {":explain f(args)", "graph count, graph breaks with reasons, guards", cmd_explain}},
-    {":time", {":time expr", "evaluate expr and report the wall time", cmd_time}},
-    {":backend", {":backend NAME", "the backend compile() uses by default (eager, aot_eager, inductor)", cmd_backend}},
+    {":graph",
+     {":graph f", "the graphs of compiled f, one line per node", cmd_graph, compiled_name}},
+    {":guards", {":guards f", "the guards of each entry of compiled f", cmd_guards, compiled_name}},
+    {":code", {":code f", "what the backend generated for compiled f", cmd_code, compiled_name}},
+    {":explain",
+     {":explain f(args)", "graph count, graph breaks with reasons, guards", cmd_explain, text}},
+    {":time", {":time expr", "evaluate expr and report the wall time", cmd_time, text}},
+    {":backend",
+     {":backend NAME", "the backend compile() uses by default (eager, aot_eager, inductor)",
+      cmd_backend, optional}},
     {":reset", {":reset", "forget every variable and compiled cache", cmd_reset}},
     {":quit", {":quit", "leave (so does Ctrl-D)", nullptr}},
 };
+
+// A command used without the argument it needs (or with one it does not take): what it
+// does, and for the :graph family the compiled functions it can show. Nothing runs.
+bool explain_usage(Interp& in, const Command& c, const std::string& arg) {
+    bool bad = c.arg == none            ? !arg.empty()
+               : c.arg == compiled_name ? !is_identifier(arg)
+               : c.arg == text          ? arg.empty()
+                                        : false;
+    if (!bad) return false;
+    in.out << "usage: " << c.usage << "    " << c.help << "\n";
+    if (c.arg == compiled_name) in.out << compiled_functions(in) << "\n";
+    return true;
+}
 
 void cmd_help(Interp& in, const std::string&) {
     for (const auto& [name, c] : kCommands) in.out << "  " << c.usage << std::string(20 - std::string(c.usage).size(), ' ') << c.help << "\n";
@@ -211,6 +256,7 @@ bool run_command(Interp& in, const std::string& line) {
         in.out << "unknown command " << name << " (try :help)\n";
         return true;
     }
+    if (explain_usage(in, it->second, arg)) return true;
     it->second.run(in, arg);
     return true;
 }

@@ -44,7 +44,9 @@ ExplainOutput explain_core(const CompiledCore& core) {
 std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
     os << "Graph Count: " << e.graph_count << "\n"
        << "Graph Break Count: " << e.graph_break_count << "\n"
-       << "Op Count: " << e.op_count << "\n"
+       << "Op Count: " << e.op_count
+       << " (every op recorded in the graphs, views and detaches included; PyTorch counts FX "
+          "call_function nodes)\n"
        << "Break Reasons:\n";
     for (size_t i = 0; i < e.break_reasons.size(); ++i) {
         const BreakInfo& b = e.break_reasons[i];

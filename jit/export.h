@@ -28,7 +28,8 @@ ExportedProgram export_graph(F&& fn, T&&... args) {
     Args flat;
     int pos = 0;
     (flatten_arg(flat, args, ArgPath{.position = pos++}), ...);
-    return ExportedProgram(record_one_graph(flat, [&] { return flatten_result(f(args...)); }, true, {}));
+    return ExportedProgram(record_one_graph(flat, [&] { return flatten_result(f(args...)); },
+                                            {.fail_on_escape = true, .caller = "export_graph"}));
 }
 
 }  // namespace kiln::jit

@@ -16,7 +16,9 @@ std::string escape_name(Escape kind) {
         case Escape::bool_conversion: return "operator bool";
         case Escape::item: return "item()";
         case Escape::data_access: return "data access";
+        case Escape::print: return "printing a tensor";
         case Escape::backward: return "backward()";
+        case Escape::autograd_function: return "autograd Function apply()";
     }
     return "?";
 }

@@ -1,6 +1,8 @@
 // Recording one whole graph (trace and export): no guards, no segments.
 #include "jit/trace.h"
 
+#include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -10,8 +12,8 @@ namespace {
 
 class OneGraphRecorder final : public DispatchHook {
    public:
-    OneGraphRecorder(const Args& args, bool fail_on_escape, const std::vector<std::string>& names)
-        : fail_(fail_on_escape), names_(names) {
+    OneGraphRecorder(const Args& args, const OneGraphOptions& options)
+        : fail_(options.fail_on_escape), options_(options) {
         int ordinal = 0;
         for (const ArgValue& a : args)
             if (a.kind == ArgKind::tensor) arg_ordinal_[a.tensor.impl()] = {ordinal++, &a};
@@ -35,10 +37,21 @@ class OneGraphRecorder final : public DispatchHook {
     void escape(const Tensor&, Escape kind, const std::source_location& loc) override {
         if (in_eager_) return;
         BreakInfo brk = describe_escape(kind, loc);
-        if (fail_)
-            fail("export: fn cannot be exported as one graph: graph break: ", brk.reason, "\n  at ", brk.location,
-                 "\n  hint: ", brk.hint);
+        if (fail_) {
+            if (options_.failed_at) *options_.failed_at = brk;
+            fail(options_.caller, ": ", options_.fn_name,
+                 " cannot be recorded as one graph: graph break: ", brk.reason, "\n  at ",
+                 brk.location,
+                 "\n  hint: one graph cannot hold what the host code does with the value; keep it "
+                 "a tensor (where() for a branch), or use compile(), which breaks the graph there");
+        }
         out_.escapes.push_back(brk);  // trace: the value read now is baked into the recording
+    }
+
+    // export has no way to hold a user-written backward; trace records forward's ops.
+    bool custom_function(const Tensor& input, const std::source_location& loc) override {
+        if (fail_) escape(input, Escape::autograd_function, loc);
+        return false;
     }
 
     // In-place on a value of the graph: the target takes the value's node. Inputs and
@@ -49,8 +62,11 @@ class OneGraphRecorder final : public DispatchHook {
         auto v = ids_.find(value.impl());
         bool is_value = t != ids_.end() && t->second.first.lock().get() == target.impl();
         KILN_CHECK(is_value && v != ids_.end() && !target.requires_grad() && !value.requires_grad(),
-                   fail_ ? "export" : "jit::trace", ": an in-place op on an input, a captured tensor or a tensor that requires "
-                   "grad (shape ", target.shape(), ") can't be expressed in one graph; use compile(), which functionalizes it");
+                   options_.caller,
+                   ": an in-place op on an input, a captured tensor or a tensor that requires "
+                   "grad (shape ",
+                   target.shape(),
+                   ") can't be expressed in one graph; use compile(), which functionalizes it");
         {
             NoDispatchHook plain;
             assign_eager(target, value);
@@ -71,7 +87,7 @@ class OneGraphRecorder final : public DispatchHook {
         if (it != ids_.end() && it->second.first.lock().get() == t.impl()) return it->second.second;
         auto arg = arg_ordinal_.find(t.impl());
         bool is_arg = arg != arg_ordinal_.end();
-        std::string name = is_arg ? arg_name(*arg->second.second, names_) : "constant";
+        std::string name = is_arg ? arg_name(*arg->second.second, options_.arg_names) : "constant";
         int id = b_.placeholder(name, meta_of(t), is_arg ? "argument" : "lifted constant");
         out_.input_args.push_back(is_arg ? arg->second.first : -1);
         out_.constants.push_back(is_arg ? Tensor() : t);
@@ -81,7 +97,7 @@ class OneGraphRecorder final : public DispatchHook {
 
     bool fail_;
     bool in_eager_ = false;
-    const std::vector<std::string>& names_;
+    const OneGraphOptions& options_;
     GraphBuilder b_;
     OneGraph out_;
     std::unordered_map<const TensorImpl*, std::pair<int, const ArgValue*>> arg_ordinal_;
@@ -90,8 +106,8 @@ class OneGraphRecorder final : public DispatchHook {
 
 }  // namespace
 
-OneGraph record_one_graph(const Args& args, const HostFn& host, bool fail_on_escape, const std::vector<std::string>& names) {
-    OneGraphRecorder rec(args, fail_on_escape, names);
+OneGraph record_one_graph(const Args& args, const HostFn& host, const OneGraphOptions& options) {
+    OneGraphRecorder rec(args, options);
     std::vector<Tensor> results;
     {
         DispatchHook* prev = dispatch_hook();
@@ -100,6 +116,31 @@ OneGraph record_one_graph(const Args& args, const HostFn& host, bool fail_on_esc
         results = host();
     }
     return rec.finish(results);
+}
+
+std::string trace_warning(const BreakInfo& escape, const std::string& language) {
+    std::string what;
+    switch (escape.kind) {
+        case Escape::bool_conversion:
+            what = "a " + language + " boolean";
+            break;
+        case Escape::item:
+            what = "a " + language + " number";
+            break;
+        case Escape::data_access:
+            what = language == "Python" ? "a Python list" : "host values (to_vector, data_ptr)";
+            break;
+        default:
+            return "";
+    }
+    static std::mutex mutex;
+    static std::set<std::string> warned;  // sites, for the whole process
+    std::lock_guard lock(mutex);
+    if (!warned.insert(escape.location + " " + what).second) return "";
+    return escape.location + ": TracerWarning: Converting a tensor to " + what +
+           " might cause the trace to be incorrect. We can't record the data flow of " + language +
+           " values, so this value will be treated as a constant in the future. This means that "
+           "the trace might not generalize to other inputs!\n";
 }
 
 std::vector<Tensor> run_one_graph(const OneGraph& g, const Args& args) {

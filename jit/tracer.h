@@ -30,7 +30,24 @@ using HostFn = std::function<std::vector<Tensor>()>;
 std::vector<Tensor> trace_entry(Entry& entry, const Args& args, const std::vector<int64_t>& syms,
                                 const TraceConfig& cfg, const HostFn& host, TraceStats& stats);
 
-// Describes an escape as a graph break: reason, "file:line in function", hint.
+// Where the user's code is when it is not C++: the script interpreter sets its current
+// line ("demo.ks:3 in f") while it runs fn, and escapes name that instead of the C++ line
+// that reported them. Per thread; scopes nest.
+using HostSiteFn = std::function<std::string()>;
+const HostSiteFn& host_site();
+class HostSiteScope {
+   public:
+    explicit HostSiteScope(HostSiteFn site);
+    ~HostSiteScope();
+    HostSiteScope(const HostSiteScope&) = delete;
+    HostSiteScope& operator=(const HostSiteScope&) = delete;
+
+   private:
+    HostSiteFn prev_;
+};
+
+// Describes an escape as a graph break: reason, "file:line in function" (or the host
+// site), hint.
 BreakInfo describe_escape(Escape kind, const std::source_location& loc);
 
 // `if (jit::cond(t))`: operator bool with the caller's line recorded for explain/fullgraph.

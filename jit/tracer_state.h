@@ -113,6 +113,11 @@ class Tracer final : public DispatchHook {
         if (cands_.empty()) start_record();
     }
 
+    bool custom_function(const Tensor& input, const std::source_location& loc) override {
+        escape(input, Escape::autograd_function, loc);
+        return true;
+    }
+
     // An in-place op, functionalized: `value` (an op of the open graph) becomes the
     // target's value from here on; a mutated argument, captured tensor or earlier value
     // is written back after the graph. The eager write happens now, as eager would do it.

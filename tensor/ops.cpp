@@ -124,6 +124,18 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorO
     return tensor(flat, {int64_t(rows.size()), cols}, opt);
 }
 
+bool equal(const Tensor& a, const Tensor& b) {
+    KILN_CHECK(a.device() == b.device(), "equal: expected both tensors on the same device, got ",
+               a.device(), " and ", b.device());
+    NoGradGuard g;
+    if (a.shape() != b.shape()) return false;
+    if (!is_floating(a.dtype()) && !is_floating(b.dtype()))
+        return contiguous_as(a.detach(), int64).to_vector<int64_t>() ==
+               contiguous_as(b.detach(), int64).to_vector<int64_t>();
+    return contiguous_as(a.detach(), float64).to_vector<double>() ==
+           contiguous_as(b.detach(), float64).to_vector<double>();
+}
+
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
     NoGradGuard g;
     if (a.shape() != b.shape()) return false;

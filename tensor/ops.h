@@ -108,6 +108,13 @@ struct DispatchHook {
     // Host code did something the recorded graphs cannot replay (a side effect on a
     // non-tensor value, a backward pass): the JIT re-runs fn's host code on every call.
     virtual void host_effect(const std::string& what, const std::source_location& loc) { (void)what, (void)loc; }
+    // autograd::Function::apply with an input that needs grad: its backward is user code.
+    // True: the hook made it a graph break (report it as Escape::autograd_function), and
+    // apply runs eagerly with no hook; false: its forward's ops reach the hook as usual.
+    virtual bool custom_function(const Tensor& input, const std::source_location& loc) {
+        (void)input, (void)loc;
+        return false;
+    }
     // Host code read a non-tensor value the recording depends on (a module's training
     // flag, a global): the JIT guards it, calling `read` on every call to compare.
     virtual void guard_value(const std::string& what, std::function<int64_t()> read) { (void)what, (void)read; }
@@ -306,5 +313,8 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions opt = {});
 Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions opt = {});
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// torch.equal: the same sizes and the same values (NaN equals nothing). Integer and bool
+// tensors compare exactly as int64; a floating one makes both compare as float64.
+bool equal(const Tensor& a, const Tensor& b);
 
 }  // namespace kiln

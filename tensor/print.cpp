@@ -173,7 +173,7 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     if (!t.defined()) return os << "tensor(undefined)";
-    report_escape(t, Escape::data_access, std::source_location::current());
+    report_escape(t, Escape::print, std::source_location::current());
     const std::string prefix = "tensor(";
     const int64_t indent = int64_t(prefix.size());
     std::vector<std::string> suffixes;

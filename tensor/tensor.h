@@ -37,8 +37,9 @@ struct TensorOptions {
     bool requires_grad = false;
 };
 
-// How a value leaves the framework into host code (a graph break under the JIT).
-enum class Escape { item, bool_conversion, data_access, backward };
+// How a value leaves the framework into host code, or where a graph must end (a graph break
+// under the JIT; jit/tracer.cpp's describe_escape says why each one breaks).
+enum class Escape { item, bool_conversion, data_access, print, backward, autograd_function };
 
 class Tensor {
    public:

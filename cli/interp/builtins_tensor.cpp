@@ -193,6 +193,7 @@ Value b_manual_seed(Bound& b) {
     manual_seed(uint64_t(b.integer(0)));
     return None{};
 }
+Value b_equal(Bound& b) { return equal(input(b), b.tensor(arg(b, 1))); }
 Value b_allclose(Bound& b) { return allclose(b.tensor(0), b.tensor(1), b.number_or(2, 1e-5), b.number_or(3, 1e-8)); }
 
 // ---- ops from the table
@@ -379,6 +380,8 @@ const Builtin kTensor[] = {
     {"device", "type, index=None", b_device, "a device: torch.device('cpu'), torch.device('cuda', 0)"},
     {"manual_seed", "seed", b_manual_seed, "seed the random generator"},
     {"allclose", "input, other, rtol=1e-05, atol=1e-08", b_allclose, "elementwise |a - b| <= atol + rtol * |b|"},
+    {"equal", "input, other", b_equal, "same sizes and the same values (NaN equals nothing)"},
+    {"Tensor.equal", "other", b_equal, ""},
     {"sum", "input, dim=None, keepdim=False", reduction<kiln::sum>, "sum over dims (all when none)"},
     {"mean", "input, dim=None, keepdim=False", reduction<kiln::mean>, "mean over dims"},
     {"amax", "input, dim=None, keepdim=False", reduction<kiln::amax>, "max over dims"},

@@ -54,7 +54,8 @@ struct BuiltinClasses {
                  {"KeyError", "LookupError"}, {"IndexError", "LookupError"}, {"ArithmeticError", "Exception"},
                  {"ZeroDivisionError", "ArithmeticError"}, {"OverflowError", "ArithmeticError"}, {"AssertionError", "Exception"},
                  {"ImportError", "Exception"}, {"ModuleNotFoundError", "ImportError"}, {"MemoryError", "Exception"},
-                 {"StopIteration", "Exception"}, {"SyntaxError", "Exception"}})
+                 {"StopIteration", "Exception"}, {"SyntaxError", "Exception"},
+                 {"IndentationError", "SyntaxError"}})
             add(name, K::exception, base);
         // torch._dynamo's errors derive from RuntimeError, as in PyTorch.
         add("torch._dynamo.exc.TorchDynamoException", K::exception, "RuntimeError");

@@ -12,6 +12,7 @@
 #include "cli/interp/classes.h"
 #include "cli/interp/free_names.h"
 #include "cli/interp/limits.h"
+#include "jit/tracer.h"
 #include "tensor/ops.h"
 
 namespace kiln::interp {
@@ -283,6 +284,7 @@ Value call_compiled(Interp& in, CompiledObj& c, CallArgs args) {
     for (const Value& a : args.args) add_globals_of_value(in, flat, a, int(kGlobalsPosition), seen, labels);
     jit::HostFn host = [&] {
         CreationEpochScope fresh;  // objects made from here on are this call's own
+        jit::HostSiteScope site([&in] { return in.current_site(); });  // graph breaks name the script's line
         return flatten_result(in, in.call(c.target, args), c);
     };
     return unflatten_result(c.core->call(flat.args, host), c);

@@ -33,6 +33,8 @@ ScriptError Interp::as_script_error(const std::exception& e) const {
     if (auto s = dynamic_cast<const ScriptError*>(&e)) return *s;
     std::string kind = "RuntimeError", message = e.what();
     if (auto r = dynamic_cast<const RaisedError*>(&e)) kind = r->kind, message = r->message;
+    else if (auto syntax = dynamic_cast<const script::SyntaxError*>(&e))
+        kind = syntax->kind(), message = syntax->message();
     else if (dynamic_cast<const std::bad_alloc*>(&e)) kind = "MemoryError", message = "out of memory";
     else if (dynamic_cast<const kiln::IndexError*>(&e))
         kind = "IndexError";

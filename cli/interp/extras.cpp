@@ -304,19 +304,35 @@ Value record(Interp& in, const std::string& kind, const Value& fn, const std::ve
         }
         in.raise("TypeError", kind + ": the function must return Tensors, got " + type_name(r));
     };
+    std::optional<jit::BreakInfo> failed_at;
+    jit::OneGraphOptions options{.fail_on_escape = fail_on_escape,
+                                 .arg_names = t->params,
+                                 .caller = kind == "symbolic_trace" ? "torch.fx.symbolic_trace"
+                                           : kind == "trace"        ? "torch.jit.trace"
+                                                                    : "torch._dynamo.export",
+                                 .fn_name = t->name,
+                                 .failed_at = &failed_at};
+    jit::OneGraph graph;
     try {
-        t->graph = jit::record_one_graph(flat.args, host, fail_on_escape, t->params);
+        jit::HostSiteScope site(
+            [&in] { return in.current_site(); });  // escapes name the script's line
+        graph = jit::record_one_graph(flat.args, host, options);
     } catch (const kiln::Error& e) {
+        if (!failed_at) throw;
         // Raised through the script's frames, it is a ScriptError by now: keep its message.
         auto script_error = dynamic_cast<const ScriptError*>(&e);
         std::string message = script_error ? script_error->message() : e.what();
-        if (script_error && script_error->kind() != "RuntimeError") throw;
-        if (kind == "symbolic_trace" && message.find("graph break") != std::string::npos)
-            in.raise("torch.fx.proxy.TraceError", "symbolically traced variables cannot be used as inputs to control flow\n" + message);
-        if (kind == "export" && message.find("graph break") != std::string::npos)
-            in.raise("torch._dynamo.exc.Unsupported", message);
-        throw;
+        if (kind == "symbolic_trace" &&
+            failed_at->kind == Escape::bool_conversion)  // FX's own words for a branch
+            message = "symbolically traced variables cannot be used as inputs to control flow\n" +
+                      message;
+        in.raise(kind == "symbolic_trace" ? "torch.fx.proxy.TraceError"
+                                          : "torch._dynamo.exc.Unsupported",
+                 message);
     }
+    for (const jit::BreakInfo& e : graph.escapes)
+        in.out << jit::trace_warning(e, "Python") << std::flush;
+    t->graph = std::move(graph);
     return t;
 }
 

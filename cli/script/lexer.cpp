@@ -131,7 +131,8 @@ class Lexer {
 
     void change_indentation(int width) {
         if (width > indents_.back()) {
-            if (indents_.size() > kMaxIndentLevels) fail("too many levels of indentation", here_);
+            if (indents_.size() > kMaxIndentLevels)
+                throw IndentationError("too many levels of indentation", filename_, source_, here_);
             indents_.push_back(width);
             emit(Tok::indent, here_);
             return;
@@ -141,7 +142,8 @@ class Lexer {
             emit(Tok::dedent, here_);
         }
         if (width != indents_.back())
-            fail("unindent does not match any outer indentation level", here_);
+            throw IndentationError("unindent does not match any outer indentation level", filename_,
+                                   source_, here_);
     }
 
     void skip_comment() {

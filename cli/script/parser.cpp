@@ -129,7 +129,8 @@ void Parser::deeper(const Token& at) {
 void Parser::statement(Body& body) {
     const Token& token = peek();
     switch (token.kind) {
-        case Tok::indent: fail(token.pos, "unexpected indent");
+        case Tok::indent:
+            throw IndentationError("unexpected indent", filename_, source_, token.pos);
         case Tok::at: body.push_back(decorated()); return;
         case Tok::kw_def: body.push_back(def_statement({})); return;
         case Tok::kw_class: body.push_back(class_statement({})); return;
@@ -186,9 +187,17 @@ Body Parser::block(const Token& header) {
         return body;
     }
     advance();
-    if (!at(Tok::indent))
-        fail_at(peek(), "expected an indented block after '" + std::string(spelling(header.kind)) +
-                            "' on line " + std::to_string(header.pos.line));
+    if (!at(Tok::indent)) {
+        std::string message = "expected an indented block after '" +
+                              std::string(spelling(header.kind)) + "' on line " +
+                              std::to_string(header.pos.line);
+        try {
+            fail_at(peek(), message);
+        } catch (const SyntaxError& e) {
+            if (e.end_of_input() != EndOfInput::no) throw;  // the REPL waits for the block
+            throw IndentationError(e.message(), filename_, source_, e.pos());
+        }
+    }
     DepthScope scope(depth_);
     deeper(advance());
     Body body;

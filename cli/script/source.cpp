@@ -2,6 +2,7 @@
 #include "cli/script/source.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kiln::script {
 
@@ -55,9 +56,18 @@ std::string format_location(std::string_view filename, std::string_view source, 
 
 SyntaxError::SyntaxError(const std::string& message, std::string_view filename,
                          std::string_view source, Pos pos, EndOfInput eof)
-    : kiln::Error(format_location(filename, source, pos) + "SyntaxError: " + message),
+    : SyntaxError("SyntaxError", message, filename, source, pos, eof) {}
+
+SyntaxError::SyntaxError(std::string kind, const std::string& message, std::string_view filename,
+                         std::string_view source, Pos pos, EndOfInput eof)
+    : kiln::Error(format_location(filename, source, pos) + kind + ": " + message),
+      kind_(std::move(kind)),
       message_(message),
       pos_(pos),
       eof_(eof) {}
+
+IndentationError::IndentationError(const std::string& message, std::string_view filename,
+                                   std::string_view source, Pos pos)
+    : SyntaxError("IndentationError", message, filename, source, pos, EndOfInput::no) {}
 
 }  // namespace kiln::script

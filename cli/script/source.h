@@ -27,14 +27,28 @@ class SyntaxError : public kiln::Error {
     SyntaxError(const std::string& message, std::string_view filename, std::string_view source,
                 Pos pos, EndOfInput eof = EndOfInput::no);
 
+    const std::string& kind() const { return kind_; }        // Python's class name
     const std::string& message() const { return message_; }  // without the location lines
     Pos pos() const { return pos_; }
     EndOfInput end_of_input() const { return eof_; }
 
+   protected:
+    SyntaxError(std::string kind, const std::string& message, std::string_view filename,
+                std::string_view source, Pos pos, EndOfInput eof);
+
    private:
+    std::string kind_;
     std::string message_;
     Pos pos_;
     EndOfInput eof_;
+};
+
+// Python's IndentationError: an unexpected indent, an unindent that matches no block, a
+// missing indented block. A SyntaxError (in C++ and in script), so catching that catches it.
+class IndentationError : public SyntaxError {
+   public:
+    IndentationError(const std::string& message, std::string_view filename, std::string_view source,
+                     Pos pos);
 };
 
 // The lines that locate an error, ending in '\n':

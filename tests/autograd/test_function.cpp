@@ -208,3 +208,68 @@ BOOST_AUTO_TEST_CASE(returning_an_input_does_not_rewire_it) {
     y.sum().backward();
     BOOST_TEST(allclose(x.grad(), full({3}, 3.0)));
 }
+
+namespace {
+
+// A backward that is not forward's derivative: only the Function can give this gradient.
+struct Weird : autograd::Function<Weird> {
+    static int forwards;  // forward runs on every call, compiled or not
+    static Tensor forward(const Tensor& x) {
+        ++forwards;
+        return x * 2.0;
+    }
+    static void setup_context(autograd::Ctx& ctx, const std::vector<Tensor>& inputs,
+                              const Tensor&) {
+        ctx.save_for_backward(inputs[0]);
+    }
+    static std::vector<Tensor> backward(autograd::Ctx& ctx, const Tensor& grad) {
+        return {grad * 10.0 + ctx.saved_tensors()[0]};
+    }
+};
+int Weird::forwards = 0;
+
+Tensor weird_sum(const Tensor& x) { return Weird::apply(x).sum(); }
+Tensor weird_between_ops(const Tensor& x) { return sin(Weird::apply(x * 3.0)).sum(); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(compiled_function_gives_the_functions_gradient_under_every_backend) {
+    for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+        BOOST_TEST_CONTEXT(backend) {
+            for (Tensor (*fn)(const Tensor&) : {weird_sum, weird_between_ops}) {
+                jit::reset();
+                Tensor x = randn({4}, {.requires_grad = true});
+                Tensor want = fn(x);
+                want.backward();
+                Tensor want_grad = x.grad();
+                auto compiled = compile(fn, {.backend = backend});
+                for (int call = 0; call < 3; ++call) {  // recording, then cache hits
+                    x.zero_grad();
+                    int before = Weird::forwards;
+                    Tensor got = compiled(x);
+                    BOOST_TEST(Weird::forwards == before + 1);
+                    BOOST_TEST(got.requires_grad());
+                    BOOST_REQUIRE(got.grad_fn());
+                    BOOST_TEST(allclose(got, want));
+                    got.backward();
+                    BOOST_TEST(allclose(x.grad(), want_grad, 1e-5, 1e-6));
+                }
+                jit::ExplainOutput e = jit::explain_compiled(compiled);
+                BOOST_TEST(e.graph_break_count == 1);
+                BOOST_TEST(e.break_reasons[0].reason.find("autograd Function") !=
+                           std::string::npos);
+            }
+            Tensor plain = randn({4});  // no input needs grad: forward's ops stay in one graph
+            auto compiled = compile(weird_sum, {.backend = backend});
+            BOOST_TEST(allclose(compiled(plain), weird_sum(plain)));
+            BOOST_TEST(jit::explain_compiled(compiled).graph_break_count == 0);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(export_refuses_a_function_that_needs_grad) {
+    Tensor x = randn({4}, {.requires_grad = true});
+    BOOST_CHECK_EXCEPTION(jit::export_graph(weird_sum, x), Error, [](const Error& e) {
+        return std::string(e.what()).find("autograd Function apply()") != std::string::npos;
+    });
+}

@@ -46,13 +46,14 @@ struct Failure {
     Pos pos;
     EndOfInput eof = EndOfInput::no;
     std::string what;
+    std::string kind;  // SyntaxError, IndentationError
 };
 
 Failure failure(std::string_view source, const std::string& filename = "test.ks") {
     try {
         parse_program(source, filename);
     } catch (const SyntaxError& error) {
-        return {error.message(), error.pos(), error.end_of_input(), error.what()};
+        return {error.message(), error.pos(), error.end_of_input(), error.what(), error.kind()};
     }
     return {"(no error)", {0, 0}, EndOfInput::no, ""};
 }
@@ -378,6 +379,31 @@ BOOST_AUTO_TEST_CASE(caret_follows_the_stripped_indentation) {
                "    return 1 2\n"
                "             ^\n"
                "SyntaxError: expected end of line after the statement, found number 2");
+}
+
+BOOST_AUTO_TEST_CASE(indentation_errors_are_indentation_error_a_kind_of_syntax_error) {
+    const char* sources[] = {
+        "x = 1\n    y = 2\n",                // unexpected indent
+        "if x:\n    y = 1\n  z = 2\n",       // unindent matches no outer level
+        "if x:\ny = 1\n",                    // no indented block
+        "def f():\n    if x:\n    y = 1\n",  // no indented block, inside a block
+    };
+    for (const char* source : sources) {
+        BOOST_TEST_CONTEXT(source) {
+            try {
+                parse_program(source, "demo.ks");
+                BOOST_FAIL("no error");
+            } catch (const IndentationError& e) {  // caught as what it is
+                BOOST_TEST(e.kind() == "IndentationError");
+                BOOST_TEST(std::string(e.what()).find("\nIndentationError: ") != std::string::npos,
+                           e.what());
+            }
+            BOOST_CHECK_THROW(parse_program(source, "demo.ks"),
+                              SyntaxError);  // and as a SyntaxError
+        }
+    }
+    BOOST_TEST(failure("if x:\n").kind == "SyntaxError");  // more input may come: the REPL waits
+    BOOST_TEST(failure("x = = 1\n").kind == "SyntaxError");
 }
 
 BOOST_AUTO_TEST_CASE(errors_say_whether_more_input_could_fix_them) {

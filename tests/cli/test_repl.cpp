@@ -253,6 +253,42 @@ BOOST_AUTO_TEST_CASE(commands) {
     BOOST_TEST(out.find("not reached") == std::string::npos);
 }
 
+// A :command without the argument it needs (or with one it does not take) says what it
+// does, and the :graph family lists the compiled functions it can show (issue 30 item 2).
+BOOST_AUTO_TEST_CASE(commands_without_their_argument_say_what_they_do) {
+    std::string out = run_kiln(
+        ":graph\n"
+        "def foo(x):\n"
+        "    return x.sin()\n"
+        "\n"
+        "opt_foo = compile(foo)\n"
+        "r = opt_foo(ones(3))\n"
+        ":graph\n"
+        ":guards\n"
+        ":code 1 +\n"
+        ":graph opt_fo\n"
+        ":time\n"
+        ":explain\n"
+        ":reset now\n"
+        "print(r.shape)\n",
+        "--backend eager");
+    BOOST_TEST(out.find("NameError: name '' is not defined") == std::string::npos, out);
+    for (const char* want :
+         {"usage: :graph f    the graphs of compiled f, one line per node\n"
+          "no compiled functions yet: make one with opt = torch.compile(f) and call it\n",
+          "usage: :graph f    the graphs of compiled f, one line per node\ncompiled functions: "
+          "opt_foo\n",
+          "usage: :guards f    the guards of each entry of compiled f\ncompiled functions: "
+          "opt_foo\n",
+          "usage: :code f    what the backend generated for compiled f\ncompiled functions: "
+          "opt_foo\n",
+          "NameError: name 'opt_fo' is not defined; compiled functions: opt_foo\n",
+          "usage: :time expr    evaluate expr and report the wall time\n",
+          "usage: :explain f(args)    graph count, graph breaks with reasons, guards\n",
+          "usage: :reset    forget every variable and compiled cache\ntorch.Size([3])\n"})
+        BOOST_TEST(out.find(want) != std::string::npos, "missing: " << want << "\n" << out);
+}
+
 BOOST_AUTO_TEST_CASE(version_and_run) {
     BOOST_TEST(run_kiln("", "--version").find("kiln 0.1.0") != std::string::npos);
     std::ofstream("/tmp/kiln_run_test.ks") << "import torch\nprint(torch.ones(2).sum())\n";

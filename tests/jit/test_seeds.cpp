@@ -1,8 +1,9 @@
 // The seed tutorials' checks (walk-through and "Introduction to torch.compile"), compiled
 // results compared against eager on the same inputs.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
+#include <iostream>
+#include <sstream>
 
 #include "jit/compile.h"
 #include "jit/explain.h"
@@ -110,6 +111,16 @@ BOOST_AUTO_TEST_CASE(explain_bar_one_call_two_graphs_one_break) {
     os << e;
     BOOST_CHECK(os.str().find("a: float32[10] cpu") != std::string::npos);
     BOOST_CHECK(os.str().find("Graph Break Count: 1") != std::string::npos);
+    // The count says what it counts, and that PyTorch's differs (issue 30 item 5).
+    size_t listed = 0;
+    for (const auto& ops : e.ops_per_graph) listed += ops.size();
+    BOOST_CHECK_EQUAL(size_t(e.op_count),
+                      listed);  // abs add div sum lt, then mul (and mul for b < 0)
+    BOOST_CHECK(
+        os.str().find(
+            "Op Count: " + std::to_string(e.op_count) +
+            " (every op recorded in the graphs, views and detaches included; PyTorch counts FX "
+            "call_function nodes)\n") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(f1_compile_is_right_where_trace_is_wrong) {
@@ -122,6 +133,50 @@ BOOST_AUTO_TEST_CASE(f1_compile_is_right_where_trace_is_wrong) {
     BOOST_CHECK(allclose(traced(x, y), f1(x, y)));
     BOOST_CHECK(!allclose(traced(-x, y), f1(-x, y)));  // silently wrong, like torch.jit.trace
     BOOST_CHECK_EQUAL(traced.ignored_escapes().size(), 1u);
+}
+
+namespace {
+int g_item_line = 0, g_bool_line = 0;
+Tensor reads_twice(Tensor x) {
+    double total = 0;
+    for (int i = 0; i < 2; ++i) {  // the same sites twice: one warning each
+        total += (g_item_line = __LINE__, x.sum().item<double>());
+        if (jit::cond((g_bool_line = __LINE__, x.sum() > 0))) total += 1;
+    }
+    return x * total;
+}
+}  // namespace
+
+// jit::trace warns, as PyTorch's TracerWarning does, where it bakes a value in (issue 30
+// item 4): once per site, naming it.
+BOOST_AUTO_TEST_CASE(trace_warns_once_per_site_where_it_bakes_a_value_in) {
+    std::ostringstream err;
+    std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+    auto traced = jit::trace(reads_twice, ones({3}));
+    std::cerr.rdbuf(old);
+    std::string text = err.str();
+    std::string item_site = std::string(__FILE__) + ":" + std::to_string(g_item_line) + " in ";
+    std::string cond_site = std::string(__FILE__) + ":" + std::to_string(g_bool_line) + " in ";
+    auto count = [&](const std::string& what) {
+        size_t n = 0;
+        for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+            ++n;
+        return n;
+    };
+    BOOST_TEST(count("TracerWarning: ") == 2u, text);
+    BOOST_TEST(text.find(item_site) != std::string::npos, text);
+    BOOST_TEST(text.find(cond_site) != std::string::npos, text);
+    BOOST_TEST(
+        count("TracerWarning: Converting a tensor to a C++ number might cause the trace to be "
+              "incorrect. We "
+              "can't record the data flow of C++ values, so this value will be treated as a "
+              "constant in the "
+              "future. This means that the trace might not generalize to other inputs!\n") == 1u,
+        text);
+    BOOST_TEST(
+        count("TracerWarning: Converting a tensor to a C++ boolean might cause the trace") == 1u,
+        text);
+    BOOST_TEST(traced.ignored_escapes().size() == 4u);
 }
 
 BOOST_AUTO_TEST_CASE(f2_with_an_int_argument) {

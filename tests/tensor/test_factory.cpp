@@ -186,4 +186,18 @@ BOOST_AUTO_TEST_CASE(allclose_tolerances_and_special_values) {
     BOOST_TEST(!kiln::allclose(kiln::tensor({INFINITY}), kiln::tensor({1e30})));
 }
 
+BOOST_AUTO_TEST_CASE(equal_is_same_sizes_and_same_values) {  // torch.equal (issue 30 item 6)
+    Tensor a = kiln::tensor({1.0, 2.0});
+    BOOST_TEST(kiln::equal(a, a.clone()));
+    BOOST_TEST(!kiln::equal(a, kiln::tensor({1.0, 2.0 + 1e-6})));  // exact, unlike allclose
+    BOOST_TEST(!kiln::equal(a, kiln::tensor({1.0, 2.0, 3.0})));
+    BOOST_TEST(!kiln::equal(kiln::ones({2, 1}), kiln::ones({1, 2})));  // no broadcasting
+    BOOST_TEST(kiln::equal(a, a.to(kiln::int64)));  // values compare across dtypes
+    BOOST_TEST(!kiln::equal(kiln::tensor({NAN}), kiln::tensor({NAN})));  // NaN equals nothing
+    BOOST_TEST(kiln::equal(kiln::tensor({-0.0}), kiln::tensor({0.0})));
+    // Integers compare exactly, past 2^53 where a double would round them together.
+    Tensor big = kiln::tensor(std::vector<int64_t>{(int64_t(1) << 53) + 1});
+    BOOST_TEST(!kiln::equal(big, kiln::tensor(std::vector<int64_t>{int64_t(1) << 53})));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
