@@ -124,23 +124,6 @@ double traffic_mb(const Schedule& s) {
     return total / 1e6;
 }
 
-// Runs `fn` under an environment variable's value (restored after).
-template <class Fn>
-auto with_env(const char* name, const char* value, Fn&& fn) {
-    const char* old = std::getenv(name);
-    std::string saved = old ? old : "";
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-    auto result = fn();
-    if (old)
-        setenv(name, saved.c_str(), 1);
-    else
-        unsetenv(name);
-    return result;
-}
-
 double median_ms(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -225,9 +208,9 @@ int main() {
         check(fusion.fused == 0 && fusion.graph.nodes.size() == lg.nodes.size(),
               "KILN_CONV_FUSE=0: every conv2d left alone");
 
-    // ---- 3. Scheduling (epilogues held back: KILN_EPILOGUE=0 for this call, so stage 4
-    // can be seen on its own). One line per kernel: its kind, its loop, the nodes it runs.
-    Schedule s = with_env("KILN_EPILOGUE", "0", [&] { return schedule(fusion.graph); });
+    // ---- 3. Scheduling (epilogues are the next stage's). One line per kernel: its kind, its
+    // loop, the nodes it runs.
+    Schedule s = schedule(fusion.graph);
     KernelCounts before = count_kernels(s);
     std::cout << "\n==== 3. scheduling: " << fusion.graph.nodes.size() << " nodes -> "
               << s.kernels.size() << " kernels\n"
@@ -242,7 +225,7 @@ int main() {
     // element by element becomes that matmul's epilogue: it runs on each block of GEMM rows
     // right after BLAS writes it, instead of a second pass over the whole output.
     double traffic_before = traffic_mb(s);
-    if (epilogue_on) fuse_epilogues(s);
+    s = fuse_epilogues(std::move(s));  // KILN_EPILOGUE=0: unchanged
     KernelCounts after = count_kernels(s);
     std::cout << "\n==== 4. epilogues:\n" << s.print();
     print_counts("after epilogues", after);
@@ -302,7 +285,7 @@ int main() {
         auto [r, a] = f(res_block, attn_block, image, seq);
         all_equal =
             all_equal && allclose(r, res_ref, 1e-4, 1e-5) && allclose(a, attn_ref, 1e-4, 1e-5);
-        Schedule sc = schedule(fuse_conv(*lower(*graph).graph).graph);
+        Schedule sc = fuse_epilogues(schedule(fuse_conv(*lower(*graph).graph).graph));
         // The first calls after a compile time the kernels against eager (docs/codegen.md,
         // "Kernels or eager"); time the calls after that choice.
         for (int i = 0; i < 7; ++i) f(res_block, attn_block, image, seq);
