@@ -9,8 +9,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <future>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -70,8 +70,9 @@ OnChoiceReport report_choice(uint64_t owner, int id) {
         log_event("choice", "inductor graph " + std::to_string(id) + ": " + r.str());
         std::lock_guard lock(infos().mu);
         auto update = [&](CompiledGraphInfo& info) {
-            auto it = std::find_if(info.choices.begin(), info.choices.end(),
-                                   [&](const ChoiceReport& c) { return c.size_class == r.size_class; });
+            auto it =
+                std::find_if(info.choices.begin(), info.choices.end(),
+                             [&](const ChoiceReport& c) { return c.size_class == r.size_class; });
             if (it != info.choices.end())
                 *it = r;
             else
@@ -91,10 +92,13 @@ jit::BackendReport inductor_report(const jit::Graph& graph) {
     std::vector<std::pair<std::pair<int, int>, std::string>> choices;
     for (const CompiledGraphInfo& info : compiled_graphs(&graph)) {
         std::string head = "inductor graph " + std::to_string(info.id) + ": ";
-        for (const std::string& f : info.fallbacks) report.notes.push_back(head + f + " (runs its eager kernel)");
+        for (const std::string& f : info.fallbacks)
+            report.notes.push_back(head + f + " (runs its eager kernel)");
         for (const std::string& f : info.conv_fusions)
-            if (f.find(": not fused") != std::string::npos) report.notes.push_back(head + "conv epilogue of " + f);
-        for (const ChoiceReport& c : info.choices) choices.push_back({{info.id, c.size_class}, head + c.str()});
+            if (f.find(": not fused") != std::string::npos)
+                report.notes.push_back(head + "conv epilogue of " + f);
+        for (const ChoiceReport& c : info.choices)
+            choices.push_back({{info.id, c.size_class}, head + c.str()});
     }
     std::sort(choices.begin(), choices.end());
     for (auto& [key, line] : choices) report.choices.push_back(std::move(line));
@@ -197,10 +201,12 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
     auto build = [state, owner, info, plan = std::move(plan)]() mutable {
         int64_t timeouts_before = toolchain_stats().compiler_timeouts;
         try {
-            Built built = build_plan(std::move(plan), info.id);  // build + load (codegen/pipeline.cpp)
+            Built built =
+                build_plan(std::move(plan), info.id);  // build + load (codegen/pipeline.cpp)
             state->compiled = std::move(built.cpu);
             state->cuda = std::move(built.cuda);
-            if (state->cuda && state->reduce_overhead) state->replay = std::make_unique<CudaGraphReplay>(*state->cuda);
+            if (state->cuda && state->reduce_overhead)
+                state->replay = std::make_unique<CudaGraphReplay>(*state->cuda);
             info.stages.push_back(built.time);
             record(owner, info);
             ++stats().builds;
@@ -256,7 +262,8 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
 jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor> examples) {
     // The halves compile lazily (at the first call, the first backward): copy the options now.
     jit::BackendOptions options = jit::backend_options();
-    static const bool reporting = (jit::register_backend_reporter(inductor_report), true);  // explain asks it
+    static const bool reporting =
+        (jit::register_backend_reporter(inductor_report), true);  // explain asks it
     (void)reporting;
     uint64_t owner = graph.uid();
     {

@@ -45,10 +45,11 @@ std::string type_text(const LValue& v) {
 
 std::string LGraph::print() const {
     std::map<int, std::string> names;  // the C++ names the emitter gives them: x_0, cos_2
-    for (const LValue& v : inputs) names[v.id] = (v.name.empty() ? "in" : v.name) + "_" + std::to_string(v.id);
+    for (const LValue& v : inputs)
+        names[v.id] = (v.name.empty() ? "in" : v.name) + "_" + std::to_string(v.id);
     for (const LNode& n : nodes)
-        names[n.out.id] = (n.out.name.empty() ? std::string(op_info(n.op).name) : n.out.name) + "_" +
-                          std::to_string(n.out.id);
+        names[n.out.id] = (n.out.name.empty() ? std::string(op_info(n.op).name) : n.out.name) +
+                          "_" + std::to_string(n.out.id);
     std::ostringstream os;
     os << "inputs:";
     for (const LValue& v : inputs) os << " " << names[v.id] << " " << type_text(v);

@@ -25,19 +25,23 @@ namespace {
 // is on, and its making is not counted in the stage's time.
 class StageLog {
    public:
-    explicit StageLog(int id) : id_(id), shown_(log_enabled("passes") || !jit::debug_dir().empty()) {}
+    explicit StageLog(int id)
+        : id_(id), shown_(log_enabled("passes") || !jit::debug_dir().empty()) {}
 
     // Ends the stage that began at the previous done() (or at construction).
-    void done(const std::string& stage, const std::function<std::string()>& output, std::string file = "") {
-        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    void done(const std::string& stage, const std::function<std::string()>& output,
+              std::string file = "") {
+        double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+                .count();
         times.push_back({stage, ms});
         if (shown_) {
             if (file.empty()) file = "graph_" + std::to_string(id_) + "." + stage + ".txt";
             std::string text = output();
             jit::debug_dump(file, text);
             char head[160];
-            std::snprintf(head, sizeof head, "inductor graph %d, stage %s: %.3f ms (%s)\n", id_, stage.c_str(), ms,
-                          file.c_str());
+            std::snprintf(head, sizeof head, "inductor graph %d, stage %s: %.3f ms (%s)\n", id_,
+                          stage.c_str(), ms, file.c_str());
             log_event("passes", head + text);
         }
         start_ = std::chrono::steady_clock::now();
@@ -74,7 +78,8 @@ std::string compiler_problem() {
 // True the first time for each cause and compiler, so each warning is printed once.
 bool first_warning(const std::string& cause) {
     static std::mutex mu;
-    static std::set<std::string>* warned = new std::set<std::string>;  // leaked: builds may outlive statics
+    static std::set<std::string>* warned =
+        new std::set<std::string>;  // leaked: builds may outlive statics
     const char* cxx = std::getenv("CXX");
     std::lock_guard lock(mu);
     return warned->insert(cause + '\0' + (cxx != nullptr ? cxx : "")).second;
@@ -85,16 +90,20 @@ bool first_warning(const std::string& cause) {
 void warn_compiler_problem(const std::string& problem) {
     if (!first_warning(problem)) return;
     if (problem == "no C++ compiler")
-        std::cerr << "kiln: warning: no C++ compiler found ($CXX, else c++): running graphs in the interpreter. "
+        std::cerr << "kiln: warning: no C++ compiler found ($CXX, else c++): running graphs in the "
+                     "interpreter. "
                      "Install g++ or clang++, or point CXX at one, to get generated kernels.\n";
     else
-        std::cerr << "kiln: warning: " << problem << (problem.find("timed out") != std::string::npos ? " ($KILN_COMPILE_TIMEOUT_S)" : "")
+        std::cerr << "kiln: warning: " << problem
+                  << (problem.find("timed out") != std::string::npos ? " ($KILN_COMPILE_TIMEOUT_S)"
+                                                                     : "")
                   << ": running graphs in the interpreter.\n";
 }
 
 int count_generated(const Schedule& s) {
     int n = 0;
-    for (const Kernel& k : s.kernels) n += k.kind == KernelKind::pointwise || k.kind == KernelKind::row;
+    for (const Kernel& k : s.kernels)
+        n += k.kind == KernelKind::pointwise || k.kind == KernelKind::row;
     return n;
 }
 
@@ -116,7 +125,9 @@ Plan plan_graph(const jit::Graph& graph, int id) {
     };
     // 0. lower: the JIT's Graph -> LGraph, ops over values of known shape (lower_graph.cpp).
     Lowered lowered = lower(graph);
-    log.done("0_lowered", [&] { return lowered.graph ? lowered.graph->print() : "not lowered: " + lowered.why_not + "\n"; });
+    log.done("0_lowered", [&] {
+        return lowered.graph ? lowered.graph->print() : "not lowered: " + lowered.why_not + "\n";
+    });
     if (!lowered.graph) return interpreted(lowered.why_not);
     plan.device = lowered.graph->device;
     const bool cuda = plan.device.type == DeviceType::cuda;
@@ -136,17 +147,22 @@ Plan plan_graph(const jit::Graph& graph, int id) {
         plan.generated_kernels = count_generated(s);
         for (const Kernel& k : s.kernels)
             if (k.kind == KernelKind::fallback)
-                plan.fallbacks.push_back(s.value_name(s.graph.nodes[k.nodes[0]].out.id) + ": " + k.why);
+                plan.fallbacks.push_back(s.value_name(s.graph.nodes[k.nodes[0]].out.id) + ": " +
+                                         k.why);
         if (plan.generated_kernels == 0)
-            return interpreted("no kernel to generate (only views, matmuls and ops that run eagerly)");
-        if (std::string problem = cuda ? "" : compiler_problem(); !problem.empty()) {  // NVRTC needs none
+            return interpreted(
+                "no kernel to generate (only views, matmuls and ops that run eagerly)");
+        std::string problem = cuda ? "" : compiler_problem();  // NVRTC needs no C++ compiler
+        if (!problem.empty()) {
             warn_compiler_problem(problem);
             return interpreted(problem);
         }
         // 4. emit(target): the schedule as C++/xsimd (emit_cpp.cpp) or CUDA C++ (emit_cuda.cpp).
         log.restart();  // the checks above are no stage's time
         plan.source = cuda ? emit_cuda(s) : emit(s);
-        log.done("4_emit", [&] { return plan.source; }, "output_code_" + std::to_string(id) + (cuda ? ".cu" : ".cpp"));
+        log.done(
+            "4_emit", [&] { return plan.source; },
+            "output_code_" + std::to_string(id) + (cuda ? ".cu" : ".cpp"));
     } catch (const Error& e) {
         return interpreted(std::string("the scheduler refused it: ") + e.what());
     }
@@ -168,7 +184,9 @@ Built build_plan(Plan plan, int id) {
     built.time = log.times.back();
     if (log_enabled("compile")) {
         char text[160];
-        std::snprintf(text, sizeof text, "inductor graph %d: %zu nodes, kernels ready in %.1f ms (kernel cache or compiler, load)",
+        std::snprintf(text, sizeof text,
+                      "inductor graph %d: %zu nodes, kernels ready in %.1f ms (kernel cache or "
+                      "compiler, load)",
                       id, nodes, built.time.ms);
         log_event("compile", text);
     }
@@ -180,7 +198,9 @@ void build_failed(int id, const Error& e, int64_t timeouts_before) {
     if (problem.empty() && toolchain_stats().compiler_timeouts > timeouts_before)
         problem = "the C++ compiler timed out earlier in this process";  // $CXX changed since
     if (!problem.empty() && !first_warning(problem)) return;
-    std::cerr << "kiln: warning: inductor could not build graph " << id << ", interpreting it instead:\n" << e.what() << "\n";
+    std::cerr << "kiln: warning: inductor could not build graph " << id
+              << ", interpreting it instead:\n"
+              << e.what() << "\n";
 }
 
 }  // namespace kiln::codegen

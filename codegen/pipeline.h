@@ -18,20 +18,21 @@
 namespace kiln::codegen {
 
 struct StageTime {
-    std::string stage;  // "0_lowered", "1_conv_fused", "2_schedule", "3_epilogues", "4_emit", "5_build"
+    std::string
+        stage;  // "0_lowered", "1_conv_fused", "2_schedule", "3_epilogues", "4_emit", "5_build"
     double ms = 0;
 };
 
 // What plan_graph made of a graph: the build's input, and the stages' reports.
 struct Plan {
-    Schedule schedule;    // after fuse_epilogues (empty when lowering or scheduling failed)
-    std::string source;   // the translation unit ("" when interpreted)
-    Device device = cpu;  // cuda: CUDA C++ for NVRTC
-    int generated_kernels = 0;               // pointwise + row kernels in the schedule
-    std::string why_interpreted;             // set: nothing to build, the interpreter runs it
-    std::vector<std::string> conv_fusions;   // fuse_conv's notes, one per conv2d
-    std::vector<std::string> fallbacks;      // "gather_3: gather has no generated form (...)"
-    std::vector<StageTime> stages;           // in order
+    Schedule schedule;            // after fuse_epilogues (empty when lowering or scheduling failed)
+    std::string source;           // the translation unit ("" when interpreted)
+    Device device = cpu;          // cuda: CUDA C++ for NVRTC
+    int generated_kernels = 0;    // pointwise + row kernels in the schedule
+    std::string why_interpreted;  // set: nothing to build, the interpreter runs it
+    std::vector<std::string> conv_fusions;  // fuse_conv's notes, one per conv2d
+    std::vector<std::string> fallbacks;     // "gather_3: gather has no generated form (...)"
+    std::vector<StageTime> stages;          // in order
     bool buildable() const { return why_interpreted.empty(); }
 };
 

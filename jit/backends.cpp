@@ -93,7 +93,8 @@ void register_backend_reporter(BackendReporter reporter) {
 BackendReport backend_report(const Graph& graph) {
     std::vector<BackendReporter> list;
     {
-        std::lock_guard lock(reporters().mu);  // not held while a reporter runs (it takes its own lock)
+        std::lock_guard lock(
+            reporters().mu);  // not held while a reporter runs (it takes its own lock)
         list = reporters().list;
     }
     BackendReport all;
@@ -105,8 +106,8 @@ BackendReport backend_report(const Graph& graph) {
     return all;
 }
 
-CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples,
-                           const BackendOptions& options) {
+CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph,
+                           std::span<const Tensor> examples, const BackendOptions& options) {
     BackendFn factory = backend.fn;
     if (!factory) {
         std::lock_guard lock(registry().mu);

@@ -2,7 +2,6 @@
 // KILN_LOGS=passes prints each stage's output and time; KILN_DEBUG_DIR gets one file per
 // stage; fuse_epilogues is a stage of its own, not part of schedule.
 #include <boost/test/unit_test.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -26,7 +25,8 @@ using testing::GraphBuilder;
 // A linear layer with bias and relu: the matmul's reader becomes its epilogue in stage 3.
 Tensor linear_relu(Tensor x, Tensor w, Tensor bias) { return relu(matmul(x, w) + bias); }
 
-const std::vector<std::string> all_stages = {"0_lowered", "1_conv_fused", "2_schedule", "3_epilogues", "4_emit", "5_build"};
+const std::vector<std::string> all_stages = {"0_lowered",   "1_conv_fused", "2_schedule",
+                                             "3_epilogues", "4_emit",       "5_build"};
 
 std::vector<std::string> stage_names(const CompiledGraphInfo& info) {
     std::vector<std::string> names;
@@ -96,13 +96,18 @@ BOOST_AUTO_TEST_CASE(kiln_logs_passes_prints_each_stage_its_output_and_time) {
     auto section = [&](const std::string& stage) {
         size_t at = log.find(head + stage + ": ");
         size_t end = log.find("[kiln:passes]", at + 1);
-        return at == std::string::npos ? std::string() : log.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        return at == std::string::npos
+                   ? std::string()
+                   : log.substr(at, end == std::string::npos ? std::string::npos : end - at);
     };
     BOOST_TEST(section("0_lowered").find("= matmul(") != std::string::npos, section("0_lowered"));
-    BOOST_TEST(section("2_schedule").find("blas+epilogue") == std::string::npos, section("2_schedule"));
+    BOOST_TEST(section("2_schedule").find("blas+epilogue") == std::string::npos,
+               section("2_schedule"));
     BOOST_TEST(section("2_schedule").find("pointwise") != std::string::npos, section("2_schedule"));
-    BOOST_TEST(section("3_epilogues").find("blas+epilogue") != std::string::npos, section("3_epilogues"));
-    BOOST_TEST(section("3_epilogues").find(info.schedule) != std::string::npos, section("3_epilogues"));
+    BOOST_TEST(section("3_epilogues").find("blas+epilogue") != std::string::npos,
+               section("3_epilogues"));
+    BOOST_TEST(section("3_epilogues").find(info.schedule) != std::string::npos,
+               section("3_epilogues"));
     BOOST_TEST(section("4_emit").find(info.source) != std::string::npos);
 }
 

@@ -1,8 +1,6 @@
 // Seeing inside: print_tabular, DOT, KILN_LOGS, KILN_DEBUG_DIR; export and its text format.
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
-
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -105,22 +103,25 @@ BOOST_AUTO_TEST_CASE(kiln_logs_prints_graphs_guards_breaks_recompiles) {
 BOOST_AUTO_TEST_CASE(explain_shows_what_a_backend_reporter_says) {
     jit::reset();
     auto compiled_uid = std::make_shared<uint64_t>(0);  // the reporter outlives this test
-    auto backend = jit::BackendFn([compiled_uid](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
-        *compiled_uid = g.uid();
-        return [&g](std::span<const Tensor> in) { return jit::interpret(g, in); };
-    });
+    auto backend = jit::BackendFn(
+        [compiled_uid](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
+            *compiled_uid = g.uid();
+            return [&g](std::span<const Tensor> in) { return jit::interpret(g, in); };
+        });
     jit::register_backend_reporter([compiled_uid](const jit::Graph& g) {
         jit::BackendReport r;
-        if (g.uid() == *compiled_uid) r.notes = {"node x: kept eager"}, r.choices = {"eager, measured"};
+        if (g.uid() == *compiled_uid)
+            r.notes = {"node x: kept eager"}, r.choices = {"eager, measured"};
         return r;
     });
     auto f = compile(mlp_like, {.backend = backend});
     f(randn({4, 3}), randn({3, 5}));
     std::ostringstream os;
     os << jit::explain_compiled(f);
-    BOOST_CHECK(os.str().find("Not fused (the backend runs these nodes' eager kernels):\n  Graph 1: node x: kept eager\n") !=
+    BOOST_CHECK(os.str().find("Not fused (the backend runs these nodes' eager kernels):\n  Graph "
+                              "1: node x: kept eager\n") != std::string::npos);
+    BOOST_CHECK(os.str().find("measured on the first calls):\n  Graph 1: eager, measured\n") !=
                 std::string::npos);
-    BOOST_CHECK(os.str().find("measured on the first calls):\n  Graph 1: eager, measured\n") != std::string::npos);
     *compiled_uid = 0;
     std::ostringstream other;
     other << jit::explain_compiled(f);  // the reporter says nothing about other graphs
