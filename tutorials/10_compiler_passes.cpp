@@ -5,7 +5,7 @@
 // graph is a ResNet basic block (models/resnet.h) and a GPT attention block
 // (models/gpt.h), in eval mode, compiled together, so the graph holds convolutions with
 // batch norm and a residual add, layernorms, matmuls with bias and GELU, and a softmax.
-// The inductor (codegen/inductor.cpp, docs/codegen.md) takes it through:
+// The inductor's pipeline (codegen/pipeline.cpp, docs/codegen.md) takes it through:
 //   1. lowering   jit::Graph -> LGraph: call nodes become ops over values of known shape
 //                 (codegen/lower_graph.h);
 //   2. conv fusion  a conv2d and the per-channel math, residual add and relu after it
@@ -17,7 +17,7 @@
 //                 rows while it is in cache (codegen/epilogue.cpp);
 //   5. emission     the schedule written as one C++ translation unit (codegen/emit_cpp.h).
 // The lesson runs each stage itself, on the graph the JIT handed to the backend, and says
-// what changed. Then it switches passes off, the way a student can from the shell
+// what changed (KILN_LOGS=passes prints each stage's output and time for any graph). Then it switches passes off, the way a student can from the shell
 // (docs/env.md), and compares kernels, memory traffic and time:
 //   KILN_CONV_FUSE=0 build/tutorial_10_compiler_passes   # the walk-through without stage 2
 //   KILN_EPILOGUE=0  build/tutorial_10_compiler_passes   # ... without stage 4
