@@ -225,7 +225,7 @@ std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs
     std::vector<Schedule> schedules;
     std::vector<const Schedule*> pointers;
     for (size_t i = 0; i < graphs.size(); ++i) {
-        schedules.push_back(schedule(graphs[i]));
+        schedules.push_back(fuse_epilogues(schedule(graphs[i])));  // the pipeline's stages 2 and 3
         if (graphs.size() > 1) schedules.back().prefix = "g" + std::to_string(i) + "_";
     }
     for (const Schedule& s : schedules) pointers.push_back(&s);

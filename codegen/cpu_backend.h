@@ -50,7 +50,8 @@ CompiledCpuGraph compile_cpu(const LGraph& graph, const CpuCompileOptions& optio
 CompiledCpuGraph build_cpu(Schedule schedule, std::string source, const CpuCompileOptions& options = {});
 std::shared_ptr<CompiledLibrary> build_cpu_library(const std::string& source, const CpuCompileOptions& options = {});
 // Several graphs in ONE translation unit and one compiler call (the compiler's start-up
-// and headers dominate small kernels' build time).
+// and headers dominate small kernels' build time). For LGraphs built by hand (tests,
+// benches): schedule -> fuse_epilogues -> emit -> build, the pipeline's stages 2 to 5.
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options = {});
 
 // The reference: runs the graph op by op through the eager dispatcher ("keep a

@@ -1,7 +1,7 @@
 // fuse_epilogues: a CPU matmul's pointwise epilogue (+ bias, GELU, + residual, a mask, a
 // softmax over its rows) runs over each block of GEMM rows while BLAS's output is still in
 // cache, instead of as a pass of its own over the whole output (docs/codegen.md, "Matmul
-// epilogues").
+// epilogues"). The pipeline's stage after schedule (codegen/pipeline.cpp).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -88,7 +88,8 @@ int in_place_store(const Schedule& s, int blas, int m) {
 
 }  // namespace
 
-void fuse_epilogues(Schedule& s) {
+Schedule fuse_epilogues(Schedule s) {
+    if (s.graph.device.type != DeviceType::cpu || !epilogue_fusion_enabled()) return s;
     for (int k = 0; k < int(s.kernels.size()); ++k) {
         if (s.kernels[size_t(k)].kind != KernelKind::blas) continue;
         const LNode& mm = s.graph.nodes[size_t(s.kernels[size_t(k)].nodes[0])];
@@ -110,6 +111,7 @@ void fuse_epilogues(Schedule& s) {
         s.kernels[size_t(e)].in_place = in_place_store(s, e - 1, m);
         k = moved ? k - 1 : e;  // kernel k is another one now: look at it too
     }
+    return s;
 }
 
 }  // namespace kiln::codegen

@@ -12,16 +12,17 @@
 #include <vector>
 
 #include "codegen/choose.h"
+#include "codegen/pipeline.h"
 #include "jit/backends.h"
 
 namespace kiln::codegen {
 
 jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor> examples);
 
-// What the backend made of one graph (a whole graph, or one AOT half): for tests, logs
-// and the REPL's `:code f`.
+// What the backend made of one graph (a whole graph, or one AOT half): what each pipeline
+// stage returned, for tests, logs, explain and the REPL's `:code f`.
 struct CompiledGraphInfo {
-    int id = 0;                  // N of graph_N.txt / schedule_N.txt / output_code_N.cpp
+    int id = 0;                  // N of graph_N.txt, graph_N.<stage>.txt, output_code_N.cpp
     std::string graph;           // the jit Graph, one line per node
     std::string schedule;        // Schedule::print(): which nodes fused into which kernel
     std::string source;          // the generated translation unit ("" when interpreted)
@@ -36,6 +37,8 @@ struct CompiledGraphInfo {
     // The kernels-or-eager choice (codegen/choose.h), one report per size class, latest
     // first seen first. Empty when nothing is chosen: interpreted, CUDA, or choice turned off.
     std::vector<ChoiceReport> choices;
+    // Each pipeline stage's time (codegen/pipeline.h), in order; "5_build" once the build is done.
+    std::vector<StageTime> stages;
 };
 
 // The most recent graph handed to the inductor (empty info before any).

@@ -2,7 +2,9 @@
 // gets no id of its own but aliases its argument, since generated code has no autograd.
 #include "codegen/lower_graph.h"
 
+#include <map>
 #include <optional>
+#include <sstream>
 
 namespace kiln::codegen {
 namespace {
@@ -27,7 +29,41 @@ std::string unsupported_patch(const jit::Node& n) {
     return "";
 }
 
+// "float32[s0, 8]": symbols as s_k, as the schedule prints them.
+std::string type_text(const LValue& v) {
+    std::ostringstream os;
+    os << v.dtype << "[";
+    for (size_t d = 0; d < v.shape.size(); ++d)
+        os << (d ? ", " : "")
+           << (is_symbol(v.shape[d]) ? "s" + std::to_string(symbol_index(v.shape[d]))
+                                     : std::to_string(v.shape[d]));
+    os << "]";
+    return os.str();
+}
+
 }  // namespace
+
+std::string LGraph::print() const {
+    std::map<int, std::string> names;  // the C++ names the emitter gives them: x_0, cos_2
+    for (const LValue& v : inputs)
+        names[v.id] = (v.name.empty() ? "in" : v.name) + "_" + std::to_string(v.id);
+    for (const LNode& n : nodes)
+        names[n.out.id] = (n.out.name.empty() ? std::string(op_info(n.op).name) : n.out.name) +
+                          "_" + std::to_string(n.out.id);
+    std::ostringstream os;
+    os << "inputs:";
+    for (const LValue& v : inputs) os << " " << names[v.id] << " " << type_text(v);
+    os << "\n";
+    for (const LNode& n : nodes) {
+        os << names[n.out.id] << " " << type_text(n.out) << " = " << op_info(n.op).name << "(";
+        for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << names[n.inputs[i]];
+        os << ")\n";
+    }
+    os << "outputs:";
+    for (int id : outputs) os << " " << names[id];
+    os << "\n";
+    return os.str();
+}
 
 Lowered lower(const jit::Graph& graph) {
     const auto& nodes = graph.nodes();

@@ -34,6 +34,10 @@ struct LGraph {
     std::vector<LValue> inputs;
     std::vector<LNode> nodes;  // in a valid execution order
     std::vector<int> outputs;  // value ids, in the order run() returns them
+
+    // One line per node, "cos_2 float32[10000] = cos(x_0)", between a line of inputs and one
+    // of outputs (codegen/lower_graph.cpp; KILN_LOGS=passes shows it).
+    std::string print() const;
 };
 
 }  // namespace kiln::codegen

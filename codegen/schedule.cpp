@@ -557,8 +557,6 @@ struct Scheduler {
 Schedule schedule(const LGraph& graph) {
     Scheduler scheduler;
     scheduler.run(graph);
-    if (graph.device.type == DeviceType::cpu && epilogue_fusion_enabled())
-        fuse_epilogues(scheduler.s);
     return std::move(scheduler.s);
 }
 

@@ -97,14 +97,16 @@ struct Schedule {
     bool has_epilogue(int k) const;  // kernel k is blas and kernel k + 1 is its epilogue
 };
 
-// Throws kiln::Error if the graph is malformed (unknown ids, unbound symbols). On the CPU,
-// ends with fuse_epilogues (unless KILN_EPILOGUE=0).
+// Throws kiln::Error if the graph is malformed (unknown ids, unbound symbols). Epilogues are
+// the next stage's (fuse_epilogues): a fresh schedule has none.
 Schedule schedule(const LGraph& graph);
 
-// Makes the pointwise or row kernel that reads a CPU matmul's output element by element (rows
-// of the GEMM are rows of its loop) that matmul's epilogue: moves the blas kernel down to just
-// before it and links the two (Kernel::epilogue_of, Kernel::in_place). codegen/epilogue.cpp.
-void fuse_epilogues(Schedule& s);
+// The pipeline's stage after schedule (codegen/epilogue.cpp): makes the pointwise or row kernel
+// that reads a CPU matmul's output element by element (rows of the GEMM are rows of its loop)
+// that matmul's epilogue: moves the blas kernel down to just before it and links the two
+// (Kernel::epilogue_of, Kernel::in_place). CPU schedules only; KILN_EPILOGUE=0 returns `s`
+// unchanged.
+Schedule fuse_epilogues(Schedule s);
 bool epilogue_fusion_enabled();  // KILN_EPILOGUE is not "0"
 
 }  // namespace kiln::codegen

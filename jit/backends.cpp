@@ -75,50 +75,39 @@ std::vector<std::string> list_backends() {
 }
 
 namespace {
-struct Notes {
+struct Reporters {
     std::mutex mu;
-    std::map<uint64_t, std::vector<std::string>> by_graph;  // by Graph::uid()
-    std::map<uint64_t, std::map<std::string, std::string>> choices;  // by Graph::uid(), then key
+    std::vector<BackendReporter> list;
 };
-Notes& notes() {
-    static Notes* n = new Notes;  // leaked: graphs may die during static destruction
-    return *n;
+Reporters& reporters() {
+    static Reporters* r = new Reporters;  // leaked: explain may run during static destruction
+    return *r;
 }
 }  // namespace
 
-void add_backend_note(const Graph* graph, const std::string& note) {
-    std::lock_guard lock(notes().mu);
-    std::vector<std::string>& list = notes().by_graph[graph->uid()];
-    if (std::find(list.begin(), list.end(), note) == list.end()) list.push_back(note);
+void register_backend_reporter(BackendReporter reporter) {
+    std::lock_guard lock(reporters().mu);
+    reporters().list.push_back(std::move(reporter));
 }
 
-std::vector<std::string> backend_notes(const Graph* graph) {
-    std::lock_guard lock(notes().mu);
-    auto it = notes().by_graph.find(graph->uid());
-    return it == notes().by_graph.end() ? std::vector<std::string>{} : it->second;
-}
-
-void set_backend_choice(uint64_t graph_uid, const std::string& key, const std::string& line) {
-    std::lock_guard lock(notes().mu);
-    notes().choices[graph_uid][key] = line;
-}
-
-std::vector<std::string> backend_choices(const Graph* graph) {
-    std::lock_guard lock(notes().mu);
-    std::vector<std::string> lines;
-    auto it = notes().choices.find(graph->uid());
-    if (it != notes().choices.end())
-        for (const auto& [key, line] : it->second) lines.push_back(line);
-    return lines;
-}
-
-CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> examples,
-                           const BackendOptions& options) {
+BackendReport backend_report(const Graph& graph) {
+    std::vector<BackendReporter> list;
     {
-        std::lock_guard lock(notes().mu);  // a graph compiled again starts without notes
-        notes().by_graph.erase(graph->uid());
-        notes().choices.erase(graph->uid());
+        std::lock_guard lock(
+            reporters().mu);  // not held while a reporter runs (it takes its own lock)
+        list = reporters().list;
     }
+    BackendReport all;
+    for (const BackendReporter& r : list) {
+        BackendReport one = r(graph);
+        all.notes.insert(all.notes.end(), one.notes.begin(), one.notes.end());
+        all.choices.insert(all.choices.end(), one.choices.begin(), one.choices.end());
+    }
+    return all;
+}
+
+CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph,
+                           std::span<const Tensor> examples, const BackendOptions& options) {
     BackendFn factory = backend.fn;
     if (!factory) {
         std::lock_guard lock(registry().mu);

@@ -45,11 +45,18 @@ std::vector<std::string> list_backends();
 CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> graph, std::span<const Tensor> example_inputs,
                            const BackendOptions& options = {});
 
-// Notes a backend leaves about a graph it was handed (the inductor: which nodes run their
-// eager kernels instead of generated code, and why); explain prints them. backend_compile
-// clears a graph's notes before its backend runs.
-void add_backend_note(const Graph* graph, const std::string& note);
-std::vector<std::string> backend_notes(const Graph* graph);
+// What a backend says about a graph it was handed, for explain: `notes`, the nodes it left to
+// their eager kernels and why ("Not fused"); `choices`, what it chose to run, measured on the
+// first calls ("Backend choice"). A backend keeps its own records (the inductor: in
+// codegen::CompiledGraphInfo) and registers a reporter that reads them; explain asks every
+// reporter about each graph. jit never includes a backend, so the backend registers itself.
+struct BackendReport {
+    std::vector<std::string> notes;
+    std::vector<std::string> choices;
+};
+using BackendReporter = std::function<BackendReport(const Graph& graph)>;
+void register_backend_reporter(BackendReporter reporter);
+BackendReport backend_report(const Graph& graph);  // every reporter's lines, in registration order
 
 // AOT's backward hands the saved tensors over to the compiled backward when the backward
 // does not retain the graph: a runner called with exactly the handed-over span may move the
@@ -64,14 +71,6 @@ class InputHandOver {
 };
 // `inputs` as tensors the caller may move from, when they were handed over; else empty.
 std::span<Tensor> take_handed_over(std::span<const Tensor> inputs);
-
-// What a backend chose to run for a graph it was handed, one line per `key` (the inductor:
-// its generated kernels or the interpreter, per AOT half, measured on the first calls); a
-// line set again under the same key replaces the old one. explain prints them under
-// "Backend choice"; backend_compile clears them with the notes. Set by Graph::uid(): a
-// report that arrives late (a backward half run after its graph died) touches no graph.
-void set_backend_choice(uint64_t graph_uid, const std::string& key, const std::string& line);
-std::vector<std::string> backend_choices(const Graph* graph);
 
 // The reference interpreter: every node through dispatch(), in order. With a release plan,
 // each value is dropped after its last reader, so intermediates live only while needed (as

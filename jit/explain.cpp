@@ -19,8 +19,9 @@ ExplainOutput explain_core(const CompiledCore& core) {
                 out.graphs.push_back(s->graph->str());
                 aot::MemoryReport m = aot::last_memory_report(s->graph.get());
                 out.saved_for_backward.push_back(m.eager.empty() && m.compiled.empty() ? "" : m.str());
-                out.backend_notes.push_back(backend_notes(s->graph.get()));
-                out.backend_choices.push_back(backend_choices(s->graph.get()));
+                BackendReport report = backend_report(*s->graph);
+                out.backend_notes.push_back(std::move(report.notes));
+                out.backend_choices.push_back(std::move(report.choices));
             }
             out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
             out.guards.push_back(e->guards.lines(core.options().arg_names));

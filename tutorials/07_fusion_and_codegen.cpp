@@ -184,7 +184,8 @@ int main() {
     manual_seed(0);
 
     // TORCH_COMPILE_DEBUG=1's folder is KILN_DEBUG_DIR here: every graph the inductor
-    // compiles is written there as graph_N.txt, schedule_N.txt and output_code_N.cpp.
+    // compiles is written there as graph_N.txt, one file per pipeline stage
+    // (graph_N.0_lowered.txt ... graph_N.3_epilogues.txt, the schedule) and output_code_N.cpp.
     // A program may set it for itself before compiling, as this one does.
     // (The process id keeps two runs at once apart.)
     fs::path debug_dir =

@@ -5,7 +5,7 @@
 // graph is a ResNet basic block (models/resnet.h) and a GPT attention block
 // (models/gpt.h), in eval mode, compiled together, so the graph holds convolutions with
 // batch norm and a residual add, layernorms, matmuls with bias and GELU, and a softmax.
-// The inductor (codegen/inductor.cpp, docs/codegen.md) takes it through:
+// The inductor's pipeline (codegen/pipeline.cpp, docs/codegen.md) takes it through:
 //   1. lowering   jit::Graph -> LGraph: call nodes become ops over values of known shape
 //                 (codegen/lower_graph.h);
 //   2. conv fusion  a conv2d and the per-channel math, residual add and relu after it
@@ -17,7 +17,7 @@
 //                 rows while it is in cache (codegen/epilogue.cpp);
 //   5. emission     the schedule written as one C++ translation unit (codegen/emit_cpp.h).
 // The lesson runs each stage itself, on the graph the JIT handed to the backend, and says
-// what changed. Then it switches passes off, the way a student can from the shell
+// what changed (KILN_LOGS=passes prints each stage's output and time for any graph). Then it switches passes off, the way a student can from the shell
 // (docs/env.md), and compares kernels, memory traffic and time:
 //   KILN_CONV_FUSE=0 build/tutorial_10_compiler_passes   # the walk-through without stage 2
 //   KILN_EPILOGUE=0  build/tutorial_10_compiler_passes   # ... without stage 4
@@ -124,23 +124,6 @@ double traffic_mb(const Schedule& s) {
     return total / 1e6;
 }
 
-// Runs `fn` under an environment variable's value (restored after).
-template <class Fn>
-auto with_env(const char* name, const char* value, Fn&& fn) {
-    const char* old = std::getenv(name);
-    std::string saved = old ? old : "";
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-    auto result = fn();
-    if (old)
-        setenv(name, saved.c_str(), 1);
-    else
-        unsetenv(name);
-    return result;
-}
-
 double median_ms(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -225,9 +208,9 @@ int main() {
         check(fusion.fused == 0 && fusion.graph.nodes.size() == lg.nodes.size(),
               "KILN_CONV_FUSE=0: every conv2d left alone");
 
-    // ---- 3. Scheduling (epilogues held back: KILN_EPILOGUE=0 for this call, so stage 4
-    // can be seen on its own). One line per kernel: its kind, its loop, the nodes it runs.
-    Schedule s = with_env("KILN_EPILOGUE", "0", [&] { return schedule(fusion.graph); });
+    // ---- 3. Scheduling (epilogues are the next stage's). One line per kernel: its kind, its
+    // loop, the nodes it runs.
+    Schedule s = schedule(fusion.graph);
     KernelCounts before = count_kernels(s);
     std::cout << "\n==== 3. scheduling: " << fusion.graph.nodes.size() << " nodes -> "
               << s.kernels.size() << " kernels\n"
@@ -242,7 +225,7 @@ int main() {
     // element by element becomes that matmul's epilogue: it runs on each block of GEMM rows
     // right after BLAS writes it, instead of a second pass over the whole output.
     double traffic_before = traffic_mb(s);
-    if (epilogue_on) fuse_epilogues(s);
+    s = fuse_epilogues(std::move(s));  // KILN_EPILOGUE=0: unchanged
     KernelCounts after = count_kernels(s);
     std::cout << "\n==== 4. epilogues:\n" << s.print();
     print_counts("after epilogues", after);
@@ -302,7 +285,7 @@ int main() {
         auto [r, a] = f(res_block, attn_block, image, seq);
         all_equal =
             all_equal && allclose(r, res_ref, 1e-4, 1e-5) && allclose(a, attn_ref, 1e-4, 1e-5);
-        Schedule sc = schedule(fuse_conv(*lower(*graph).graph).graph);
+        Schedule sc = fuse_epilogues(schedule(fuse_conv(*lower(*graph).graph).graph));
         // The first calls after a compile time the kernels against eager (docs/codegen.md,
         // "Kernels or eager"); time the calls after that choice.
         for (int i = 0; i < 7; ++i) f(res_block, attn_block, image, seq);

@@ -1,12 +1,11 @@
 // Seeing inside: print_tabular, DOT, KILN_LOGS, KILN_DEBUG_DIR; export and its text format.
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
-
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
+#include "jit/explain.h"
 #include "jit/export.h"
 #include "jit/log.h"
 
@@ -99,6 +98,34 @@ BOOST_AUTO_TEST_CASE(kiln_logs_prints_graphs_guards_breaks_recompiles) {
     BOOST_CHECK(log.find("[kiln:recompiles]") != std::string::npos);
     BOOST_CHECK(log.find("size mismatch at a.size(0): expected 10, got 12") != std::string::npos);
     BOOST_CHECK(!log_enabled("graphs"));
+}
+
+BOOST_AUTO_TEST_CASE(explain_shows_what_a_backend_reporter_says) {
+    jit::reset();
+    auto compiled_uid = std::make_shared<uint64_t>(0);  // the reporter outlives this test
+    auto backend = jit::BackendFn(
+        [compiled_uid](const jit::Graph& g, std::span<const Tensor>) -> jit::CompiledFn {
+            *compiled_uid = g.uid();
+            return [&g](std::span<const Tensor> in) { return jit::interpret(g, in); };
+        });
+    jit::register_backend_reporter([compiled_uid](const jit::Graph& g) {
+        jit::BackendReport r;
+        if (g.uid() == *compiled_uid)
+            r.notes = {"node x: kept eager"}, r.choices = {"eager, measured"};
+        return r;
+    });
+    auto f = compile(mlp_like, {.backend = backend});
+    f(randn({4, 3}), randn({3, 5}));
+    std::ostringstream os;
+    os << jit::explain_compiled(f);
+    BOOST_CHECK(os.str().find("Not fused (the backend runs these nodes' eager kernels):\n  Graph "
+                              "1: node x: kept eager\n") != std::string::npos);
+    BOOST_CHECK(os.str().find("measured on the first calls):\n  Graph 1: eager, measured\n") !=
+                std::string::npos);
+    *compiled_uid = 0;
+    std::ostringstream other;
+    other << jit::explain_compiled(f);  // the reporter says nothing about other graphs
+    BOOST_CHECK(other.str().find("kept eager") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(kiln_debug_dir_dumps_graphs) {
