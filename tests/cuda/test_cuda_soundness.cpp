@@ -21,12 +21,7 @@ BOOST_AUTO_TEST_SUITE(cuda_soundness)
     BOOST_AUTO_TEST_CASE(name, *utf::precondition(kiln_test::NeedsGpu{"cuda soundness"})) { \
         for (const CompileOptions& o : gpu_options()) st::name(kiln_test::kCuda, o);       \
     }
-KILN_STREAMS_CASE(random_ops_before_a_new_branch_outcome_draw_once)
-KILN_STREAMS_CASE(random_ops_with_grad_draw_once_on_the_recording_call)
-KILN_STREAMS_CASE(unused_random_results_still_draw)
-KILN_STREAMS_CASE(outputs_that_alias_arguments_stay_aliases)
-KILN_STREAMS_CASE(aliased_outputs_across_breaks_captures_reruns_and_sizes)
-KILN_STREAMS_CASE(int_casts_carry_no_gradient_beside_a_broadcast_where)
+KILN_STREAMS_CHECKS(KILN_STREAMS_CASE)
 #undef KILN_STREAMS_CASE
 
 BOOST_AUTO_TEST_SUITE_END()

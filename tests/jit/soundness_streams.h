@@ -212,3 +212,12 @@ inline void int_casts_carry_no_gradient_beside_a_broadcast_where(Device dev, con
 }
 
 }  // namespace kiln_test::streams
+
+// Every check above, once: the CPU and CUDA test files expand it into their test cases.
+#define KILN_STREAMS_CHECKS(X)                                 \
+    X(random_ops_before_a_new_branch_outcome_draw_once)        \
+    X(random_ops_with_grad_draw_once_on_the_recording_call)    \
+    X(unused_random_results_still_draw)                        \
+    X(outputs_that_alias_arguments_stay_aliases)               \
+    X(aliased_outputs_across_breaks_captures_reruns_and_sizes) \
+    X(int_casts_carry_no_gradient_beside_a_broadcast_where)

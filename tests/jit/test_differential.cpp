@@ -13,8 +13,11 @@
 #include <random>
 
 #include "kiln.h"
+#include "tests/jit/fuzz_env.h"
 
 using namespace kiln;
+using kiln_test::fuzz_count;
+using kiln_test::seed_offset;
 
 namespace {
 
@@ -188,17 +191,7 @@ std::string describe(const Program& p) {
     return s;
 }
 
-int fuzz_count(int fallback) {
-    const char* env = std::getenv("KILN_FUZZ_PROGRAMS");
-    return env ? std::max(1, std::atoi(env)) : fallback;
-}
-
 // KILN_FUZZ_SEED shifts every stream, so parallel runs draw different programs.
-uint32_t seed_offset() {
-    const char* env = std::getenv("KILN_FUZZ_SEED");
-    return env ? uint32_t(std::strtoul(env, nullptr, 10)) * 1000003u : 0u;
-}
-
 // Runs `count` programs under `backend`; returns mismatches.
 int differential(const char* backend, int count, uint32_t seed, Ins last = Ins::output) {
     std::mt19937 rng(seed + seed_offset());

@@ -16,9 +16,12 @@
 #include <random>
 
 #include "kiln.h"
+#include "tests/jit/fuzz_env.h"
 #include "tensor/cuda.h"
 
 using namespace kiln;
+using kiln_test::fuzz_count;
+using kiln_test::seed_offset;
 
 namespace {
 
@@ -284,16 +287,6 @@ std::string mismatch(const Outcome& want, const Outcome& got) {
     for (size_t k = 0; k < want.grads.size(); ++k)
         if (!close(want.grads[k], got.grads[k])) return "gradient of argument " + std::to_string(k);
     return "";
-}
-
-int fuzz_count(int fallback) {
-    const char* env = std::getenv("KILN_FUZZ_PROGRAMS");
-    return env ? std::max(1, std::atoi(env)) : fallback;
-}
-
-uint32_t seed_offset() {
-    const char* env = std::getenv("KILN_FUZZ_SEED");
-    return env ? uint32_t(std::strtoul(env, nullptr, 10)) * 1000003u : 0u;
 }
 
 // KILN_FUZZ_ONLY=i runs program i alone (to study one mismatch).
