@@ -43,7 +43,8 @@ template <class T> __device__ inline T zero(T) { return T(0); }
 template <class T> __device__ inline bool is_nan(T v) { return v != v; }
 template <class T> __device__ inline T maximum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b); }
 template <class T> __device__ inline T minimum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a < b ? a : b); }
-template <class T> __device__ inline T sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0); }
+template <class T> __device__ inline T sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == x ? T(0) : x; }
+template <class T> __device__ inline T neg(T x) { return -x; }
 template <class T> __device__ inline T infinity();
 template <> __device__ inline float infinity<float>() { return __int_as_float(0x7f800000); }
 template <> __device__ inline double infinity<double>() { return __longlong_as_double(0x7ff0000000000000LL); }

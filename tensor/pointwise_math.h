@@ -7,6 +7,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -29,7 +30,6 @@ using xsimd::cos;
 using xsimd::erf;
 using xsimd::exp;
 using xsimd::log;
-using xsimd::pow;
 using xsimd::sin;
 using xsimd::sqrt;
 using xsimd::tanh;
@@ -67,12 +67,14 @@ inline T minimum(T a, T b) {
         return a < b ? a : b;
     }
 }
+// 1, -1, or 0 (+0 for either zero, as PyTorch); NaN stays NaN.
 template <class T>
 inline T sign(T x) {
     if constexpr (is_batch<T>) {
-        return xsimd::select(x > T(0), T(1), xsimd::select(x < T(0), T(-1), x * T(0)));
+        return xsimd::select(x > T(0), T(1),
+                             xsimd::select(x < T(0), T(-1), xsimd::select(x == x, T(0), x)));
     } else {
-        return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0);  // x*0 keeps NaN
+        return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == x ? T(0) : x;
     }
 }
 // int64 whose + - * and negation wrap around (two's complement), as PyTorch's integer
@@ -95,6 +97,47 @@ constexpr bool operator<=(wrap_int64 a, wrap_int64 b) { return a.v <= b.v; }
 constexpr bool operator>=(wrap_int64 a, wrap_int64 b) { return a.v >= b.v; }
 constexpr bool operator==(wrap_int64 a, wrap_int64 b) { return a.v == b.v; }
 constexpr wrap_int64 abs(wrap_int64 a) { return a.v < 0 ? -a : a; }  // abs(INT64_MIN) == INT64_MIN, as torch
+
+// pow with the special values of IEEE 754 / C99 Annex F, as std::pow (the scalar tail),
+// CUDA's powf and PyTorch give them. xsimd's batch pow is exp(y * log|x|) with a sign fix-up:
+// right for positive normal x and finite y, wrong elsewhere (0^0 = 0, inf^0 = NaN,
+// 1^nan = NaN, subnormal x gives 0, a huge odd-looking y flips the sign, results near
+// float's range end overflow early). Lanes outside its safe range take std::pow, so the
+// vector body and the scalar tail agree on every special value.
+template <class T, class A>
+inline xsimd::batch<T, A> pow_batch(const xsimd::batch<T, A>& x, const xsimd::batch<T, A>& y) {
+    using Bt = xsimd::batch<T, A>;
+    constexpr T kMin = std::numeric_limits<T>::min(), kInf = std::numeric_limits<T>::infinity();
+    Bt z = xsimd::pow(x, y);
+    Bt ax = xsimd::abs(x), az = xsimd::abs(z);
+    // xsimd's sign rule (is_odd) holds for integral y below 2^24.
+    auto small_int_y = xsimd::is_flint(y) && xsimd::abs(y) < Bt(T(1 << 24));
+    auto safe = ax >= Bt(kMin) && ax < Bt(kInf) && (x > Bt(0) || small_int_y) &&
+                xsimd::abs(y) < Bt(kInf) && az >= Bt(kMin) && az < Bt(kInf);
+    if (xsimd::all(safe)) return z;
+    alignas(64) T xs[Bt::size], ys[Bt::size], zs[Bt::size];
+    alignas(64) bool ok[Bt::size];
+    x.store_aligned(xs), y.store_aligned(ys), z.store_aligned(zs), safe.store_aligned(ok);
+    for (size_t k = 0; k < Bt::size; ++k)
+        if (!ok[k]) zs[k] = std::pow(xs[k], ys[k]);
+    return Bt::load_aligned(zs);
+}
+// Non-templates, so they win over xsimd::pow (found by argument-dependent lookup).
+inline xsimd::batch<float> pow(xsimd::batch<float> x, xsimd::batch<float> y) {
+    return pow_batch(x, y);
+}
+inline xsimd::batch<double> pow(xsimd::batch<double> x, xsimd::batch<double> y) {
+    return pow_batch(x, y);
+}
+
+// -x with IEEE's signed zero: neg(0) = -0, as PyTorch. xsimd 8.1's batch negation on
+// AVX-512 is 0 - x, which gives +0; flipping the sign bit does not.
+template <class T>
+inline T neg(T x) {
+    return -x;
+}
+inline xsimd::batch<float> neg(xsimd::batch<float> x) { return x ^ xsimd::batch<float>(-0.0f); }
+inline xsimd::batch<double> neg(xsimd::batch<double> x) { return x ^ xsimd::batch<double>(-0.0); }
 
 template <class C, class T>
 inline T select(C cond, T a, T b) {

@@ -2,12 +2,12 @@
 // iterate the table with its X-macros, so a new KILN_UNARY/KILN_BINARY/KILN_COMPARE entry is
 // tested here without editing this file (give it a domain below if it needs one).
 #include <boost/test/unit_test.hpp>
-
 #include <limits>
 #include <map>
 #include <set>
 
 #include "reference.h"
+#include "special_values.h"
 #include "tensor/cuda.h"
 
 using namespace kiln_test;
@@ -29,7 +29,8 @@ using std::tanh;
 inline double zero(double) { return 0; }
 inline double maximum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 inline double minimum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
-inline double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
+inline double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x == x ? 0.0 : x; }
+inline double neg(double x) { return -x; }
 
 struct UnaryOp {
     const char* name;
@@ -362,6 +363,81 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_propagate_through_maximum_minimum_relu_amax) {
         BOOST_TEST(make(r).amax().item<float>() == float(inf));
     }
     BOOST_TEST(std::isnan(make(Ref{{2, 2}, {1, NAN, 2, 3}}).amax({1}).to_vector<float>()[0]));
+}
+
+// pow's special values as PyTorch gives them (issue 30 item 12, issue 32 item 5), written
+// out by hand, each on every element of a 37-element tensor: vector body and scalar tail.
+BOOST_AUTO_TEST_CASE(pow_special_values_follow_pytorch_in_body_and_tail) {
+    const float inf = INFINITY, nan = NAN;
+    struct Case {
+        float x, y, want;
+    };
+    const Case cases[] = {
+        {0, 0, 1},         {0, -1, inf},      {-0.0f, -1, -inf}, {-0.0f, -2, inf}, {0, 2, 0},
+        {-0.0f, 3, -0.0f}, {inf, 0, 1},       {nan, 0, 1},       {1, nan, 1},      {-1, inf, 1},
+        {-1, -inf, 1},     {0, nan, nan},     {nan, 1, nan},     {-inf, 3, -inf},  {-inf, 2, inf},
+        {-inf, 0.5f, inf}, {-inf, -3, -0.0f}, {-inf, -0.5f, 0},  {-2, 0.5f, nan},  {-2, 3, -8},
+        {0.5f, inf, 0},    {0.5f, -inf, inf}, {2, -inf, 0},      {inf, -1, 0},     {1e-40f, 0, 1}};
+    for (const Case& c : cases) {
+        for (float v : kiln::pow(kiln::full({37}, c.x), kiln::full({37}, c.y)).to_vector<float>())
+            BOOST_TEST(agrees(v, c.want), "pow(" << show(c.x) << ", " << show(c.y)
+                                                 << ") = " << show(v) << ", want " << show(c.want));
+        float scalar_right = kiln::pow(kiln::full({37}, c.x), double(c.y)).to_vector<float>()[5];
+        BOOST_TEST(agrees(scalar_right, c.want), "pow(tensor " << show(c.x) << ", scalar "
+                                                               << show(c.y)
+                                                               << ") = " << show(scalar_right));
+    }
+}
+
+// Every pointwise op of the table on IEEE special values (+-0, +-inf, NaN, subnormals, huge;
+// for binary ops every pair of them), in the vector body (each value on 16 lanes of a long
+// tensor) and in the scalar tail (one-element tensors), each against the float64 reference.
+// The two paths run the same ops.def expression on xsimd batches and on scalars, so a
+// helper whose batch form breaks IEEE rules (pow(0, 0) was 0 in the body, 1 in the tail)
+// shows up here; the generated kernels get the same check in tests/codegen/test_emit.cpp.
+BOOST_AUTO_TEST_CASE(special_values_agree_in_vector_body_scalar_tail_and_float64) {
+    constexpr int64_t kLanes = 16;  // a multiple of every batch width (4, 8, 16 floats)
+    auto body_tensor = [](const std::vector<float>& v) {
+        std::vector<float> lanes;
+        for (float x : v) lanes.insert(lanes.end(), kLanes, x);
+        return kiln::tensor(lanes, {int64_t(lanes.size())});
+    };
+    auto one = [](float v) { return kiln::tensor(std::vector<float>{v}, {1}); };
+    int failures = 0, checked = 0;
+    auto check = [&](const std::string& call, double body, double tail, double want) {
+        ++checked;
+        if (agrees(body, want) && agrees(tail, want)) return;
+        if (++failures <= 40)
+            BOOST_ERROR(call << ": vector body " << show(body) << ", scalar tail " << show(tail)
+                             << ", float64 reference " << show(double(float(want))));
+    };
+    std::vector<float> v = special_values();
+    auto [xs, ys] = special_pairs();
+    for (const auto& op : kUnary) {
+        auto ref = unary_reference(op);
+        std::vector<float> body = op.run(body_tensor(v)).to_vector<float>();
+        for (size_t i = 0; i < v.size(); ++i)
+            check(std::string(op.name) + "(" + show(v[i]) + ")", body[i * kLanes],
+                  op.run(one(v[i])).item<float>(), ref(v[i]));
+    }
+    for (const auto& op : kBinary) {
+        auto ref = binary_reference(op);
+        std::vector<float> body = op.run(body_tensor(xs), body_tensor(ys)).to_vector<float>();
+        for (size_t i = 0; i < xs.size(); ++i)
+            check(std::string(op.name) + "(" + show(xs[i]) + ", " + show(ys[i]) + ")",
+                  body[i * kLanes], op.run(one(xs[i]), one(ys[i])).item<float>(),
+                  ref(xs[i], ys[i]));
+    }
+    for (const auto& op : kCompare) {
+        auto ref = compare_reference(op);
+        std::vector<bool> body = op.run(body_tensor(xs), body_tensor(ys)).to_vector<bool>();
+        for (size_t i = 0; i < xs.size(); ++i)
+            check(std::string(op.name) + "(" + show(xs[i]) + ", " + show(ys[i]) + ")",
+                  body[i * kLanes], op.run(one(xs[i]), one(ys[i])).item<bool>(), ref(xs[i], ys[i]));
+    }
+    BOOST_TEST(failures == 0,
+               failures << " of " << checked << " results disagree (the first 40 are listed)");
+    BOOST_TEST(checked > 400 * 10);
 }
 
 // to_device is the op behind Tensor::to(Device): a move to the device a tensor is on is
