@@ -17,9 +17,11 @@ namespace kiln_test {
 // slow path. Every value is a float, so float32 tensors hold it exactly.
 inline std::vector<float> special_values() {
     const float inf = std::numeric_limits<float>::infinity();
-    const float nan = std::numeric_limits<float>::quiet_NaN(), tiny = std::numeric_limits<float>::min();
-    return {0.0f, -0.0f,  1.0f,   -1.0f, 0.5f, -0.5f, 2.0f, 3.0f,  -3.0f, 1e-40f,
-            -1e-40f, tiny, 3e38f, -3e38f, inf, -inf, nan, 80.0f, 1e6f, -1e6f};
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float tiny = std::numeric_limits<float>::min();  // the smallest normal float
+    std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, 3.0f, -3.0f, 1e-40f};
+    v.insert(v.end(), {-1e-40f, tiny, 3e38f, -3e38f, inf, -inf, nan, 80.0f, 1e6f, -1e6f});
+    return v;
 }
 
 // Every (x, y) pair of special values, x major.
