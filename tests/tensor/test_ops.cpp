@@ -18,14 +18,35 @@ namespace ref_math {
 // for ops that have no hand-written reference below. Written here, not taken from
 // tensor/pointwise_math.h, so a bug there shows up.
 using std::abs;
+using std::acos;
+using std::asin;
+using std::atan;
+using std::atan2;
+using std::ceil;
 using std::cos;
+using std::cosh;
 using std::erf;
 using std::exp;
+using std::exp2;
+using std::expm1;
+using std::floor;
+using std::fmod;
 using std::log;
+using std::log10;
+using std::log1p;
+using std::log2;
+using std::nearbyint;
 using std::pow;
 using std::sin;
+using std::sinh;
 using std::sqrt;
+using std::tan;
 using std::tanh;
+using std::trunc;
+inline double remainder(double x, double y) {  // Python's %, not std::remainder
+    double m = std::fmod(x, y);
+    return m != 0 && ((y < 0) != (m < 0)) ? m + y : m;
+}
 inline double zero(double) { return 0; }
 inline double maximum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 inline double minimum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
@@ -98,6 +119,22 @@ const std::map<std::string, double (*)(double)> kUnaryReference = {
     {"sqrt", [](double x) { return std::sqrt(x); }},
     {"rsqrt", [](double x) { return 1.0 / std::sqrt(x); }},
     {"reciprocal", [](double x) { return 1.0 / x; }},
+    {"floor", [](double x) { return std::floor(x); }},
+    {"ceil", [](double x) { return std::ceil(x); }},
+    {"round", [](double x) { return std::nearbyint(x); }},  // half to even, as torch.round
+    {"trunc", [](double x) { return std::trunc(x); }},
+    {"frac", [](double x) { return x - std::trunc(x); }},
+    {"log1p", [](double x) { return std::log1p(x); }},
+    {"expm1", [](double x) { return std::expm1(x); }},
+    {"exp2", [](double x) { return std::exp2(x); }},
+    {"log2", [](double x) { return std::log2(x); }},
+    {"log10", [](double x) { return std::log10(x); }},
+    {"sinh", [](double x) { return std::sinh(x); }},
+    {"cosh", [](double x) { return std::cosh(x); }},
+    {"tan", [](double x) { return std::tan(x); }},
+    {"asin", [](double x) { return std::asin(x); }},
+    {"acos", [](double x) { return std::acos(x); }},
+    {"atan", [](double x) { return std::atan(x); }},
 };
 const std::map<std::string, double (*)(double, double)> kBinaryReference = {
     {"add", [](double x, double y) { return x + y; }},
@@ -105,6 +142,11 @@ const std::map<std::string, double (*)(double, double)> kBinaryReference = {
     {"mul", [](double x, double y) { return x * y; }},
     {"div", [](double x, double y) { return x / y; }},
     {"pow", [](double x, double y) { return std::pow(x, y); }},
+    {"atan2", [](double x, double y) { return std::atan2(x, y); }},
+    // PyTorch's rule (ATen's CPU kernel): fmod, then one step of y where the signs differ;
+    // = x - y * floor(x / y) for finite operands, also right for y = +-inf.
+    {"remainder", [](double x, double y) { double m = std::fmod(x, y); return m != 0 && ((y < 0) != (m < 0)) ? m + y : m; }},
+    {"fmod", [](double x, double y) { return std::fmod(x, y); }},
     {"maximum", [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : x > y ? x : y; }},
     {"minimum", [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : x < y ? x : y; }},
 };
@@ -145,8 +187,11 @@ struct Domain {
     bool away_from_zero = false;
 };
 Domain domain(const std::string& op, int arg) {
-    if (op == "log" || op == "sqrt" || op == "rsqrt") return {0.05, 4};
-    if (op == "reciprocal" || (op == "div" && arg == 1)) return {0.25, 3, true};
+    if (op == "log" || op == "sqrt" || op == "rsqrt" || op == "log2" || op == "log10") return {0.05, 4};
+    if (op == "log1p") return {-0.9, 3};
+    if (op == "asin" || op == "acos") return {-0.95, 0.95};
+    if (op == "tan") return {-1.4, 1.4};
+    if (op == "reciprocal" || ((op == "div" || op == "remainder" || op == "fmod") && arg == 1)) return {0.25, 3, true};
     if (op == "pow") return arg == 0 ? Domain{0.1, 3} : Domain{-2, 2};
     return {};
 }
