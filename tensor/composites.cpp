@@ -91,8 +91,8 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { retur
 
 Tensor round(const Tensor& x, int64_t decimals) {
     if (decimals == 0) return round(x);
-    KILN_CHECK(is_floating(x.dtype()), "round: decimals=", decimals, " is only supported for floating point tensors, got ",
-               x.dtype());
+    KILN_CHECK(is_floating(x.dtype()), "round: decimals=", decimals,
+               " is only supported for floating point tensors, got ", x.dtype());
     double ten_pow = std::pow(10.0, double(decimals < 0 ? -decimals : decimals));
     return decimals > 0 ? round(x * ten_pow) / ten_pow : round(x / ten_pow) * ten_pow;
 }

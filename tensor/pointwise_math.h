@@ -23,7 +23,9 @@ namespace kiln_math {
     X(abs) X(cos) X(erf) X(exp) X(log) X(sin) X(sqrt) X(tanh) X(floor) X(ceil) X(trunc)        \
     X(nearbyint) X(log1p) X(expm1) X(exp2) X(log2) X(log10) X(sinh) X(cosh) X(tan) X(asin)    \
     X(acos) X(atan) X(atan2)
-#define KILN_USE(f) using std::f; using xsimd::f;
+#define KILN_USE(f) \
+    using std::f;   \
+    using xsimd::f;
 KILN_MATH_FUNCTIONS(KILN_USE)
 #undef KILN_USE
 using std::pow;
@@ -124,7 +126,8 @@ inline xsimd::batch<T, A> pow_batch(xsimd::batch<T, A> x, xsimd::batch<T, A> y) 
     Bt z = xsimd::pow(x, y), ax = xsimd::abs(x), az = xsimd::abs(z);
     // xsimd's sign rule (is_odd) holds for integral y below 2^24.
     auto small_int_y = xsimd::is_flint(y) && xsimd::abs(y) < Bt(T(1 << 24));
-    auto safe = ax >= min && ax < inf && (x > Bt(0) || small_int_y) && xsimd::abs(y) < inf && az >= min && az < inf;
+    auto safe = ax >= min && ax < inf && (x > Bt(0) || small_int_y) && xsimd::abs(y) < inf &&
+                az >= min && az < inf;
     return std_lanes(z, !safe, [](T a, T b) { return std::pow(a, b); }, x, y);
 }
 // atan2: xsimd's gives NaN where both operands are zeros or both infinities.
@@ -147,7 +150,8 @@ template <class T>
 inline T fmod_exact(T x, T y) {
     if constexpr (is_batch<T>) {
         using V = typename T::value_type;
-        return std_lanes(x, typename T::batch_bool_type(true), [](V a, V b) { return std::fmod(a, b); }, x, y);
+        auto every_lane = typename T::batch_bool_type(true);
+        return std_lanes(x, every_lane, [](V a, V b) { return std::fmod(a, b); }, x, y);
     } else {
         return std::fmod(x, y);
     }

@@ -209,7 +209,8 @@ Value b_min(Bound& b) { return b_minmax(b, false); }
 // Python's round(number, ndigits), and torch.round(tensor, decimals) under the same name
 // (registered again after the table's ops in builtins_ops.cpp, so this one is found).
 Value b_round(Bound& b) {
-    if (b.value(0).is<Tensor>()) return kiln::round(b.tensor(0), b.has(2) ? b.integer(2) : b.has(1) ? b.integer(1) : 0);
+    if (b.value(0).is<Tensor>())
+        return kiln::round(b.tensor(0), b.has(2) ? b.integer(2) : b.has(1) ? b.integer(1) : 0);
     if (auto i = as_int(b.value(0)); i && !b.has(1)) return *i;
     double x = b.number(0);
     if (!b.has(1)) return float_to_int(std::nearbyint(x));

@@ -151,7 +151,8 @@ Value b_flatten_module(Bound& b) { return ModulePtr(std::make_shared<nn::Flatten
 const Builtin kOps[] = {
     {"stack", "tensors, dim=0", b_stack, "join tensors of one shape along a new dim"},
     // Python's round and torch.round share the name; this entry replaces the table op's.
-    {"round", "number, ndigits=None, decimals=None", b_round, "round half to even (a tensor: elementwise, to decimals places)"},
+    {"round", "number, ndigits=None, decimals=None", b_round,
+     "round half to even (a tensor: elementwise, to decimals places)"},
     {"Tensor.round", "decimals=0", m_round, ""},
     {"clamp", "input, min=None, max=None", b_clamp, "min(max(x, min), max)"},
     {"clip", "input, min=None, max=None", b_clamp, "clamp"},
