@@ -30,8 +30,8 @@ Tensor away_from_zero(const Shape& s) {
     return where(rand(s) < 0.5, -m, m);
 }
 bool needs_positive(OpId op) {
-    return op == OpId::log || op == OpId::sqrt || op == OpId::rsqrt || op == OpId::pow || op == OpId::log2 ||
-           op == OpId::log10 || op == OpId::log1p;
+    return op == OpId::log || op == OpId::sqrt || op == OpId::rsqrt || op == OpId::pow ||
+           op == OpId::log2 || op == OpId::log10 || op == OpId::log1p;
 }
 Tensor domain(OpId op, const Shape& s) {
     if (op == OpId::asin || op == OpId::acos) return away_from_zero(s) * 0.7;  // |x| < 0.91

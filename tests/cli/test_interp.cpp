@@ -196,8 +196,9 @@ BOOST_AUTO_TEST_CASE(round_serves_numbers_and_tensors) {
         "print(torch.round(t).tolist(), round(t, 1).tolist(), t.round(decimals=1).tolist())\n"
         "print(torch.round(t, decimals=-1).tolist(), torch.floor(t).tolist(), t.frac().tolist())\n",
         "r.ks");
-    BOOST_TEST(out.str() == "2 2.67 1200\n[0.0, 2.0, 2.0, -2.0] [0.5, 1.5, 2.2, -2.5] [0.5, 1.5, 2.2, -2.5]\n"
-                            "[0.0, 0.0, 0.0, -0.0] [0.0, 1.0, 2.0, -3.0] [0.5, 0.5, 0.25, -0.5]\n");
+    BOOST_TEST(out.str() ==
+               "2 2.67 1200\n[0.0, 2.0, 2.0, -2.0] [0.5, 1.5, 2.2, -2.5] [0.5, 1.5, 2.2, -2.5]\n"
+               "[0.0, 0.0, 0.0, -0.0] [0.0, 1.0, 2.0, -3.0] [0.5, 0.5, 0.25, -0.5]\n");
 }
 
 BOOST_AUTO_TEST_CASE(floats_print_like_python) {
