@@ -42,7 +42,7 @@ inline auto convert(From v) {
         if constexpr (std::is_same_v<To, bool>) return v;
         else return xsimd::select(v, B(1.0f), B(0.0f));
     } else if constexpr (std::is_same_v<From, B>) {
-        if constexpr (std::is_same_v<To, bool>) return v != B(0.0f);
+        if constexpr (std::is_same_v<To, bool>) return !(v == B(0.0f));  // NaN is true (batch != is ordered)
         else return v;
     } else {
         return kiln::cast_value<To>(v);

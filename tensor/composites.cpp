@@ -89,6 +89,14 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(x, dim, keepdim, true, "argmax"); }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(x, dim, keepdim, false, "argmin"); }
 
+Tensor round(const Tensor& x, int64_t decimals) {
+    if (decimals == 0) return round(x);
+    KILN_CHECK(is_floating(x.dtype()), "round: decimals=", decimals,
+               " is only supported for floating point tensors, got ", x.dtype());
+    double ten_pow = std::pow(10.0, double(decimals < 0 ? -decimals : decimals));
+    return decimals > 0 ? round(x * ten_pow) / ten_pow : round(x / ten_pow) * ten_pow;
+}
+
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
     KILN_CHECK(is_floating(x.dtype()), "var: std and var only support floating point dtypes, got ", x.dtype());
     int64_t count = 1;

@@ -43,6 +43,7 @@ struct Driver {
     CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
     CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuCtxGetCurrent)(CUcontext*);
     CUresult (*cuStreamCreate)(CUstream*, unsigned);
     CUresult (*cuStreamSynchronize)(CUstream);
     CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
@@ -149,10 +150,12 @@ struct Runtime {
     Cublas blas{};
     cublasHandle_t blas_handle = nullptr;
     CUstream stream = nullptr;
+    // cuda:0's primary context, made current in each thread that uses the device.
+    CUcontext context = nullptr;
     CUdevice device = 0;
     int devices = 0, arch = 0, sms = 1;
     std::string name, error, blas_error;
-    bool blas_tried = false;
+    std::once_flag blas_once;
     std::mutex mu;  // the allocator's free lists and the kernel map
     std::map<size_t, std::vector<CUdeviceptr>> free_blocks;
     size_t allocated = 0, cached = 0;
@@ -176,6 +179,7 @@ struct Runtime {
         KILN_BIND(cuDeviceGetAttribute, "cuDeviceGetAttribute")
         KILN_BIND(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
         KILN_BIND(cuCtxSetCurrent, "cuCtxSetCurrent")
+        KILN_BIND(cuCtxGetCurrent, "cuCtxGetCurrent")
         KILN_BIND(cuStreamCreate, "cuStreamCreate")
         KILN_BIND(cuStreamSynchronize, "cuStreamSynchronize")
         KILN_BIND(cuMemAlloc, "cuMemAlloc_v2")
@@ -205,12 +209,13 @@ struct Runtime {
         if (CUresult r = cu.cuInit(0)) return "cuInit failed (" + cu_error(r) + ")";
         if (cu.cuDeviceGetCount(&devices) || devices == 0) return "the driver reports no CUDA device";
         if (!nvrtc_library().error.empty()) return nvrtc_library().error;
-        CUcontext ctx = nullptr;
         int major = 0, minor = 0;
         char buf[256] = {};
         if (CUresult r = cu.cuDeviceGet(&device, 0)) return "cuDeviceGet(0) failed (" + cu_error(r) + ")";
-        if (CUresult r = cu.cuDevicePrimaryCtxRetain(&ctx, device)) return "no context on cuda:0 (" + cu_error(r) + ")";
-        cu.cuCtxSetCurrent(ctx);
+        if (CUresult r = cu.cuDevicePrimaryCtxRetain(&context, device))
+            return "no context on cuda:0 (" + cu_error(r) + ")";
+        if (CUresult r = cu.cuCtxSetCurrent(context))
+            return "cuCtxSetCurrent failed (" + cu_error(r) + ")";
         cu.cuDeviceGetAttribute(&major, kAttrComputeMajor, device);
         cu.cuDeviceGetAttribute(&minor, kAttrComputeMinor, device);
         cu.cuDeviceGetAttribute(&sms, kAttrSmCount, device);
@@ -225,23 +230,34 @@ struct Runtime {
         if (cu.cuGetErrorString) cu.cuGetErrorString(r, &s);
         return (s ? std::string(s) : "CUDA error") + ", code " + std::to_string(r);
     }
+    // A driver call acts on the calling thread's current context, and a thread starts with
+    // none: every thread that touches the device makes cuda:0's context current first, or the
+    // call fails with "invalid device context" (201). Checked per call: user code may switch
+    // contexts between kiln's calls.
+    CUresult make_current() {
+        CUcontext now = nullptr;
+        if (cu.cuCtxGetCurrent(&now) == 0 && now == context) return 0;
+        return cu.cuCtxSetCurrent(context);
+    }
     // cuBLAS only when a matmul needs it: the rest of CUDA works without the library.
     void open_blas() {
-        if (blas_tried) return;
-        blas_tried = true;
+        std::call_once(blas_once, [this] { blas_error = load_blas(); });
+    }
+    std::string load_blas() {
         std::string why;
         void* lib = open_first({"libcublas.so.13", "libcublas.so.12", "libcublas.so",
                                 "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so"},
                                why);
-        if (!lib) return void(blas_error = "cuBLAS (libcublas.so) not found: " + why);
+        if (!lib) return "cuBLAS (libcublas.so) not found: " + why;
         if (!bind(lib, blas.cublasCreate_v2, "cublasCreate_v2", why) ||
             !bind(lib, blas.cublasSetStream_v2, "cublasSetStream_v2", why) ||
             !bind(lib, blas.cublasSgemmStridedBatched, "cublasSgemmStridedBatched", why) ||
             !bind(lib, blas.cublasDgemmStridedBatched, "cublasDgemmStridedBatched", why))
-            return void(blas_error = "libcublas: " + why);
+            return "libcublas: " + why;
         if (cublasStatus_t s = blas.cublasCreate_v2(&blas_handle))
-            return void(blas_error = "cublasCreate failed (status " + std::to_string(s) + ")");
+            return "cublasCreate failed (status " + std::to_string(s) + ")";
         blas.cublasSetStream_v2(blas_handle, stream);
+        return "";
     }
 };
 
@@ -249,14 +265,26 @@ Runtime& runtime() {
     static Runtime r;
     return r;
 }
-// The runtime, once CUDA is known to be usable.
+// The runtime, once CUDA is known to be usable, with its context current in this thread.
 Runtime& live(const char* op) {
     require(op);
-    return runtime();
+    Runtime& r = runtime();
+    CUresult made = r.make_current();
+    KILN_CHECK(made == 0, op,
+               ": cannot make cuda:0's context current in this thread (cuCtxSetCurrent: ",
+               r.cu_error(made), ")");
+    return r;
+}
+// For destructors and clean-up: the context current if CUDA is usable, never a throw.
+Runtime* live_quietly() {
+    Runtime& r = runtime();
+    if (!r.error.empty() || r.make_current() != 0) return nullptr;
+    return &r;
 }
 void check(CUresult r, const char* what) {
     KILN_CHECK(r == 0, "CUDA: ", what, " failed (", runtime().cu_error(r), ")");
 }
+constexpr CUresult kOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
 
 // Size classes: powers of two from 512 bytes, then multiples of 2 MiB.
 size_t size_class(size_t bytes) {
@@ -285,14 +313,20 @@ void* allocate(size_t bytes, size_t& block) {
         p = list.back();
         list.pop_back();
         r.cached -= block;
-    } else if (r.cu.cuMemAlloc(&p, block) != 0) {
+    } else if (CUresult first = r.cu.cuMemAlloc(&p, block)) {
+        // Only a lack of memory is worth giving the cache back for; any other failure is
+        // reported as what it is.
+        KILN_CHECK(first == kOutOfMemory, "CUDA: cannot allocate ", bytes,
+                   " bytes on cuda:0: cuMemAlloc failed (", r.cu_error(first), ")");
         for (auto& [size, ptrs] : r.free_blocks)  // give the cache back and try once more
             for (CUdeviceptr q : ptrs) r.cu.cuMemFree(q);
         r.free_blocks.clear();
         r.cached = 0;
         CUresult again = r.cu.cuMemAlloc(&p, block);
-        KILN_CHECK(again == 0, "CUDA out of memory: cannot allocate ", bytes, " bytes (", r.allocated,
-                   " bytes held by tensors; ", r.cu_error(again), ")");
+        KILN_CHECK(again == 0,
+                   again == kOutOfMemory ? "CUDA out of memory" : "CUDA: cuMemAlloc failed",
+                   ": cannot allocate ", bytes, " bytes (", r.allocated, " bytes held by tensors; ",
+                   r.cu_error(again), ")");
     }
     r.allocated += block;
     return reinterpret_cast<void*>(p);
@@ -492,7 +526,9 @@ void synchronize() {
 }  // namespace detail
 
 Graph::~Graph() {
-    detail::Runtime& r = detail::runtime();
+    detail::Runtime* live = detail::live_quietly();
+    if (!live) return;
+    detail::Runtime& r = *live;
     if (random_state_) r.cu.cuMemFree(random_state_);
     if (exec_) r.cu.cuGraphExecDestroy(exec_);
     if (graph_) r.cu.cuGraphDestroy(graph_);
@@ -569,7 +605,8 @@ Event::Event() {
     detail::check(r.cu.cuEventCreate(&event_, 0), "cuEventCreate");
 }
 Event::~Event() {
-    if (event_) detail::runtime().cu.cuEventDestroy(event_);
+    if (detail::Runtime* r = event_ ? detail::live_quietly() : nullptr)
+        r->cu.cuEventDestroy(event_);
 }
 void Event::record() {
     detail::Runtime& r = detail::live("cuda::Event::record");
@@ -605,7 +642,7 @@ size_t memory_allocated() { return is_available() ? detail::runtime().allocated 
 size_t memory_cached() { return is_available() ? detail::runtime().cached : 0; }
 void empty_cache() {
     if (!is_available()) return;
-    detail::Runtime& r = detail::runtime();
+    detail::Runtime& r = detail::live("empty_cache");
     r.cu.cuStreamSynchronize(r.stream);
     std::lock_guard lock(r.mu);
     for (auto& [size, ptrs] : r.free_blocks)

@@ -36,14 +36,42 @@ KILN_F1(tanh, tanhf, ::tanh)
 KILN_F1(sqrt, sqrtf, ::sqrt)
 KILN_F1(erf, erff, ::erf)
 KILN_F1(abs, fabsf, ::fabs)
+KILN_F1(floor, floorf, ::floor)
+KILN_F1(ceil, ceilf, ::ceil)
+KILN_F1(trunc, truncf, ::trunc)
+KILN_F1(nearbyint, nearbyintf, ::nearbyint)
+KILN_F1(log1p, log1pf, ::log1p)
+KILN_F1(expm1, expm1f, ::expm1)
+KILN_F1(exp2, exp2f, ::exp2)
+KILN_F1(log2, log2f, ::log2)
+KILN_F1(log10, log10f, ::log10)
+KILN_F1(sinh, sinhf, ::sinh)
+KILN_F1(cosh, coshf, ::cosh)
+KILN_F1(tan, tanf, ::tan)
+KILN_F1(asin, asinf, ::asin)
+KILN_F1(acos, acosf, ::acos)
+KILN_F1(atan, atanf, ::atan)
+#define KILN_F2(name, f, d) \
+    __device__ inline float name(float x, float y) { return f(x, y); } \
+    __device__ inline double name(double x, double y) { return d(x, y); }
+KILN_F2(pow, powf, ::pow)
+KILN_F2(atan2, atan2f, ::atan2)
+KILN_F2(fmod, fmodf, ::fmod)
 __device__ inline long long abs(long long x) { return x < 0 ? -x : x; }
-__device__ inline float pow(float x, float y) { return powf(x, y); }
-__device__ inline double pow(double x, double y) { return ::pow(x, y); }
+__device__ inline long long floor(long long x) { return x; }
+__device__ inline long long ceil(long long x) { return x; }
+__device__ inline long long trunc(long long x) { return x; }
+__device__ inline long long nearbyint(long long x) { return x; }
+template <class T> __device__ inline T remainder(T x, T y) {
+    T m = fmod(x, y);
+    return (m != T(0) && ((y < T(0)) != (m < T(0)))) ? m + y : m;
+}
 template <class T> __device__ inline T zero(T) { return T(0); }
 template <class T> __device__ inline bool is_nan(T v) { return v != v; }
 template <class T> __device__ inline T maximum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b); }
 template <class T> __device__ inline T minimum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a < b ? a : b); }
-template <class T> __device__ inline T sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0); }
+template <class T> __device__ inline T sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == x ? T(0) : x; }
+template <class T> __device__ inline T neg(T x) { return -x; }
 template <class T> __device__ inline T infinity();
 template <> __device__ inline float infinity<float>() { return __int_as_float(0x7f800000); }
 template <> __device__ inline double infinity<double>() { return __longlong_as_double(0x7ff0000000000000LL); }

@@ -186,6 +186,9 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opt = {})
 // argmax, smallest for argmin, as torch); without a dim, over the flattened tensor.
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// torch.round(x, decimals=d): to d decimal places (tens for d < 0), half to even, as
+// torch computes it: round(x * 10^d) / 10^d, or round(x / 10^-d) * 10^-d.
+Tensor round(const Tensor& x, int64_t decimals);
 // sum((x - mean)^2) / (N - correction) over dims (all when empty); std = sqrt(var).
 Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);

@@ -7,6 +7,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -15,24 +16,19 @@
 
 namespace kiln_math {
 
-using std::abs;
-using std::cos;
-using std::erf;
-using std::exp;
-using std::log;
+// Each function once for scalars (std::) and once for batches (xsimd::). A function added
+// here is usable in ops.def's math; the CUDA spelling goes in kPrelude of
+// tensor/kernels_cuda.cpp, the float64 test vocabulary in tests/tensor/test_ops.cpp.
+#define KILN_MATH_FUNCTIONS(X)                                                                  \
+    X(abs) X(cos) X(erf) X(exp) X(log) X(sin) X(sqrt) X(tanh) X(floor) X(ceil) X(trunc)        \
+    X(nearbyint) X(log1p) X(expm1) X(exp2) X(log2) X(log10) X(sinh) X(cosh) X(tan) X(asin)    \
+    X(acos) X(atan) X(atan2)
+#define KILN_USE(f) \
+    using std::f;   \
+    using xsimd::f;
+KILN_MATH_FUNCTIONS(KILN_USE)
+#undef KILN_USE
 using std::pow;
-using std::sin;
-using std::sqrt;
-using std::tanh;
-using xsimd::abs;
-using xsimd::cos;
-using xsimd::erf;
-using xsimd::exp;
-using xsimd::log;
-using xsimd::pow;
-using xsimd::sin;
-using xsimd::sqrt;
-using xsimd::tanh;
 // Non-templates, so they win over xsimd's templates for xsimd::batch<float>.
 using kiln_fast::cos;
 using kiln_fast::sin;
@@ -67,12 +63,14 @@ inline T minimum(T a, T b) {
         return a < b ? a : b;
     }
 }
+// 1, -1, or 0 (+0 for either zero, as PyTorch); NaN stays NaN.
 template <class T>
 inline T sign(T x) {
     if constexpr (is_batch<T>) {
-        return xsimd::select(x > T(0), T(1), xsimd::select(x < T(0), T(-1), x * T(0)));
+        return xsimd::select(x > T(0), T(1),
+                             xsimd::select(x < T(0), T(-1), xsimd::select(x == x, T(0), x)));
     } else {
-        return x > T(0) ? T(1) : x < T(0) ? T(-1) : x * T(0);  // x*0 keeps NaN
+        return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == x ? T(0) : x;
     }
 }
 // int64 whose + - * and negation wrap around (two's complement), as PyTorch's integer
@@ -95,6 +93,99 @@ constexpr bool operator<=(wrap_int64 a, wrap_int64 b) { return a.v <= b.v; }
 constexpr bool operator>=(wrap_int64 a, wrap_int64 b) { return a.v >= b.v; }
 constexpr bool operator==(wrap_int64 a, wrap_int64 b) { return a.v == b.v; }
 constexpr wrap_int64 abs(wrap_int64 a) { return a.v < 0 ? -a : a; }  // abs(INT64_MIN) == INT64_MIN, as torch
+// Rounding keeps an integer as it is (the ops that keep int64: floor, ceil, round, trunc).
+constexpr wrap_int64 floor(wrap_int64 a) { return a; }
+constexpr wrap_int64 ceil(wrap_int64 a) { return a; }
+constexpr wrap_int64 trunc(wrap_int64 a) { return a; }
+constexpr wrap_int64 nearbyint(wrap_int64 a) { return a; }
+
+// Where an xsimd batch function breaks IEEE 754 / C99 Annex F on special values, the lanes
+// it gets wrong are recomputed with std:: (what the scalar tail runs), so the vector body
+// and the scalar tail agree on every special value (tests/tensor/test_ops.cpp,
+// special_values_agree_*). `bad` marks those lanes; most batches have none.
+template <class T, class A, class F>
+inline xsimd::batch<T, A> std_lanes(xsimd::batch<T, A> z, xsimd::batch_bool<T, A> bad, F std_fn,
+                                    xsimd::batch<T, A> x, xsimd::batch<T, A> y = {}) {
+    if (!xsimd::any(bad)) return z;
+    using Bt = xsimd::batch<T, A>;
+    alignas(64) T xs[Bt::size], ys[Bt::size], zs[Bt::size];
+    alignas(64) bool redo[Bt::size];
+    x.store_aligned(xs), y.store_aligned(ys), z.store_aligned(zs), bad.store_aligned(redo);
+    for (size_t k = 0; k < Bt::size; ++k)
+        if (redo[k]) zs[k] = std_fn(xs[k], ys[k]);
+    return Bt::load_aligned(zs);
+}
+
+// pow: xsimd's is exp(y * log|x|) with a sign fix-up, right for normal x and finite y with
+// a normal result, wrong elsewhere (0^0 = 0, inf^0 = NaN, 1^nan = NaN, 0 for subnormal x,
+// a flipped sign for huge even y, early overflow).
+template <class T, class A>
+inline xsimd::batch<T, A> pow_batch(xsimd::batch<T, A> x, xsimd::batch<T, A> y) {
+    using Bt = xsimd::batch<T, A>;
+    const Bt min(std::numeric_limits<T>::min()), inf(std::numeric_limits<T>::infinity());
+    Bt z = xsimd::pow(x, y), ax = xsimd::abs(x), az = xsimd::abs(z);
+    // xsimd's sign rule (is_odd) holds for integral y below 2^24.
+    auto small_int_y = xsimd::is_flint(y) && xsimd::abs(y) < Bt(T(1 << 24));
+    auto safe = ax >= min && ax < inf && (x > Bt(0) || small_int_y) && xsimd::abs(y) < inf &&
+                az >= min && az < inf;
+    return std_lanes(z, !safe, [](T a, T b) { return std::pow(a, b); }, x, y);
+}
+// atan2: xsimd's gives NaN where both operands are zeros or both infinities.
+template <class T, class A>
+inline xsimd::batch<T, A> atan2_batch(xsimd::batch<T, A> x, xsimd::batch<T, A> y) {
+    using Bt = xsimd::batch<T, A>;
+    auto bad = (x == Bt(0) && y == Bt(0)) || (xsimd::isinf(x) && xsimd::isinf(y));
+    return std_lanes(xsimd::atan2(x, y), bad, [](T a, T b) { return std::atan2(a, b); }, x, y);
+}
+// log1p and expm1 of -0 are -0 (xsimd's give +0): a zero lane returns itself.
+template <class Bt>
+inline Bt keep_zero(Bt x, Bt z) { return xsimd::select(x == Bt(0), x, z); }
+
+// fmod (C's: the sign of x, |result| < |y|) and remainder (PyTorch's, as ATen's CPU kernel:
+// the sign of y), exact. xsimd's batch fmod is x - trunc(x / y) * y, which loses the low
+// bits for large x / y and gives NaN for y = inf, and its remainder is IEEE's (round to
+// nearest): batches take std::fmod lane by lane. Named apart from fmod/remainder so that
+// xsimd's templates, found by argument-dependent lookup, never win over them.
+template <class T>
+inline T fmod_exact(T x, T y) {
+    if constexpr (is_batch<T>) {
+        using V = typename T::value_type;
+        auto every_lane = typename T::batch_bool_type(true);
+        return std_lanes(x, every_lane, [](V a, V b) { return std::fmod(a, b); }, x, y);
+    } else {
+        return std::fmod(x, y);
+    }
+}
+template <class T>
+inline T remainder_exact(T x, T y) {
+    T m = fmod_exact(x, y);
+    // m and y of opposite signs (m nonzero, not NaN): step once toward y's sign.
+    auto flip = (m < T(0) && y > T(0)) || (m > T(0) && y < T(0));
+    if constexpr (is_batch<T>) return xsimd::select(flip, m + y, m);
+    else return flip ? m + y : m;
+}
+template <class T>
+inline T fmod(T x, T y) { return fmod_exact(x, y); }
+template <class T>
+inline T remainder(T x, T y) { return remainder_exact(x, y); }
+
+// Non-templates, so they win over the xsimd templates found by argument-dependent lookup.
+#define KILN_BATCH_OVERLOADS(B)                                                         \
+    inline B pow(B x, B y) { return pow_batch(x, y); }                                  \
+    inline B atan2(B x, B y) { return atan2_batch(x, y); }                              \
+    inline B log1p(B x) { return keep_zero(x, xsimd::log1p(x)); }                       \
+    inline B expm1(B x) { return keep_zero(x, xsimd::expm1(x)); }                       \
+    inline B fmod(B x, B y) { return fmod_exact(x, y); }                                \
+    inline B remainder(B x, B y) { return remainder_exact(x, y); }                      \
+    inline B neg(B x) { return x ^ B(-0.0); } /* xsimd's AVX-512 -x is 0 - x: neg(0) = +0 */
+KILN_BATCH_OVERLOADS(xsimd::batch<float>)
+KILN_BATCH_OVERLOADS(xsimd::batch<double>)
+#undef KILN_BATCH_OVERLOADS
+// -x with IEEE's signed zero (neg(0) = -0, as PyTorch); batches above flip the sign bit.
+template <class T>
+inline T neg(T x) {
+    return -x;
+}
 
 template <class C, class T>
 inline T select(C cond, T a, T b) {

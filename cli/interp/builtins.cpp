@@ -204,7 +204,13 @@ Value b_minmax(Bound& b, bool is_max) {
 }
 Value b_max(Bound& b) { return b_minmax(b, true); }
 Value b_min(Bound& b) { return b_minmax(b, false); }
+}  // namespace
+
+// Python's round(number, ndigits), and torch.round(tensor, decimals) under the same name
+// (registered again after the table's ops in builtins_ops.cpp, so this one is found).
 Value b_round(Bound& b) {
+    if (b.value(0).is<Tensor>())
+        return kiln::round(b.tensor(0), b.has(2) ? b.integer(2) : b.has(1) ? b.integer(1) : 0);
     if (auto i = as_int(b.value(0)); i && !b.has(1)) return *i;
     double x = b.number(0);
     if (!b.has(1)) return float_to_int(std::nearbyint(x));
@@ -236,6 +242,8 @@ Value b_round(Bound& b) {
     if (y == 0 || std::isinf(scale)) return std::copysign(0.0, x);
     return std::nearbyint(y) * scale;
 }
+
+namespace {
 
 // ---- the JIT
 
@@ -328,7 +336,7 @@ const Builtin kCore[] = {
     {"zip", "*iterables", b_zip, "tuples of items side by side"},
     {"max", "*args", b_max, "largest of the arguments or of one sequence"},
     {"min", "*args", b_min, "smallest of the arguments or of one sequence"},
-    {"round", "number, ndigits=None", b_round, "round half to even"},
+    {"round", "number, ndigits=None, decimals=None", b_round, "round half to even"},
     {"compile", "model=None, *, backend=None, fullgraph=False, dynamic=None, mode=None, cache_size_limit=8, choose_faster=True", b_compile,
      "compile(f, backend=\"inductor\"): a JIT-compiled f (torch.compile)"},
     {"explain", "fn, *args", b_explain, "explain(f)(args): graphs, graph breaks and guards (torch._dynamo.explain)"},

@@ -56,6 +56,7 @@ std::span<const Builtin> nn_builtins();      // nn.*, F.*, optim.*, Module.*, Op
 std::span<const Builtin> class_builtins();   // super, isinstance, staticmethod, Function.apply (classes.cpp)
 std::span<const Builtin> extra_builtins();
 std::span<const Builtin> models_builtins();  // nn.MultiheadAttention, torchvision.models.resnet18, kiln.models.gpt, state_dict (builtins_models.cpp)
+Value b_round(Bound& b);  // Python's round, and torch.round(tensor, decimals) (builtins.cpp)
 std::span<const Builtin> ops_builtins();     // stack, clamp, argmax, var/std, chunk, F.gelu, nn.LayerNorm ... (builtins_ops.cpp)   // sorted, sum, abs, str methods, no_grad, jit.trace ... (extras.cpp)
 
 const Builtin* find_builtin(const std::string& key);

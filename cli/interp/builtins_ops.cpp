@@ -36,6 +36,7 @@ Value b_stack(Bound& b) {
     return stack(ts, b.integer_or(1, 0));
 }
 Value b_clamp(Bound& b) { return clamp(input(b), optional_number(b, arg(b, 1)), optional_number(b, arg(b, 2))); }
+Value m_round(Bound& b) { return kiln::round(b.self_tensor(), b.has(0) ? b.integer(0) : 0); }
 Value b_argmax(Bound& b) {
     std::optional<int64_t> dim;
     if (b.has(arg(b, 1))) dim = b.integer(arg(b, 1));
@@ -180,6 +181,10 @@ Value b_flatten_module(Bound& b) { return ModulePtr(std::make_shared<nn::Flatten
 
 const Builtin kOps[] = {
     {"stack", "tensors, dim=0", b_stack, "join tensors of one shape along a new dim"},
+    // Python's round and torch.round share the name; this entry replaces the table op's.
+    {"round", "number, ndigits=None, decimals=None", b_round,
+     "round half to even (a tensor: elementwise, to decimals places)"},
+    {"Tensor.round", "decimals=0", m_round, ""},
     {"clamp", "input, min=None, max=None", b_clamp, "min(max(x, min), max)"},
     {"clip", "input, min=None, max=None", b_clamp, "clamp"},
     {"Tensor.clamp", "min=None, max=None", b_clamp, ""},

@@ -29,8 +29,14 @@ Tensor away_from_zero(const Shape& s) {
     Tensor m = rand(s, {.dtype = float64}) + 0.3;
     return where(rand(s) < 0.5, -m, m);
 }
-bool needs_positive(OpId op) { return op == OpId::log || op == OpId::sqrt || op == OpId::rsqrt || op == OpId::pow; }
-Tensor domain(OpId op, const Shape& s) { return needs_positive(op) ? positive(s) : away_from_zero(s); }
+bool needs_positive(OpId op) {
+    return op == OpId::log || op == OpId::sqrt || op == OpId::rsqrt || op == OpId::pow ||
+           op == OpId::log2 || op == OpId::log10 || op == OpId::log1p;
+}
+Tensor domain(OpId op, const Shape& s) {
+    if (op == OpId::asin || op == OpId::acos) return away_from_zero(s) * 0.7;  // |x| < 0.91
+    return needs_positive(op) ? positive(s) : away_from_zero(s);
+}
 
 void add_unary(std::vector<Case>& cases, OpId op, const std::string& name, Tensor (*f)(const Tensor&)) {
     cases.push_back({op, name + "(x)", [f](const std::vector<Tensor>& in) { return f(in[0]); }, {domain(op, {3, 4})}});

@@ -184,6 +184,23 @@ BOOST_AUTO_TEST_CASE(every_op_of_the_table_is_a_builtin_and_a_method) {
 #include "tensor/ops.def"
 }
 
+// Python's round and torch.round share one name: numbers round as Python does, tensors
+// elementwise (half to even) with torch's decimals, as a function and as a method.
+BOOST_AUTO_TEST_CASE(round_serves_numbers_and_tensors) {
+    std::ostringstream out;
+    Interp in(out);
+    in.run_source(
+        "import torch\n"
+        "t = torch.tensor([0.5, 1.5, 2.25, -2.5], dtype=torch.float64)\n"
+        "print(round(2.5), round(2.675, 2), round(1250, -2))\n"
+        "print(torch.round(t).tolist(), round(t, 1).tolist(), t.round(decimals=1).tolist())\n"
+        "print(torch.round(t, decimals=-1).tolist(), torch.floor(t).tolist(), t.frac().tolist())\n",
+        "r.ks");
+    BOOST_TEST(out.str() ==
+               "2 2.67 1200\n[0.0, 2.0, 2.0, -2.0] [0.5, 1.5, 2.2, -2.5] [0.5, 1.5, 2.2, -2.5]\n"
+               "[0.0, 0.0, 0.0, -0.0] [0.0, 1.0, 2.0, -3.0] [0.5, 0.5, 0.25, -0.5]\n");
+}
+
 BOOST_AUTO_TEST_CASE(floats_print_like_python) {
     BOOST_TEST(repr_float(0.1) == "0.1");
     BOOST_TEST(repr_float(3.0) == "3.0");

@@ -1,17 +1,17 @@
 // Tests for codegen/emit_cpp and codegen/cpu_backend: generated kernels end to end, each
 // result checked against the eager dispatcher running the same graph (run_eager).
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 
-#include "compare.h"
 #include "codegen/cpu_backend.h"
 #include "codegen/toolchain.h"
+#include "compare.h"
 #include "kiln.h"
 #include "lgraph_builder.h"
+#include "tests/tensor/special_values.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
@@ -157,6 +157,78 @@ BOOST_AUTO_TEST_CASE(broadcasting_scalars_strides_and_special_values_match_eager
     std::vector<float> special(36, 0.5f);
     special[1] = NAN, special[10] = INFINITY, special[20] = -INFINITY, special[30] = 100.0f;
     check_against_eager(compiled[2], graphs[2], {tensor(special, {4, 9})});
+}
+
+// Every pointwise op of the table (and the cast to bool) on IEEE special values, every
+// pair of them for binary ops, as generated kernels: in the vector body (each pair on 16
+// lanes of a long input) and in the scalar tail (3-element inputs, shorter than a batch),
+// each against eager's vector body and scalar tail. Eager agrees with float64 on the same
+// values (tests/tensor/test_ops.cpp), so a generated kernel's vector form that breaks IEEE
+// rules (batch != was false for NaN, bool(NaN) was false) shows up here.
+BOOST_AUTO_TEST_CASE(special_values_agree_in_generated_vector_body_and_scalar_tail) {
+    constexpr int64_t kLanes = 16, kTail = 3;  // 16: a multiple of every batch width
+    auto [xs, ys] = kiln_test::special_pairs();
+    const int64_t pairs = int64_t(xs.size());
+    std::vector<std::string> names;
+    auto graph_of = [&](int64_t n) {
+        GraphBuilder b;
+        names.clear();
+        int x = b.input({n}, "x"), y = b.input({n}, "y");
+        for (int i = 0; i < kOpCount; ++i) {
+            const OpInfo& info = op_info(OpId(i));
+            if (info.kind != OpKind::pointwise || !info.math) continue;
+            bool compare = info.arity == 2 && !info.backward;
+            b.output(info.arity == 1 ? b.unary(OpId(i), x)
+                     : compare       ? b.node(OpId(i), {x, y}, {}, {n}, DType::boolean)
+                                     : b.binary(OpId(i), x, y));
+            names.push_back(info.name);
+        }
+        b.output(b.node(OpId::cast, {x}, {.dtype = DType::boolean}, {n}, DType::boolean));
+        names.push_back("cast to bool");
+        return b.graph;
+    };
+    LGraph body_graph = graph_of(pairs * kLanes), tail_graph = graph_of(kTail);
+    std::vector<CompiledCpuGraph> compiled = compile_cpu_many({body_graph, tail_graph});
+    BOOST_TEST(compiled[0].source().find("B::load_unaligned") != std::string::npos,
+               "the body kernel is not vectorized:\n"
+                   << compiled[0].source());
+    auto spread = [](const std::vector<float>& v, int64_t copies) {
+        std::vector<float> lanes;
+        for (float x : v) lanes.insert(lanes.end(), copies, x);
+        return tensor(lanes, {int64_t(lanes.size())});
+    };
+    auto values = [](const std::vector<Tensor>& outs) {
+        std::vector<std::vector<double>> v;
+        for (const Tensor& t : outs) v.push_back(t.to(DType::float64).to_vector<double>());
+        return v;
+    };
+    std::vector<Tensor> body_in = {spread(xs, kLanes), spread(ys, kLanes)};
+    auto body = values(compiled[0].run(body_in)),
+         eager_body = values(run_eager(body_graph, body_in));
+    BOOST_TEST_REQUIRE(body.size() == names.size());
+    int failures = 0, checked = 0;
+    for (int64_t p = 0; p < pairs; ++p) {
+        std::vector<Tensor> tail_in = {spread({xs[p]}, kTail), spread({ys[p]}, kTail)};
+        auto tail = values(compiled[1].run(tail_in)),
+             eager_tail = values(run_eager(tail_graph, tail_in));
+        for (size_t k = 0; k < names.size(); ++k) {
+            double got[] = {body[k][p * kLanes], tail[k][kTail - 1]},
+                   want[] = {eager_body[k][p * kLanes], eager_tail[k][0]};
+            ++checked;
+            bool ok = true;
+            for (double g : got)
+                for (double w : want) ok = ok && kiln_test::agrees(g, w);
+            if (!ok && ++failures <= 40)
+                BOOST_ERROR(names[k] << "(" << kiln_test::show(xs[p]) << ", "
+                                     << kiln_test::show(ys[p]) << "): generated body "
+                                     << kiln_test::show(got[0]) << ", generated tail "
+                                     << kiln_test::show(got[1]) << "; eager body "
+                                     << kiln_test::show(want[0]) << ", eager tail "
+                                     << kiln_test::show(want[1]));
+        }
+    }
+    BOOST_TEST(failures == 0,
+               failures << " of " << checked << " results disagree (the first 40 are listed)");
 }
 
 BOOST_AUTO_TEST_CASE(views_inside_the_graph_are_index_math) {

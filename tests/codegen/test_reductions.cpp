@@ -222,4 +222,42 @@ BOOST_AUTO_TEST_CASE(linear_bias_gradient_is_generated_and_matches_eager) {
         BOOST_TEST(allclose(compiled_grads[i++], p.grad(), 1e-4, 1e-5), name);
 }
 
+// argmax/argmin of a row holding NaN give the first NaN's position, as eager and PyTorch do:
+// NaN in vector lanes and in the tail, from an input or from math (sqrt of a negative), both
+// dims, keepdim, the whole tensor; static and symbolic sizes. The generated kernels returned
+// the row length (an index out of range) for NaN in vector lanes: argmax finds NaN with
+// x != x, and xsimd's batch != is an ordered compare (false for NaN).
+BOOST_AUTO_TEST_CASE(argmax_and_argmin_of_rows_with_nan_give_the_nan_position) {
+    auto f = [](Tensor x) {
+        Tensor y = sqrt(x);  // NaN where x < 0, computed in the kernels
+        return std::vector<Tensor>{argmax(y, 1), argmin(y, 1), argmax(y, 0, true), argmin(y, 0),
+                                   argmax(y),    argmin(y),    argmax(x, 1),       argmin(x, 0)};
+    };
+    for (bool dynamic : {false, true}) {
+        jit::reset();
+        auto c = compile(f, {.dynamic = dynamic ? jit::Dynamic::always : jit::Dynamic::never,
+                             .choose_faster = false});
+        for (int64_t cols : {37, 5, 5000}) {
+            Tensor x = rand({6, cols}) + 0.5;
+            x.narrow(0, 1, 1).narrow(1, 2, 1).fill_(-1.0);          // in the lanes of row 1
+            x.narrow(0, 3, 1).narrow(1, cols - 1, 1).fill_(-1.0);   // in the tail of row 3
+            x.narrow(0, 4, 1).fill_(-1.0);                          // a row of NaN only
+            x.narrow(0, 5, 1).narrow(1, 1, 1).fill_(std::nan(""));  // NaN in the input
+            std::vector<Tensor> got = c(x), want = f(x);
+            for (size_t k = 0; k < got.size(); ++k) {
+                BOOST_TEST_CONTEXT((dynamic ? "dynamic" : "static")
+                                   << " cols " << cols << " output " << k) {
+                    BOOST_TEST(got[k].shape() == want[k].shape());
+                    BOOST_TEST(got[k].to_vector<int64_t>() == want[k].to_vector<int64_t>(),
+                               boost::test_tools::per_element());
+                }
+            }
+            BOOST_TEST(want[0].to_vector<int64_t>() ==
+                           std::vector<int64_t>({want[0].to_vector<int64_t>()[0], 2,
+                                                 want[0].to_vector<int64_t>()[2], cols - 1, 0, 1}),
+                       boost::test_tools::per_element());
+        }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,15 +4,16 @@
 // skipped with a message naming why (kiln::cuda::unavailable_reason), and the case that
 // needs none checks that CUDA calls raise clear errors and leave the process usable.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <iostream>
+#include <thread>
 
 #include "kiln.h"
-#include "tests/cuda/needs_gpu.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
+#include "tests/cuda/needs_gpu.h"
+#include "tests/tensor/special_values.h"
 
 using namespace kiln;
 namespace F = kiln::nn::functional;
@@ -185,6 +186,32 @@ BOOST_AUTO_TEST_CASE(every_pointwise_op_of_the_table_matches_the_cpu, *utf::prec
     check_same(a.cuda().to(DType::boolean), a.to(DType::boolean), "cast to bool");
 }
 
+// Every pointwise op of the table on IEEE special values (every pair for binary ops): the
+// CUDA kernel against the CPU's, which agrees with float64 in its vector body and scalar tail
+// (tests/tensor/test_ops.cpp).
+BOOST_AUTO_TEST_CASE(every_pointwise_op_on_special_values_matches_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
+    auto [xs, ys] = kiln_test::special_pairs();
+    Tensor x = tensor(xs, {int64_t(xs.size())}), y = tensor(ys, {int64_t(ys.size())});
+    int failures = 0;
+    for (int i = 0; i < kOpCount; ++i) {
+        const OpInfo& info = op_info(OpId(i));
+        if (info.kind != OpKind::pointwise || !info.math) continue;
+        Tensor gpu = info.arity == 1 ? dispatch(OpId(i), {x.cuda()})
+                                     : dispatch(OpId(i), {x.cuda(), y.cuda()});
+        Tensor cpu = info.arity == 1 ? dispatch(OpId(i), {x}) : dispatch(OpId(i), {x, y});
+        std::vector<double> got = gpu.cpu().to(DType::float64).to_vector<double>(),
+                            want = cpu.to(DType::float64).to_vector<double>();
+        for (size_t k = 0; k < got.size(); ++k)
+            if (!kiln_test::agrees(got[k], want[k]) && ++failures <= 40)
+                BOOST_ERROR(info.name << "(" << kiln_test::show(xs[k]) << ", "
+                                      << kiln_test::show(ys[k]) << "): CUDA "
+                                      << kiln_test::show(got[k]) << ", CPU "
+                                      << kiln_test::show(want[k]));
+    }
+    BOOST_TEST(failures == 0);
+}
+
 BOOST_AUTO_TEST_CASE(reductions_over_any_dims_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     Tensor x = randn({4, 5, 6});
     for (Shape dims : std::vector<Shape>{{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {0, 1, 2}})
@@ -347,6 +374,41 @@ BOOST_AUTO_TEST_CASE(compiled_functions_run_cuda_arguments_eagerly_and_correctly
     Tensor x = randn({32});
     check_same(compiled(x.cuda()), fn(x), "compiled on cuda", 1e-5);
     check_same(compiled(x.cuda()), fn(x), "compiled on cuda, second call", 1e-5);
+}
+
+// A thread starts with no CUDA context current; eager ops, autograd, matmul and a compiled
+// call from a second host thread must run as on the first (they failed with "invalid device
+// context (201)", reported as out of memory). Tensors cross between the threads both ways.
+BOOST_AUTO_TEST_CASE(ops_from_a_second_host_thread_run_and_match_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
+    Tensor a = randn({64, 32}), w = randn({32, 16});
+    Tensor a_gpu = a.cuda();  // made on the main thread, read on the other
+    auto fn = [](const Tensor& x) { return sigmoid(x) * 2.0 + x.sum(); };
+    auto compiled = compile(fn, {.backend = "inductor"});
+    Tensor sum_gpu, mm_gpu, grad_gpu, compiled_gpu;
+    std::string failure;
+    std::thread worker([&] {
+        try {
+            sum_gpu = (a_gpu.sin() * 2.0).sum({1});
+            mm_gpu = matmul(a_gpu, w.cuda());
+            Tensor x = a.cuda().requires_grad_();
+            (x * x).sum().backward();
+            grad_gpu = x.grad();
+            compiled_gpu = compiled(a.cuda());
+            cuda::synchronize();
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+    });
+    worker.join();
+    BOOST_TEST(failure.empty(), "second thread: " << failure);
+    if (!failure.empty()) return;
+    check_same(sum_gpu, (a.sin() * 2.0).sum({1}), "pointwise + sum on a second thread");
+    check_same(mm_gpu, matmul(a, w), "matmul on a second thread", 1e-4);
+    check_same(grad_gpu, a * 2.0, "backward on a second thread");
+    check_same(compiled_gpu, fn(a), "compiled call on a second thread");
+    check_same(mm_gpu + 1.0, matmul(a, w) + 1.0, "the main thread reads the second thread's tensor",
+               1e-4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

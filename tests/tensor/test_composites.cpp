@@ -81,6 +81,33 @@ BOOST_AUTO_TEST_CASE(argmax_argmin_take_the_first_index_and_nan_as_torch) {
     BOOST_CHECK_THROW(argmax(kX, 2), Error);
 }
 
+// torch.round: half to even, with decimals as torch computes them (x * 10^d rounded, / 10^d;
+// d < 0 rounds to tens); values written out as torch 2 prints them. int64 stays int64.
+BOOST_AUTO_TEST_CASE(round_is_half_to_even_with_decimals_as_torch) {
+    Tensor x = tensor({0.5, 1.5, 2.5, -0.5, -1.5, 1.2345, 12.5, 1250.0}, {.dtype = float64});
+    BOOST_TEST(
+        round(x).to_vector<double>() == std::vector<double>({0, 2, 2, -0.0, -2, 1, 12, 1250}),
+        boost::test_tools::per_element());
+    std::vector<double> two = round(x, 2).to_vector<double>();
+    BOOST_TEST(two[5] == 1.23);  // 123.45 -> 123 -> 1.23
+    BOOST_TEST(two[6] == 12.5);
+    BOOST_TEST(
+        round(x, -2).to_vector<double>() == std::vector<double>({0, 0, 0, -0.0, -0.0, 0, 0, 1200}),
+        boost::test_tools::per_element());  // 12.5 -> 0, 1250 -> 1200 (half to even)
+    BOOST_TEST(std::signbit(round(x).to_vector<double>()[3]));  // round(-0.5) is -0
+    Tensor i = tensor(std::vector<int64_t>{3, -7}, {2});
+    BOOST_TEST(round(i).dtype() == int64);
+    BOOST_TEST(round(i, 0).to_vector<int64_t>() == std::vector<int64_t>({3, -7}),
+               boost::test_tools::per_element());
+    BOOST_CHECK_EXCEPTION(round(i, 1), Error, [](const Error& e) {
+        return std::string(e.what()).find("round: decimals=1") != std::string::npos;
+    });
+    Tensor g = tensor({0.3, 1.7}, {.requires_grad = true});
+    round(g, 1).sum().backward();
+    BOOST_TEST(g.grad().to_vector<float>() == std::vector<float>({0, 0}),
+               boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(var_std_clamp_masked_fill_against_loops) {
     Tensor x = randn({5, 7});
     std::vector<float> v = values(x);

@@ -2,12 +2,12 @@
 // iterate the table with its X-macros, so a new KILN_UNARY/KILN_BINARY/KILN_COMPARE entry is
 // tested here without editing this file (give it a domain below if it needs one).
 #include <boost/test/unit_test.hpp>
-
 #include <limits>
 #include <map>
 #include <set>
 
 #include "reference.h"
+#include "special_values.h"
 #include "tensor/cuda.h"
 
 using namespace kiln_test;
@@ -18,18 +18,40 @@ namespace ref_math {
 // for ops that have no hand-written reference below. Written here, not taken from
 // tensor/pointwise_math.h, so a bug there shows up.
 using std::abs;
+using std::acos;
+using std::asin;
+using std::atan;
+using std::atan2;
+using std::ceil;
 using std::cos;
+using std::cosh;
 using std::erf;
 using std::exp;
+using std::exp2;
+using std::expm1;
+using std::floor;
+using std::fmod;
 using std::log;
+using std::log10;
+using std::log1p;
+using std::log2;
+using std::nearbyint;
 using std::pow;
 using std::sin;
+using std::sinh;
 using std::sqrt;
+using std::tan;
 using std::tanh;
+using std::trunc;
+inline double remainder(double x, double y) {  // Python's %, not std::remainder
+    double m = std::fmod(x, y);
+    return m != 0 && ((y < 0) != (m < 0)) ? m + y : m;
+}
 inline double zero(double) { return 0; }
 inline double maximum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 inline double minimum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
-inline double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
+inline double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x == x ? 0.0 : x; }
+inline double neg(double x) { return -x; }
 
 struct UnaryOp {
     const char* name;
@@ -97,6 +119,22 @@ const std::map<std::string, double (*)(double)> kUnaryReference = {
     {"sqrt", [](double x) { return std::sqrt(x); }},
     {"rsqrt", [](double x) { return 1.0 / std::sqrt(x); }},
     {"reciprocal", [](double x) { return 1.0 / x; }},
+    {"floor", [](double x) { return std::floor(x); }},
+    {"ceil", [](double x) { return std::ceil(x); }},
+    {"round", [](double x) { return std::nearbyint(x); }},  // half to even, as torch.round
+    {"trunc", [](double x) { return std::trunc(x); }},
+    {"frac", [](double x) { return x - std::trunc(x); }},
+    {"log1p", [](double x) { return std::log1p(x); }},
+    {"expm1", [](double x) { return std::expm1(x); }},
+    {"exp2", [](double x) { return std::exp2(x); }},
+    {"log2", [](double x) { return std::log2(x); }},
+    {"log10", [](double x) { return std::log10(x); }},
+    {"sinh", [](double x) { return std::sinh(x); }},
+    {"cosh", [](double x) { return std::cosh(x); }},
+    {"tan", [](double x) { return std::tan(x); }},
+    {"asin", [](double x) { return std::asin(x); }},
+    {"acos", [](double x) { return std::acos(x); }},
+    {"atan", [](double x) { return std::atan(x); }},
 };
 const std::map<std::string, double (*)(double, double)> kBinaryReference = {
     {"add", [](double x, double y) { return x + y; }},
@@ -104,6 +142,11 @@ const std::map<std::string, double (*)(double, double)> kBinaryReference = {
     {"mul", [](double x, double y) { return x * y; }},
     {"div", [](double x, double y) { return x / y; }},
     {"pow", [](double x, double y) { return std::pow(x, y); }},
+    {"atan2", [](double x, double y) { return std::atan2(x, y); }},
+    // PyTorch's rule (ATen's CPU kernel): fmod, then one step of y where the signs differ;
+    // = x - y * floor(x / y) for finite operands, also right for y = +-inf.
+    {"remainder", [](double x, double y) { double m = std::fmod(x, y); return m != 0 && ((y < 0) != (m < 0)) ? m + y : m; }},
+    {"fmod", [](double x, double y) { return std::fmod(x, y); }},
     {"maximum", [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : x > y ? x : y; }},
     {"minimum", [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : x < y ? x : y; }},
 };
@@ -144,8 +187,11 @@ struct Domain {
     bool away_from_zero = false;
 };
 Domain domain(const std::string& op, int arg) {
-    if (op == "log" || op == "sqrt" || op == "rsqrt") return {0.05, 4};
-    if (op == "reciprocal" || (op == "div" && arg == 1)) return {0.25, 3, true};
+    if (op == "log" || op == "sqrt" || op == "rsqrt" || op == "log2" || op == "log10") return {0.05, 4};
+    if (op == "log1p") return {-0.9, 3};
+    if (op == "asin" || op == "acos") return {-0.95, 0.95};
+    if (op == "tan") return {-1.4, 1.4};
+    if (op == "reciprocal" || ((op == "div" || op == "remainder" || op == "fmod") && arg == 1)) return {0.25, 3, true};
     if (op == "pow") return arg == 0 ? Domain{0.1, 3} : Domain{-2, 2};
     return {};
 }
@@ -362,6 +408,81 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_propagate_through_maximum_minimum_relu_amax) {
         BOOST_TEST(make(r).amax().item<float>() == float(inf));
     }
     BOOST_TEST(std::isnan(make(Ref{{2, 2}, {1, NAN, 2, 3}}).amax({1}).to_vector<float>()[0]));
+}
+
+// pow's special values as PyTorch gives them (issue 30 item 12, issue 32 item 5), written
+// out by hand, each on every element of a 37-element tensor: vector body and scalar tail.
+BOOST_AUTO_TEST_CASE(pow_special_values_follow_pytorch_in_body_and_tail) {
+    const float inf = INFINITY, nan = NAN;
+    struct Case {
+        float x, y, want;
+    };
+    const Case cases[] = {
+        {0, 0, 1},         {0, -1, inf},      {-0.0f, -1, -inf}, {-0.0f, -2, inf}, {0, 2, 0},
+        {-0.0f, 3, -0.0f}, {inf, 0, 1},       {nan, 0, 1},       {1, nan, 1},      {-1, inf, 1},
+        {-1, -inf, 1},     {0, nan, nan},     {nan, 1, nan},     {-inf, 3, -inf},  {-inf, 2, inf},
+        {-inf, 0.5f, inf}, {-inf, -3, -0.0f}, {-inf, -0.5f, 0},  {-2, 0.5f, nan},  {-2, 3, -8},
+        {0.5f, inf, 0},    {0.5f, -inf, inf}, {2, -inf, 0},      {inf, -1, 0},     {1e-40f, 0, 1}};
+    for (const Case& c : cases) {
+        for (float v : kiln::pow(kiln::full({37}, c.x), kiln::full({37}, c.y)).to_vector<float>())
+            BOOST_TEST(agrees(v, c.want), "pow(" << show(c.x) << ", " << show(c.y)
+                                                 << ") = " << show(v) << ", want " << show(c.want));
+        float scalar_right = kiln::pow(kiln::full({37}, c.x), double(c.y)).to_vector<float>()[5];
+        BOOST_TEST(agrees(scalar_right, c.want), "pow(tensor " << show(c.x) << ", scalar "
+                                                               << show(c.y)
+                                                               << ") = " << show(scalar_right));
+    }
+}
+
+// Every pointwise op of the table on IEEE special values (+-0, +-inf, NaN, subnormals, huge;
+// for binary ops every pair of them), in the vector body (each value on 16 lanes of a long
+// tensor) and in the scalar tail (one-element tensors), each against the float64 reference.
+// The two paths run the same ops.def expression on xsimd batches and on scalars, so a
+// helper whose batch form breaks IEEE rules (pow(0, 0) was 0 in the body, 1 in the tail)
+// shows up here; the generated kernels get the same check in tests/codegen/test_emit.cpp.
+BOOST_AUTO_TEST_CASE(special_values_agree_in_vector_body_scalar_tail_and_float64) {
+    constexpr int64_t kLanes = 16;  // a multiple of every batch width (4, 8, 16 floats)
+    auto body_tensor = [](const std::vector<float>& v) {
+        std::vector<float> lanes;
+        for (float x : v) lanes.insert(lanes.end(), kLanes, x);
+        return kiln::tensor(lanes, {int64_t(lanes.size())});
+    };
+    auto one = [](float v) { return kiln::tensor(std::vector<float>{v}, {1}); };
+    int failures = 0, checked = 0;
+    auto check = [&](const std::string& call, double body, double tail, double want) {
+        ++checked;
+        if (agrees(body, want) && agrees(tail, want)) return;
+        if (++failures <= 40)
+            BOOST_ERROR(call << ": vector body " << show(body) << ", scalar tail " << show(tail)
+                             << ", float64 reference " << show(double(float(want))));
+    };
+    std::vector<float> v = special_values();
+    auto [xs, ys] = special_pairs();
+    for (const auto& op : kUnary) {
+        auto ref = unary_reference(op);
+        std::vector<float> body = op.run(body_tensor(v)).to_vector<float>();
+        for (size_t i = 0; i < v.size(); ++i)
+            check(std::string(op.name) + "(" + show(v[i]) + ")", body[i * kLanes],
+                  op.run(one(v[i])).item<float>(), ref(v[i]));
+    }
+    for (const auto& op : kBinary) {
+        auto ref = binary_reference(op);
+        std::vector<float> body = op.run(body_tensor(xs), body_tensor(ys)).to_vector<float>();
+        for (size_t i = 0; i < xs.size(); ++i)
+            check(std::string(op.name) + "(" + show(xs[i]) + ", " + show(ys[i]) + ")",
+                  body[i * kLanes], op.run(one(xs[i]), one(ys[i])).item<float>(),
+                  ref(xs[i], ys[i]));
+    }
+    for (const auto& op : kCompare) {
+        auto ref = compare_reference(op);
+        std::vector<bool> body = op.run(body_tensor(xs), body_tensor(ys)).to_vector<bool>();
+        for (size_t i = 0; i < xs.size(); ++i)
+            check(std::string(op.name) + "(" + show(xs[i]) + ", " + show(ys[i]) + ")",
+                  body[i * kLanes], op.run(one(xs[i]), one(ys[i])).item<bool>(), ref(xs[i], ys[i]));
+    }
+    BOOST_TEST(failures == 0,
+               failures << " of " << checked << " results disagree (the first 40 are listed)");
+    BOOST_TEST(checked > 400 * 10);
 }
 
 // to_device is the op behind Tensor::to(Device): a move to the device a tensor is on is
