@@ -92,7 +92,8 @@ std::pair<Tensor, Tensor> picked_loss(const Tensor& log_probs, const Tensor& tar
     Tensor w = weight.defined() ? where(mask, weight.unsqueeze(0), 0.0).sum({1})
                                 : ne(targets, double(ignore_index)).to(log_probs.dtype());
     Tensor picked = where(mask, log_probs, 0.0).sum({1});
-    return {weight.defined() ? -picked * w : -picked, w};
+    Tensor loss = 0.0 - picked;  // not -picked: an ignored row is +0, as PyTorch prints it
+    return {weight.defined() ? loss * w : loss, w};
 }
 
 void check_weight(const Tensor& weight, int64_t C, const char* op) {
