@@ -22,7 +22,9 @@ double median_ms(const std::function<void()>& body, int warmup = 2) {
     for (int r = 0; r < kReps; ++r) {
         auto t0 = std::chrono::steady_clock::now();
         body();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
     }
     std::sort(ms.begin(), ms.end());
     return ms[kReps / 2];
@@ -48,7 +50,8 @@ int main() {
     auto compiled_infer = compile(pool_sum, {.choose_faster = false});
     double compiled_inference = median_ms([&] { (void)compiled_infer(x); });
     std::printf(
-        "{\"shape\": [8, 64, 56, 56], \"threads\": %d, \"eager_fwd_bwd_ms\": %.2f, \"compiled_fwd_bwd_ms\": %.2f, "
+        "{\"shape\": [8, 64, 56, 56], \"threads\": %d, \"eager_fwd_bwd_ms\": %.2f, "
+        "\"compiled_fwd_bwd_ms\": %.2f, "
         "\"eager_fwd_ms\": %.2f, \"compiled_fwd_ms\": %.2f}\n",
         num_threads(), eager_train, compiled_train, eager_infer, compiled_inference);
 }

@@ -137,7 +137,8 @@ Tensor max_index(const Tensor& x, const Window2d& w) {
 // each output's whole gradient to that one element, as PyTorch's max pooling.
 Tensor gather_plane(const Tensor& x, const Tensor& index) {
     int64_t N = x.size(0), C = x.size(1);
-    Tensor flat = gather(x.reshape({N, C, x.size(2) * x.size(3)}), 2, index.reshape({N, C, index.size(2) * index.size(3)}));
+    Tensor flat = gather(x.reshape({N, C, x.size(2) * x.size(3)}), 2,
+                         index.reshape({N, C, index.size(2) * index.size(3)}));
     return flat.reshape(index.shape());
 }
 

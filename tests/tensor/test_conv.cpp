@@ -647,14 +647,16 @@ BOOST_AUTO_TEST_CASE(max_pool2d_sends_a_tied_maximum_s_whole_gradient_to_the_fir
 
 // With a gradient, max_pool2d is one table op, max_pool2d_index (each window's first maximum,
 // found in one pass over the input), and a gather whose gradient is scatter_add: no unfold2d and
-// argmax mask over the windows, which made training 2-3x slower. A window holding NaNs gives NaN and sends its
-// gradient to its first NaN; ceil_mode and the index (return_indices) ride on the same op.
+// argmax mask over the windows, which made training 2-3x slower. A window holding NaNs gives NaN
+// and sends its gradient to its first NaN; ceil_mode and the index (return_indices) ride on the
+// same op.
 BOOST_AUTO_TEST_CASE(max_pool2d_is_one_index_op_and_a_gather) {
     manual_seed(34);
     Window2d w{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
     auto fn = [w](const Tensor& t) { return max_pool2d(t, w); };
     Tensor x = randn({2, 3, 9, 8});
-    for (bool grad : {false, true}) {  // without a gradient: amax over the windows, fused when compiled
+    for (bool grad :
+         {false, true}) {  // without a gradient: amax over the windows, fused when compiled
         jit::ExplainOutput ex = jit::explain(fn, grad ? x.detach().requires_grad_() : x);
         BOOST_REQUIRE(ex.ops_per_graph.size() == 1);
         const std::vector<std::string>& ops = ex.ops_per_graph[0];
@@ -669,7 +671,8 @@ BOOST_AUTO_TEST_CASE(max_pool2d_is_one_index_op_and_a_gather) {
     std::vector<double> xv = nan_x.to(float64).contiguous().to_vector<double>();
     int64_t OH = 5, OW = 4;
     Tensor r = randn({2, 3, OH, OW});
-    std::vector<double> rv = r.to(float64).contiguous().to_vector<double>(), want, grad(xv.size(), 0.0);
+    std::vector<double> rv = r.to(float64).contiguous().to_vector<double>(), want,
+                        grad(xv.size(), 0.0);
     for (int64_t nc = 0; nc < 6; ++nc)
         for (int64_t i = 0; i < OH; ++i)
             for (int64_t j = 0; j < OW; ++j) {
@@ -680,13 +683,14 @@ BOOST_AUTO_TEST_CASE(max_pool2d_is_one_index_op_and_a_gather) {
                         if (h < 0 || h >= 9 || c < 0 || c >= 8) continue;
                         double v = xv[size_t(nc * 72 + h * 8 + c)];
                         double best = at < 0 ? 0.0 : xv[size_t(nc * 72 + at)];
-                        if (at < 0 || (!std::isnan(best) && (std::isnan(v) || v > best))) at = h * 8 + c;
+                        if (at < 0 || (!std::isnan(best) && (std::isnan(v) || v > best)))
+                            at = h * 8 + c;
                     }
                 want.push_back(xv[size_t(nc * 72 + at)]);
                 grad[size_t(nc * 72 + at)] += rv[size_t((nc * OH + i) * OW + j)];
             }
     Tensor want_t = tensor(want, {2, 3, OH, OW});
-    BOOST_TEST(std::isnan(want[0]));  // the first window holds both NaNs
+    BOOST_TEST(std::isnan(want[0]));                         // the first window holds both NaNs
     auto nan_equal = [](const Tensor& a, const Tensor& b) {  // NaN where b is NaN, else within 1e-5
         Tensor both = ne(a, a) == ne(b, b);
         Tensor diff = where(ne(b, b), 0.0, (a.to(float64) - b.to(float64)).abs());
