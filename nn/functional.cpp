@@ -92,7 +92,8 @@ std::pair<Tensor, Tensor> picked_loss(const Tensor& log_probs, const Tensor& tar
     Tensor w = weight.defined() ? where(mask, weight.unsqueeze(0), 0.0).sum({1})
                                 : ne(targets, double(ignore_index)).to(log_probs.dtype());
     Tensor picked = where(mask, log_probs, 0.0).sum({1});
-    return {weight.defined() ? -picked * w : -picked, w};
+    Tensor loss = 0.0 - picked;  // not -picked: an ignored row is +0, as PyTorch prints it
+    return {weight.defined() ? loss * w : loss, w};
 }
 
 void check_weight(const Tensor& weight, int64_t C, const char* op) {
@@ -235,14 +236,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     return out;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, bool is_causal,
-                                    std::optional<double> scale) {
-    KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "scaled_dot_product_attention: expected q, k, v with at least 2 dims, got ",
-               q.shape(), ", ", k.shape(), ", ", v.shape());
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal, std::optional<double> scale) {
+    KILN_CHECK(q.dim() >= 2 && k.dim() >= 2, "scaled_dot_product_attention: expected q, k, v with at least 2 dims, got ", q.shape(),
+               " and ", k.shape());
     KILN_CHECK(q.size(-1) == k.size(-1), "scaled_dot_product_attention: q ", q.shape(), " and k ", k.shape(),
                " must have the same last dim");
-    KILN_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: k ", k.shape(), " and v ", v.shape(),
-               " must have the same number of positions");
     KILN_CHECK(!(is_causal && attn_mask.defined()), "scaled_dot_product_attention: give attn_mask or is_causal, not both");
     double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
     Tensor scores = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
@@ -258,9 +256,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         // softmax nor its gradient sees -inf - -inf (the where's gradient there is 0).
         Tensor none = scores.amax({-1}, true) == -INFINITY;  // [..., L, 1]
         Tensor p = kiln::softmax(masked_fill(scores, none, 0.0), -1);
-        return matmul(where(none, 0.0, p), v);
+        return where(none, 0.0, p);
     }
-    return matmul(kiln::softmax(scores, -1), v);
+    return kiln::softmax(scores, -1);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, bool is_causal,
+                                    std::optional<double> scale, double dropout_p) {
+    KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "scaled_dot_product_attention: expected q, k, v with at least 2 dims, got ",
+               q.shape(), ", ", k.shape(), ", ", v.shape());
+    KILN_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: k ", k.shape(), " and v ", v.shape(),
+               " must have the same number of positions");
+    KILN_CHECK(dropout_p >= 0 && dropout_p <= 1, "scaled_dot_product_attention: dropout_p must be between 0 and 1, got ", dropout_p);
+    Tensor w = attention_weights(q, k, attn_mask, is_causal, scale);
+    if (dropout_p > 0) w = dropout(w, dropout_p, true);
+    return matmul(w, v);
 }
 
 }  // namespace kiln::nn::functional

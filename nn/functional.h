@@ -50,8 +50,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // [..., S, Ev] values); scale defaults to 1/sqrt(E); is_causal masks key j > query i;
 // attn_mask: bool (True = take part) or float (added). A query that may attend to no key
 // (a masked row: all scores -inf) gives zeros and zero gradients, as PyTorch 2.5+.
+// dropout_p > 0: dropout (zero with probability p, the rest scaled by 1/(1-p)) on the
+// attention weights before they multiply v, whenever it is given, as PyTorch's function
+// (which has no training flag: modules pass 0 in eval).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
-                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    double dropout_p = 0.0);
+// The attention weights softmax(q k^T * scale + mask) [..., L, S] of
+// scaled_dot_product_attention (same arguments and checks, zeros for a fully masked row), before
+// dropout: what nn::MultiheadAttention returns with need_weights.
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask = {}, bool is_causal = false,
+                         std::optional<double> scale = std::nullopt);
 // (input - target)^2; the shapes must match.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 

@@ -1,7 +1,9 @@
 // Convolution and pooling as Tensor code over two table ops (tensor/kernels_conv.cpp):
 // unfold2d lays every window out as a column, so conv2d is one matmul (groups: a batched
-// one) and pooling one reduction over the window's entries. Autograd and the JIT see only
-// primitives: the derivative of unfold2d is fold2d, and the rest is matmul, where, sum, mean.
+// one) and pooling one reduction over the window's entries; max pooling is the table op
+// max_pool2d_index (each window's first maximum, tensor/kernels_pool.cpp) and a gather. Autograd
+// and the JIT see only primitives: the derivative of unfold2d is fold2d, gather's scatter_add,
+// and the rest is matmul, where, sum, mean.
 // A CPU float32 conv2d built with oneDNN is instead the table op conv2d
 // (tensor/kernels_conv_dnnl.cpp).
 #include <algorithm>
@@ -99,8 +101,8 @@ Tensor window_counts(const Tensor& x, const Window2d& w, std::pair<int64_t, int6
     return unfold_windows(image, unpadded, 0.0, {0, 0}).sum({2});
 }
 
-// The windows of x, [N, C, k_h * k_w, OH * OW], after PyTorch's checks.
-Tensor windows(const Tensor& x, const Window2d& w, double pad_value, const char* op) {
+// PyTorch's pooling checks; the output shape.
+Shape checked_pool_shape(const Tensor& x, const Window2d& w, const char* op) {
     check_image(x, op);
     check_window(op, w.kernel, w.stride, w.padding, w.dilation);
     KILN_CHECK(w.padding.first * 2 <= w.kernel.first && w.padding.second * 2 <= w.kernel.second, op,
@@ -113,7 +115,31 @@ Tensor windows(const Tensor& x, const Window2d& w, double pad_value, const char*
                " window, stride ", w.stride.first, "x", w.stride.second, ", padding ",
                w.padding.first, "x", w.padding.second, ", dilation ", w.dilation.first, "x",
                w.dilation.second, ")");
+    return out;
+}
+
+// The windows of x, [N, C, k_h * k_w, OH * OW], after PyTorch's checks.
+Tensor windows(const Tensor& x, const Window2d& w, double pad_value, const char* op) {
+    checked_pool_shape(x, w, op);
     return unfold_windows(x, w, pad_value, ceil_extra(x, w));
+}
+
+// Each window's first maximum (a NaN, if any) as an index into its H*W plane, [N, C, OH, OW]:
+// the table op max_pool2d_index, one pass over the input.
+Tensor max_index(const Tensor& x, const Window2d& w) {
+    Shape out = checked_pool_shape(x, w, "max_pool2d");
+    Attrs a = window_attrs(w.kernel, w.stride, w.padding, w.dilation, 0.0);
+    a.dims = {out[2], out[3]};
+    return dispatch(OpId::max_pool2d_index, {x}, a);
+}
+
+// x's values at a plane index [N, C, OH, OW]: a gather, whose gradient (scatter_add) sends
+// each output's whole gradient to that one element, as PyTorch's max pooling.
+Tensor gather_plane(const Tensor& x, const Tensor& index) {
+    int64_t N = x.size(0), C = x.size(1);
+    Tensor flat = gather(x.reshape({N, C, x.size(2) * x.size(3)}), 2,
+                         index.reshape({N, C, index.size(2) * index.size(3)}));
+    return flat.reshape(index.shape());
 }
 
 // True at the first maximum along dim (a NaN, if any: argmax's rule). Picking by this mask
@@ -198,12 +224,18 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // Without a gradient to route, the first maximum is the maximum: one amax (the mask costs
 // about 8x its time). Under compile() requires_grad and grad mode are guarded, so each entry
 // keeps its choice.
+// Without a gradient: amax over unfold2d's columns (the same values; the inductor fuses it into
+// one kernel, 2x faster than the index op compiled). With one, on the CPU: max_pool2d_index and
+// a gather. On CUDA (max_pool2d_index has no device kernel: it would copy to the host, which a
+// CUDA graph cannot capture) each window's first maximum is picked by a one-hot mask over the
+// columns (argmax): the same values and gradient.
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
     if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
+    bool grad = autograd::grad_enabled() && x.requires_grad();
+    if (grad && x.device().type == DeviceType::cpu) return gather_plane(x, max_index(x, w));
     Tensor cols =
         windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
-    if (!(autograd::grad_enabled() && x.requires_grad()))
-        return cols.amax({2}).reshape(pooled_shape(x, w));
+    if (!grad) return cols.amax({2}).reshape(pooled_shape(x, w));
     return pick(first_max_mask(cols, 2), cols, 2).reshape(pooled_shape(x, w));
 }
 
@@ -211,6 +243,10 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2
     if (unbatched(x)) {
         auto [v, i] = max_pool2d_with_indices(x.unsqueeze(0), w);
         return {v.squeeze(0), i.squeeze(0)};
+    }
+    if (x.device().type == DeviceType::cpu) {
+        Tensor index = max_index(x, w);
+        return {gather_plane(x, index), index};
     }
     Tensor cols =
         windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]

@@ -79,6 +79,9 @@ std::string attrs_print(OpId op, const Attrs& a) {
         case OpId::to_device: sep() << "device=" << a.device; break;
         case OpId::unfold2d: sep() << "window=" << a.shape << ", pad=" << a.scalar; break;
         case OpId::fold2d: sep() << "window=" << a.shape << ", size=" << a.dims; break;
+        case OpId::max_pool2d_index:
+            sep() << "window=" << a.shape << ", out=" << a.dims;
+            break;
         case OpId::conv2d:
         case OpId::conv2d_weight_grad:
             sep() << "window=" << a.shape << ", groups=" << a.dim;

@@ -45,27 +45,26 @@ void no_positional(Bound& b) {
 
 Value b_multihead_attention(Bound& b) {
     int64_t e = b.integer(0), h = b.integer(1);
-    if (b.number_or(2, 0.0) != 0.0)
-        b.in.raise("NotImplementedError",
-                   "nn.MultiheadAttention: kiln has no attention dropout (dropout must be 0.0)");
-    auto m = std::make_shared<nn::MultiheadAttention>(e, h, b.flag_or(3, true));
+    auto m = std::make_shared<nn::MultiheadAttention>(e, h, b.flag_or(3, true), b.number_or(2, 0.0));
     m->batch_first = b.flag_or(4, false);
     return ModulePtr(m);
 }
 
-// mha(query, key, value, attn_mask=None, is_causal=False) -> (output, None): PyTorch's call
-// with need_weights=False (kiln returns no attention weights whatever need_weights says).
-// A bool attn_mask marks what may NOT be attended (True = masked), as in PyTorch; an [L, S]
-// or [B * num_heads, L, S] mask; is_causal=True without a mask applies the causal mask.
+// mha(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+// average_attn_weights=True, is_causal=False) -> (output, weights or None), as PyTorch's.
+// Both bool masks mark what may NOT be attended (True = masked), as in PyTorch: attn_mask
+// [L, S] or [B * num_heads, L, S], key_padding_mask [B, S]; float masks are added.
+// is_causal=True without attn_mask applies the causal mask. The weights are averaged over
+// heads ([B, L, S]) unless average_attn_weights=False ([B, num_heads, L, S]).
 Value m_mha_forward(Bound& b) {
     auto& mha = dynamic_cast<nn::MultiheadAttention&>(**b.self.as<ModulePtr>());
-    if (b.has(3))
-        b.in.raise("NotImplementedError",
-                   "MultiheadAttention.forward: key_padding_mask is not supported in kiln; pass "
-                   "attn_mask");
-    Tensor q = b.tensor(0), k = b.tensor(1), v = b.tensor(2), mask;
+    Tensor q = b.tensor(0), k = b.tensor(1), v = b.tensor(2);
+    nn::AttentionOptions o;
+    if (b.has(3)) o.key_padding_mask = b.tensor(3);
+    o.need_weights = b.flag_or(4, true);
+    o.average_attn_weights = b.flag_or(6, true);
     if (b.has(5)) {
-        mask = b.tensor(5);
+        Tensor mask = b.tensor(5);
         if (mask.dtype() == DType::boolean)
             mask = mask == 0.0;  // PyTorch's True = masked; kiln's True = attend
         if (mask.dim() == 3) {
@@ -79,10 +78,12 @@ Value m_mha_forward(Bound& b) {
                                std::to_string(S) + "]");
             mask = mask.reshape({B, mha.num_heads, L, S});
         }
+        o.attn_mask = mask;
     }
-    bool causal =
-        b.flag_or(7, false) && !mask.defined();  // with a mask, is_causal is only a hint (PyTorch)
-    return make_tuple({mha.attend(q, k, v, mask, causal), None{}});
+    o.is_causal =
+        b.flag_or(7, false) && !o.attn_mask.defined();  // with a mask, is_causal is only a hint (PyTorch)
+    nn::AttentionOutput out = mha.attention(q, k, v, o);
+    return make_tuple({out.output, out.weights.defined() ? Value(out.weights) : Value(None{})});
 }
 
 Value b_resnet18(Bound& b) {
@@ -178,8 +179,8 @@ Value m_buffers(Bound& b) {
 const Builtin kModels[] = {
     {"nn.MultiheadAttention", "embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False",
      b_multihead_attention,
-     "multi-head attention; call (query, key, value, attn_mask=None, is_causal=False) -> (output, "
-     "None)"},
+     "multi-head attention; call (query, key, value, key_padding_mask=None, need_weights=True, "
+     "attn_mask=None, average_attn_weights=True, is_causal=False) -> (output, weights or None)"},
     {"MultiheadAttention.forward",
      "query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None, "
      "average_attn_weights=True, is_causal=False",

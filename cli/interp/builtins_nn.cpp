@@ -41,7 +41,6 @@ Value b_sequential(Bound& b) {
     return ModulePtr(seq);
 }
 // Loss "modules" are the functional losses, called with (input, target).
-Value b_cross_entropy_loss(Bound&) { return std::make_shared<BoundMethod>(BoundMethod{None{}, find_builtin("F.cross_entropy")}); }
 Value b_mse_loss_module(Bound&) { return std::make_shared<BoundMethod>(BoundMethod{None{}, find_builtin("F.mse_loss")}); }
 
 Fn::Reduction reduction(Bound& b, size_t i) {
@@ -71,6 +70,19 @@ Value b_cross_entropy(Bound& b) {
 Value b_nll_loss(Bound& b) {
     Tensor weight = class_weight(b);
     return Fn::nll_loss(b.tensor(0), b.tensor(1), reduction(b, 6), weight, b.integer_or(4, -100));
+}
+// nn.CrossEntropyLoss(weight=, ignore_index=, reduction=, label_smoothing=): F.cross_entropy
+// with the given options as keywords (a call's own keywords for them raise, as a duplicate).
+Value b_cross_entropy_loss(Bound& b) {
+    if (b.has(1) || b.has(3))
+        b.in.raise(
+            "TypeError",
+            "size_average and reduce are deprecated in PyTorch and not in kiln: use reduction=");
+    const char* names[] = {"weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"};
+    auto partial = std::make_shared<Partial>(Partial{find_builtin("F.cross_entropy"), {}});
+    for (size_t i = 0; i < std::size(names); ++i)
+        if (b.has(i)) partial->kwargs.emplace_back(names[i], b.value(i));
+    return partial;
 }
 Value b_mse_loss(Bound& b) { return Fn::mse_loss(b.tensor(0), b.tensor(1), reduction(b, 2)); }
 Value b_one_hot(Bound& b) { return Fn::one_hot(b.tensor(0), b.integer(1)); }
@@ -143,8 +155,10 @@ const Builtin kNN[] = {
     {"nn.Linear", "in_features, out_features, bias=True", b_linear, "y = x W^T + b"},
     {"nn.ReLU", "", b_relu_module, "max(x, 0) as a module"},
     {"nn.Sequential", "*modules", b_sequential, "modules applied in order"},
-    {"nn.CrossEntropyLoss", "", b_cross_entropy_loss,
-     "a callable (input, target) -> F.cross_entropy"},
+    {"nn.CrossEntropyLoss",
+     "weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean', "
+     "label_smoothing=0.0",
+     b_cross_entropy_loss, "a callable (input, target) -> F.cross_entropy with these options"},
     {"nn.MSELoss", "", b_mse_loss_module, "a callable (input, target) -> F.mse_loss"},
     {"F.relu", "input", b_relu, "max(x, 0)"},
     {"F.softmax", "input, dim=-1", b_softmax, "softmax along dim"},
@@ -190,6 +204,7 @@ std::optional<Value> module_attr(const ModulePtr& m, const std::string& name) {
         if (name == "embed_dim") return mha->embed_dim;
         if (name == "num_heads") return mha->num_heads;
         if (name == "batch_first") return mha->batch_first;
+        if (name == "dropout") return mha->dropout;
     }
     if (name == "training") return m->is_training();
     if (name.find('.') == std::string::npos)  // a module's own parameters (Conv2d.weight, Embedding.weight, ...)

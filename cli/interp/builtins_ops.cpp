@@ -171,11 +171,14 @@ Value b_batch_norm_module(Bound& b) {  // momentum=None: the cumulative average
     return ModulePtr(std::make_shared<nn::BatchNorm2d>(b.integer(0), b.number_or(1, 1e-5), momentum,
                                                        b.flag_or(3, true), b.flag_or(4, true)));
 }
+// PyTorch's positions: (query, key, value, attn_mask, dropout_p, is_causal, scale); dropout_p
+// applies whenever it is > 0, as PyTorch's function (pass 0 in eval).
 Value b_sdpa(Bound& b) {
-    Tensor mask = b.has(3) && !b.value(3).is<None>() ? b.tensor(3) : Tensor();
+    Tensor mask = b.has(3) ? b.tensor(3) : Tensor();
     std::optional<double> scale;
-    if (b.has(5) && !b.value(5).is<None>()) scale = b.number(5);
-    return Fn::scaled_dot_product_attention(b.tensor(0), b.tensor(1), b.tensor(2), mask, b.flag_or(4, false), scale);
+    if (b.has(6)) scale = b.number(6);
+    return Fn::scaled_dot_product_attention(b.tensor(0), b.tensor(1), b.tensor(2), mask, b.flag_or(5, false), scale,
+                                            b.number_or(4, 0.0));
 }
 Value b_flatten_module(Bound& b) { return ModulePtr(std::make_shared<nn::Flatten>(b.integer_or(0, 1), b.integer_or(1, -1))); }
 
@@ -267,8 +270,8 @@ const Builtin kOps[] = {
      "num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True",
      b_batch_norm_module, "batch normalization layer"},
     {"F.scaled_dot_product_attention",
-     "query, key, value, attn_mask=None, is_causal=False, scale=None", b_sdpa,
-     "softmax(q k^T * scale) v, optionally causal"},
+     "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None", b_sdpa,
+     "softmax(q k^T * scale) v, optionally causal, with dropout on the weights"},
 };
 
 }  // namespace

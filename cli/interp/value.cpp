@@ -225,7 +225,14 @@ std::string str(const Value& v) {
                (is_type_builtin(**b) ? "'>" : ">");
     if (auto m = v.as<std::shared_ptr<BoundMethod>>())
         return "<built-in method " + (*m)->method->name + " of " + type_name((*m)->self) + ">";
-    if (v.is<std::shared_ptr<Partial>>()) return "<compile decorator>";
+    if (auto p = v.as<std::shared_ptr<Partial>>()) {  // nn.CrossEntropyLoss(weight=...)
+        auto b = (*p)->fn.as<const Builtin*>();
+        if (!b) return "<compile decorator>";
+        std::string out = "<built-in function " + (*b)->name;
+        for (size_t i = 0; i < (*p)->kwargs.size(); ++i)
+            out += (i ? ", " : " with ") + (*p)->kwargs[i].first + "=" + repr((*p)->kwargs[i].second);
+        return out + ">";
+    }
     if (auto m = v.as<ModulePtr>()) {
         std::ostringstream os;
         os << **m;

@@ -87,7 +87,8 @@ std::vector<Case> structural_cases() {
          {randn({2, 3, 5, 4}), randn({4, 3, 3, 2}), randn({4})}},
         {OpId::unfold2d, "conv2d(groups 2, dilation 2)", [](auto& in) { return conv2d(in[0], in[1], {}, {1, 1}, {0, 0}, {2, 2}, 2); },
          {randn({1, 4, 6, 6}), randn({2, 2, 2, 2})}},
-        {OpId::unfold2d, "max_pool2d(2x2, padding 1)", [](auto& in) { return max_pool2d(in[0], {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}}); },
+        // max_pool2d with a gradient: max_pool2d_index (int64, no derivative of its own) + gather
+        {OpId::max_pool2d_index, "max_pool2d(2x2, padding 1)", [](auto& in) { return max_pool2d(in[0], {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}}); },
          {randn({1, 2, 4, 5})}},
         {OpId::unfold2d, "avg_pool2d(3x3, stride 2)", [](auto& in) { return avg_pool2d(in[0], {.kernel = {3, 3}, .stride = {2, 2}}); },
          {randn({2, 1, 5, 5})}},

@@ -645,6 +645,73 @@ BOOST_AUTO_TEST_CASE(max_pool2d_sends_a_tied_maximum_s_whole_gradient_to_the_fir
     }
 }
 
+// With a gradient, max_pool2d is one table op, max_pool2d_index (each window's first maximum,
+// found in one pass over the input), and a gather whose gradient is scatter_add: no unfold2d and
+// argmax mask over the windows, which made training 2-3x slower. A window holding NaNs gives NaN
+// and sends its gradient to its first NaN; ceil_mode and the index (return_indices) ride on the
+// same op.
+BOOST_AUTO_TEST_CASE(max_pool2d_is_one_index_op_and_a_gather) {
+    manual_seed(34);
+    Window2d w{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+    auto fn = [w](const Tensor& t) { return max_pool2d(t, w); };
+    Tensor x = randn({2, 3, 9, 8});
+    for (bool grad :
+         {false, true}) {  // without a gradient: amax over the windows, fused when compiled
+        jit::ExplainOutput ex = jit::explain(fn, grad ? x.detach().requires_grad_() : x);
+        BOOST_REQUIRE(ex.ops_per_graph.size() == 1);
+        const std::vector<std::string>& ops = ex.ops_per_graph[0];
+        BOOST_TEST(std::count(ops.begin(), ops.end(), "max_pool2d_index") == (grad ? 1 : 0));
+        BOOST_TEST(std::count(ops.begin(), ops.end(), "gather") == (grad ? 1 : 0));
+        BOOST_TEST(std::count(ops.begin(), ops.end(), "unfold2d") == (grad ? 0 : 1));
+    }
+    // NaNs at plane positions 1 and 8 (rows 0-1, cols 0-1): the windows holding them are NaN
+    // and their gradient goes to position 1, the first in window order
+    Tensor place = arange(72).reshape({1, 1, 9, 8});
+    Tensor nan_x = where((place - 1.0) * (place - 8.0) == 0.0, full({2, 3, 9, 8}, NAN), x);
+    std::vector<double> xv = nan_x.to(float64).contiguous().to_vector<double>();
+    int64_t OH = 5, OW = 4;
+    Tensor r = randn({2, 3, OH, OW});
+    std::vector<double> rv = r.to(float64).contiguous().to_vector<double>(), want,
+                        grad(xv.size(), 0.0);
+    for (int64_t nc = 0; nc < 6; ++nc)
+        for (int64_t i = 0; i < OH; ++i)
+            for (int64_t j = 0; j < OW; ++j) {
+                int64_t at = -1;
+                for (int64_t ki = 0; ki < 3; ++ki)
+                    for (int64_t kj = 0; kj < 3; ++kj) {
+                        int64_t h = i * 2 - 1 + ki, c = j * 2 - 1 + kj;
+                        if (h < 0 || h >= 9 || c < 0 || c >= 8) continue;
+                        double v = xv[size_t(nc * 72 + h * 8 + c)];
+                        double best = at < 0 ? 0.0 : xv[size_t(nc * 72 + at)];
+                        if (at < 0 || (!std::isnan(best) && (std::isnan(v) || v > best)))
+                            at = h * 8 + c;
+                    }
+                want.push_back(xv[size_t(nc * 72 + at)]);
+                grad[size_t(nc * 72 + at)] += rv[size_t((nc * OH + i) * OW + j)];
+            }
+    Tensor want_t = tensor(want, {2, 3, OH, OW});
+    BOOST_TEST(std::isnan(want[0]));                         // the first window holds both NaNs
+    auto nan_equal = [](const Tensor& a, const Tensor& b) {  // NaN where b is NaN, else within 1e-5
+        Tensor both = ne(a, a) == ne(b, b);
+        Tensor diff = where(ne(b, b), 0.0, (a.to(float64) - b.to(float64)).abs());
+        return both.to(float32).amin().item<float>() == 1.0f && diff.amax().item<double>() < 1e-5;
+    };
+    auto run = [&](const std::function<Tensor(const Tensor&)>& f, const std::string& how) {
+        Tensor xi = nan_x.detach().clone().requires_grad_();
+        Tensor out = f(xi);
+        (out * r).sum().backward();
+        BOOST_TEST(nan_equal(out, want_t), how);
+        BOOST_TEST(max_diff(xi.grad(), tensor(grad, {2, 3, 9, 8})) < 1e-5, how);
+    };
+    run(fn, "eager");
+    for (const char* backend : kBackends) {
+        jit::reset();
+        auto compiled = compile(fn, {.backend = backend});
+        run([&](const Tensor& t) { return compiled(t); }, backend);
+        run([&](const Tensor& t) { return compiled(t); }, backend);
+    }
+}
+
 // Issue 30 item 11, pooling: ceil_mode, count_include_pad=False, divisor_override,
 // return_indices (max_pool2d_with_indices), adaptive_max_pool2d and unbatched [C, H, W]
 // inputs, against PyTorch's loops in float64 (values and gradients), eager and compiled.

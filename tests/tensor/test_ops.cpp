@@ -533,6 +533,7 @@ BOOST_AUTO_TEST_CASE(every_table_op_has_a_test) {
         {"to_device", "test_ops.cpp to_device_* (moves to a GPU: tests/cuda test_cuda_codegen.cpp)"},
         {"unfold2d", "test_conv.cpp (conv2d, pooling)"},
         {"fold2d", "test_conv.cpp fold2d_*"},
+        {"max_pool2d_index", "test_conv.cpp max_pool2d_* (loops, ties, NaN, indices)"},
         {"conv2d", "test_conv.cpp conv2d_and_both_gradients_* (on oneDNN and the im2col reference)"},
         {"conv2d_input_grad", "test_conv.cpp conv2d_and_both_gradients_*"},
         {"conv2d_weight_grad", "test_conv.cpp conv2d_and_both_gradients_*"},
