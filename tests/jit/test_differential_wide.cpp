@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include "kiln.h"
 #include "tests/jit/fuzz_env.h"
@@ -285,7 +286,17 @@ std::string mismatch(const Outcome& want, const Outcome& got) {
         if (!close(want.args[k], got.args[k])) return "argument " + std::to_string(k) + " after the call";
     if (want.grads.size() != got.grads.size()) return "gradient count";
     for (size_t k = 0; k < want.grads.size(); ++k)
-        if (!close(want.grads[k], got.grads[k])) return "gradient of argument " + std::to_string(k);
+        if (!close(want.grads[k], got.grads[k])) {
+            std::ostringstream os;
+            os << "gradient of argument " << k;
+            for (const Tensor* g : {&want.grads[k], &got.grads[k]}) {
+                os << (g == &want.grads[k] ? "\n  eager: " : "\n  compiled: ");
+                if (!g->defined()) os << "undefined";
+                else if (g->numel() <= 64) os << g->cpu();
+                else os << g->shape();
+            }
+            return os.str();
+        }
     return "";
 }
 
