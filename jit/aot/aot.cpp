@@ -161,7 +161,9 @@ static std::vector<std::vector<int>> outputs_of_inputs(const Graph& fw) {
     for (size_t i = 0; i < nodes.size(); ++i) {
         const Node& n = nodes[i];
         if (n.kind == NodeKind::placeholder) reaches[i][i] = true;
-        if (n.kind != NodeKind::call || !op_info(n.op).backward) continue;
+        // An int64 or bool result carries no gradient (as eager: it never requires grad),
+        // so an input that reaches an output only through one gets none, not zeros.
+        if (n.kind != NodeKind::call || !op_info(n.op).backward || !is_floating(n.meta.dtype)) continue;
         for (int a : n.args)
             for (int k = 0; k < fw.num_inputs(); ++k) reaches[i][k] = reaches[i][k] || reaches[a][k];
     }

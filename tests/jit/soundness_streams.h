@@ -211,6 +211,32 @@ inline void int_casts_carry_no_gradient_beside_a_broadcast_where(Device dev, con
     }
 }
 
+// Class 2, the other half: an input whose only path to a float output goes through an
+// int64/bool cast gets no gradient at all (undefined, as eager), not zeros.
+inline void inputs_reaching_outputs_only_through_int_casts_get_no_gradient(Device dev, const CompileOptions& options) {
+    auto f = [](Tensor x, Tensor y) {
+        Tensor flag = ((x * 4.0).to(int64) + 1).to(boolean);
+        return std::make_tuple(y * 2.0 + flag.to(float32) * 1.5, flag);
+    };
+    jit::reset();
+    auto c = compile(f, options);
+    for (int call = 0; call < 3; ++call) {
+        BOOST_TEST_CONTEXT(label(options, "call " + std::to_string(call))) {
+            Tensor xv = randn({3, 4}).to(dev), yv = randn({3, 4}).to(dev);
+            Tensor xe = xv.clone().requires_grad_(), ye = yv.clone().requires_grad_();
+            Tensor xc = xv.clone().requires_grad_(), yc = yv.clone().requires_grad_();
+            auto [oe, fe] = f(xe, ye);
+            auto [oc, fc] = c(xc, yc);
+            BOOST_CHECK(same(oc, oe) && same(fc, fe));
+            oe.sum().backward();
+            oc.sum().backward();
+            BOOST_CHECK(!xe.grad().defined());
+            BOOST_CHECK(!xc.grad().defined());
+            BOOST_CHECK(same(yc.grad(), ye.grad()));
+        }
+    }
+}
+
 }  // namespace kiln_test::streams
 
 // Every check above, once: the CPU and CUDA test files expand it into their test cases.
@@ -220,4 +246,5 @@ inline void int_casts_carry_no_gradient_beside_a_broadcast_where(Device dev, con
     X(unused_random_results_still_draw)                        \
     X(outputs_that_alias_arguments_stay_aliases)               \
     X(aliased_outputs_across_breaks_captures_reruns_and_sizes) \
-    X(int_casts_carry_no_gradient_beside_a_broadcast_where)
+    X(int_casts_carry_no_gradient_beside_a_broadcast_where)     \
+    X(inputs_reaching_outputs_only_through_int_casts_get_no_gradient)
