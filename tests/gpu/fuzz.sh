@@ -4,14 +4,15 @@
 #   tests/gpu/fuzz.sh BUILD_DIR PROCS N SUITES [DEVICE]
 #   e.g. tests/gpu/fuzz.sh build-gpu-check 16 1200 jit_differential:jit_differential_wide
 #        tests/gpu/fuzz.sh build-gpu-check 16 320 jit_differential_wide cuda
-# N is KILN_FUZZ_PROGRAMS per process (per backend; a tenth of it under inductor).
+# N is KILN_FUZZ_PROGRAMS per process (per backend; a tenth of it under inductor); process i
+# uses KILN_FUZZ_SEED = KILN_FUZZ_SEED_BASE (default 500) + i.
 set -uo pipefail
 build=$(cd "$1" && pwd); procs=$2; n=$3; suites=$4; device=${5:-cpu}
 logs="$build/fuzz-$device"
 rm -rf "$logs" && mkdir -p "$logs"
 start=$(date +%s)
 for i in $(seq 1 "$procs"); do
-  (cd "$build" && KILN_NUM_THREADS=1 KILN_FUZZ_DEVICE=$device KILN_FUZZ_PROGRAMS=$n KILN_FUZZ_SEED=$((500 + i)) \
+  (cd "$build" && KILN_NUM_THREADS=1 KILN_FUZZ_DEVICE=$device KILN_FUZZ_PROGRAMS=$n KILN_FUZZ_SEED=$((${KILN_FUZZ_SEED_BASE:-500} + i)) \
      KILN_CACHE_DIR="$build/kernel-cache" ./test_jit --run_test="$suites" --log_level=message > "$logs/$i.log" 2>&1) &
 done
 wait
