@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/median.h"
 #include "kiln.h"
 #include "tensor/parallel.h"
 
@@ -14,21 +15,7 @@ using namespace kiln;
 
 namespace {
 
-constexpr int kReps = 11;
-
-double median_ms(const std::function<void()>& body, int warmup = 2) {
-    for (int i = 0; i < warmup; ++i) body();
-    std::vector<double> ms;
-    for (int r = 0; r < kReps; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        body();
-        ms.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[kReps / 2];
-}
+double median_ms(const std::function<void()>& body) { return kiln_bench::median_ms(body, 11, 2); }
 
 const Window2d kPool{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
 Tensor pool_sum(Tensor x) { return (max_pool2d(x, kPool) * 1.5).sum(); }

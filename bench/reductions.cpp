@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/median.h"
 #include "kiln.h"
 #include "tensor/parallel.h"
 
@@ -15,21 +16,7 @@ using namespace kiln;
 
 namespace {
 
-constexpr int kReps = 15;
-
-double median_ms(const std::function<void()>& body, int warmup = 3) {
-    for (int i = 0; i < warmup; ++i) body();
-    std::vector<double> ms;
-    for (int r = 0; r < kReps; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        body();
-        ms.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[kReps / 2];
-}
+double median_ms(const std::function<void()>& body) { return kiln_bench::median_ms(body, 15, 3); }
 
 Tensor column_sum(Tensor x) { return x.sum({0}); }
 Tensor column_max(Tensor x) { return x.amax({0}); }
