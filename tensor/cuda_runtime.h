@@ -31,6 +31,18 @@ void memset_zero(void* p, size_t bytes);
 // to PTX for compute_`arch`: the C++ front end without the assembler, for compile-only
 // tests); a compile error raises with NVRTC's log and the source. Why NVRTC cannot load, or "".
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only = false);
+// What a kernel for sm_`arch` is compiled to: a cubin for sm_`arch` where this NVRTC can
+// assemble for it (nvrtcGetSupportedArchs), else PTX for the newest compute_XX it knows,
+// which the driver compiles for the device when the module loads.
+struct NvrtcTarget {
+    std::string arch;  // "sm_90" or "compute_120"
+    bool ptx = false;
+};
+NvrtcTarget nvrtc_target(int arch);
+std::string nvrtc_version();  // "13.0"; throws kiln::Error if NVRTC cannot load
+// The disk cache key of a kernel: NVRTC's version, the target, NVRTC's options, the kernel's
+// name and its source (everything that decides the bytes).
+std::string cubin_cache_key(const std::string& source, const std::string& name, const NvrtcTarget& target);
 
 // Where cubins persist between processes: `load(key)` returns a stored cubin or nothing,
 // `save(key, bytes)` stores one; the key holds everything that decides the bytes (NVRTC's
