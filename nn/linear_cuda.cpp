@@ -49,8 +49,8 @@ Tensor linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor& bias
             t->numel() == 0)
             return {};
     if (weight.dim() != 2 || bias.dim() != 1 || x.dim() < 1) return {};
-    // cublasLt's heuristic assumes 256-byte aligned matrices (its default preference).
-    if (!aligned(x, 256) || !aligned(weight, 256) || !aligned(bias, 16)) return {};
+    // cublasLt's heuristic assumes 256-byte aligned operands (its default preference).
+    if (!aligned(x, 256) || !aligned(weight, 256) || !aligned(bias, 256)) return {};
     if (!cuda::detail::cublaslt_enabled()) return {};
     return LinearBiasEpilogue::apply(x, weight, bias);
 }

@@ -45,6 +45,7 @@ static_assert(sizeof(AdamArgs) < 4096 && sizeof(SgdArgs) < 4096, "a kernel's arg
 std::atomic<int64_t> g_launches{0};
 
 const char* c_type(DType d) { return d == DType::float64 ? "double" : "float"; }
+const char* c_sqrt(DType d) { return d == DType::float64 ? "sqrt" : "sqrtf"; }
 
 // The per-tensor path's arithmetic, element by element, in the parameter's dtype.
 std::string sgd_source(DType dt) {
@@ -76,7 +77,7 @@ std::string sgd_source(DType dt) {
 
 std::string adam_source(DType dt) {
     std::ostringstream s;
-    s << "typedef " << c_type(dt) << " T;\n"
+    s << "typedef " << c_type(dt) << " T;\n#define KILN_SQRT " << c_sqrt(dt) << "\n"
       << "struct AdamArgs { long long n[" << kPerLaunch << "]; T* p[" << kPerLaunch << "]; const T* g[" << kPerLaunch
       << "]; T* m[" << kPerLaunch << "]; T* v[" << kPerLaunch << "]; double step_size[" << kPerLaunch
       << "]; double bc2_sqrt[" << kPerLaunch
@@ -98,7 +99,7 @@ std::string adam_source(DType dt) {
             T vi = v[i] * b2 + gi * gi * omb2;
             m[i] = mi;
             v[i] = vi;
-            p[i] = p[i] - mi / (sqrt(vi) / bc2_sqrt + eps) * step_size;
+            p[i] = p[i] - mi / (KILN_SQRT(vi) / bc2_sqrt + eps) * step_size;
         }
     }
 }

@@ -68,7 +68,8 @@ BOOST_AUTO_TEST_CASE(gemm_epilogues_equal_matmul_then_the_pointwise_ops, *utf::p
                                             static_cast<const float*>(b.raw_data()),
                                             static_cast<float*>(got.raw_data()), e);
                 BOOST_TEST(cuda::detail::cublaslt_calls() == before + 1);
-                BOOST_TEST(relative_error(got, want) < 1e-5);
+                // cublasLt's GELU may use a fast tanh: looser there.
+                BOOST_TEST(relative_error(got, want) < (e == Epilogue::bias_gelu ? 1e-3 : 1e-5));
             }
         }
     }

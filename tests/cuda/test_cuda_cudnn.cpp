@@ -117,7 +117,8 @@ BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path, *utf::pr
                     ref = run_conv(k, leaves, weighting);
                     BOOST_TEST(detail::cudnn_conv_calls() == calls, "KILN_CUDNN=0 runs no cuDNN call");
                 }
-                double tol = dt == DType::float64 ? 1e-12 : 1e-5;
+                // float32: cuDNN's algorithms (Winograd, FFT) round differently from one GEMM.
+                double tol = dt == DType::float64 ? 1e-12 : 1e-4;
                 BOOST_TEST(fast.y.dtype() == dt);
                 BOOST_TEST(fast.y.shape() == ref.y.shape());
                 BOOST_TEST(relative_error(fast.y, ref.y) < tol, "output");
@@ -125,7 +126,7 @@ BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path, *utf::pr
                 BOOST_TEST(relative_error(fast.gw, ref.gw) < tol, "weight gradient");
                 if (k.bias) BOOST_TEST(relative_error(fast.gb, ref.gb) < tol, "bias gradient");
                 // The CPU agrees too (oneDNN or im2col there).
-                BOOST_TEST(relative_error(fast.y, probe) < (dt == DType::float64 ? 1e-12 : 1e-4), "CPU output");
+                BOOST_TEST(relative_error(fast.y, probe) < tol, "CPU output");
             }
         }
     }
@@ -140,7 +141,7 @@ BOOST_AUTO_TEST_CASE(strided_operands_are_made_contiguous_first, *utf::precondit
     Tensor y = conv2d(x, w, {}, {1, 1}, {1, 1});
     kiln_test::ScopedEnv off("KILN_CUDNN", "0");
     Tensor ref = conv2d(x, w, {}, {1, 1}, {1, 1});
-    BOOST_TEST(relative_error(y.cpu(), ref.cpu()) < 1e-5);
+    BOOST_TEST(relative_error(y.cpu(), ref.cpu()) < 1e-4);
 }
 
 // compile() records the conv2d op; its fallback kernel runs cuDNN, in a CUDA graph too.
