@@ -9,16 +9,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include <cstdlib>
-
+#include "codegen/cuda_backend.h"
 #include "kiln.h"
 #include "models/resnet.h"
 #include "tensor/cuda.h"
-#include "codegen/cuda_backend.h"
 #include "tensor/cuda_runtime.h"
 
 using namespace kiln;
@@ -102,8 +101,8 @@ std::string entry(const char* name, const char* what, double eager, double compi
 
 // One library path on and off (its switch set to 0), both in microseconds: GPU time (events)
 // or wall time per call.
-std::string library_path(const char* path, const char* workload, const char* measure, const char* env,
-                         const std::function<double()>& time) {
+std::string library_path(const char* path, const char* workload, const char* measure,
+                         const char* env, const std::function<double()>& time) {
     double on = time();
     setenv(env, "0", 1);
     double off = time();
@@ -111,7 +110,8 @@ std::string library_path(const char* path, const char* workload, const char* mea
     std::fprintf(stderr, "bench_gpu: %s %s done\n", path, workload);
     char buf[384];
     std::snprintf(buf, sizeof buf,
-                  "{\"path\": \"%s\", \"workload\": \"%s\", \"measure\": \"%s\", \"switch\": \"%s\", \"on_us\": %.2f, "
+                  "{\"path\": \"%s\", \"workload\": \"%s\", \"measure\": \"%s\", \"switch\": "
+                  "\"%s\", \"on_us\": %.2f, "
                   "\"off_us\": %.2f}",
                   path, workload, measure, env, on, off);
     return buf;
@@ -120,16 +120,19 @@ std::string library_path(const char* path, const char* workload, const char* mea
 std::vector<std::string> library_paths() {
     std::vector<std::string> rows;
     {  // cuDNN: a ResNet 3x3 layer forward and both gradients, and the 224x224 stem's forward
-        Tensor x = randn({8, 64, 56, 56}).cuda().requires_grad_(), w = (randn({64, 64, 3, 3}) * 0.05).cuda().requires_grad_();
+        Tensor x = randn({8, 64, 56, 56}).cuda().requires_grad_(),
+               w = (randn({64, 64, 3, 3}) * 0.05).cuda().requires_grad_();
         Tensor gy = randn({8, 64, 56, 56}).cuda();
         auto step = [&] {
             x.zero_grad(), w.zero_grad();
             (conv2d(x, w, {}, {1, 1}, {1, 1}) * gy).sum().backward();
         };
-        rows.push_back(library_path("cudnn", "conv3x3_64ch_56x56_b8_fwd_bwd", "gpu", "KILN_CUDNN", [&] { return median_gpu_us(step, 20); }));
+        rows.push_back(library_path("cudnn", "conv3x3_64ch_56x56_b8_fwd_bwd", "gpu", "KILN_CUDNN",
+                                    [&] { return median_gpu_us(step, 20); }));
         Tensor img = randn({8, 3, 224, 224}).cuda(), stem = (randn({64, 3, 7, 7}) * 0.05).cuda();
-        rows.push_back(library_path("cudnn", "conv7x7s2_stem_224_b8_fwd", "gpu", "KILN_CUDNN",
-                                    [&] { return median_gpu_us([&] { (void)conv2d(img, stem, {}, {2, 2}, {3, 3}); }, 20); }));
+        rows.push_back(library_path("cudnn", "conv7x7s2_stem_224_b8_fwd", "gpu", "KILN_CUDNN", [&] {
+            return median_gpu_us([&] { (void)conv2d(img, stem, {}, {2, 2}, {3, 3}); }, 20);
+        }));
     }
     {  // the multi-tensor step over ResNet-18's 62 parameters: wall time per step (host-bound)
         models::ResNet18 net(1000);
@@ -138,9 +141,11 @@ std::vector<std::string> library_paths() {
         for (Tensor& p : ps) p.set_grad(randn(p.shape()).cuda() * 1e-3);
         optim::SGD sgd(ps, 1e-3, 0.9);
         optim::Adam adam(ps, 1e-5);
-        rows.push_back(library_path("fused_optim", "sgd_momentum_resnet18_params", "wall", "KILN_FUSED_OPTIM",
+        rows.push_back(library_path("fused_optim", "sgd_momentum_resnet18_params", "wall",
+                                    "KILN_FUSED_OPTIM",
                                     [&] { return wall_us_per_call([&] { sgd.step(); }, 200); }));
-        rows.push_back(library_path("fused_optim", "adam_resnet18_params", "wall", "KILN_FUSED_OPTIM",
+        rows.push_back(library_path("fused_optim", "adam_resnet18_params", "wall",
+                                    "KILN_FUSED_OPTIM",
                                     [&] { return wall_us_per_call([&] { adam.step(); }, 200); }));
     }
     {  // cublasLt: Linear's bias in the GEMM, a GPT MLP's up-projection and a small layer
@@ -151,8 +156,9 @@ std::vector<std::string> library_paths() {
         autograd::NoGradGuard no_grad;
         rows.push_back(library_path("cublaslt", "linear_768x3072_b4096_fwd", "gpu", "KILN_CUBLASLT",
                                     [&] { return median_gpu_us([&] { (void)big.forward(xb); }); }));
-        rows.push_back(library_path("cublaslt", "linear_256x256_b8_fwd", "wall", "KILN_CUBLASLT",
-                                    [&] { return wall_us_per_call([&] { (void)small.forward(xs); }); }));
+        rows.push_back(
+            library_path("cublaslt", "linear_256x256_b8_fwd", "wall", "KILN_CUBLASLT",
+                         [&] { return wall_us_per_call([&] { (void)small.forward(xs); }); }));
     }
     return rows;
 }

@@ -49,8 +49,10 @@ void SGD::step() {
         Tensor d = p.grad();
         if (!d.defined()) continue;
         Tensor& buf = momentum_buffers_[i];
-        if (fused && cuda::fused_optim_takes(p, d) && (!buf.defined() || cuda::fused_optim_takes(buf, d))) {
-            if (momentum != 0 && !buf.defined()) buf = zeros_like(p.detach());  // momentum * 0 + d = d
+        if (fused && cuda::fused_optim_takes(p, d) &&
+            (!buf.defined() || cuda::fused_optim_takes(buf, d))) {
+            if (momentum != 0 && !buf.defined())
+                buf = zeros_like(p.detach());  // momentum * 0 + d = d
             fp.push_back(p.detach()), fg.push_back(d);
             if (momentum != 0) fb.push_back(buf);
             continue;
@@ -93,11 +95,14 @@ void Adam::step() {
             s.exp_avg_sq = zeros_like(p.detach());
         }
         if (fused && cuda::fused_optim_takes(p, g) && cuda::fused_optim_takes(s.exp_avg, g) &&
-            cuda::fused_optim_takes(s.exp_avg_sq, g) && s.step.device() == cpu && s.step.dtype() == float64) {
-            // The count stays a CPU float64 tensor, as the per-tensor path keeps it: counted in place.
+            cuda::fused_optim_takes(s.exp_avg_sq, g) && s.step.device() == cpu &&
+            s.step.dtype() == float64) {
+            // The count stays a CPU float64 tensor, as the per-tensor path keeps it: counted in
+            // place.
             double& count = *static_cast<double*>(s.step.raw_data());
             count += 1;
-            fp.push_back(p.detach()), fg.push_back(g), fm.push_back(s.exp_avg), fv.push_back(s.exp_avg_sq);
+            fp.push_back(p.detach()), fg.push_back(g), fm.push_back(s.exp_avg),
+                fv.push_back(s.exp_avg_sq);
             steps.push_back(count);
             continue;
         }
@@ -112,7 +117,8 @@ void Adam::step() {
         Tensor denom = s.exp_avg_sq.sqrt() / bias_correction2.sqrt() + eps;
         p.add_(s.exp_avg / denom * step_size, -1.0);
     }
-    if (!fp.empty()) cuda::fused_adam_step(fp, fg, fm, fv, steps, {lr, beta1, beta2, eps, weight_decay});
+    if (!fp.empty())
+        cuda::fused_adam_step(fp, fg, fm, fv, steps, {lr, beta1, beta2, eps, weight_decay});
 }
 
 }  // namespace kiln::optim

@@ -197,7 +197,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pa
                   (!bias.defined() || detail::conv_uses_onednn(bias));
     bool same_dtype = x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x.dtype());
     bool cudnn = same_dtype && x.device().type == DeviceType::cuda && detail::conv_uses_cudnn(x) &&
-                 detail::conv_uses_cudnn(weight) && (!bias.defined() || detail::conv_uses_cudnn(bias));
+                 detail::conv_uses_cudnn(weight) &&
+                 (!bias.defined() || detail::conv_uses_cudnn(bias));
     if (onednn || cudnn)
         return bias.defined() ? dispatch(OpId::conv2d, {x, weight, bias}, a)
                               : dispatch(OpId::conv2d, {x, weight}, a);

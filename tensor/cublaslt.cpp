@@ -26,10 +26,11 @@ using Handle = void*;
 using Desc = void*;
 using Layout = void*;
 using Preference = void*;
-constexpr int kCudaR32F = 0;            // cudaDataType: CUDA_R_32F
-constexpr int kComputeF32 = 68;         // cublasComputeType_t: CUBLAS_COMPUTE_32F (exact float32, no TF32)
-constexpr int kOpN = 0, kOpT = 1;       // cublasOperation_t
-constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;  // cublasLtMatmulDescAttributes_t
+constexpr int kCudaR32F = 0;     // cudaDataType: CUDA_R_32F
+constexpr int kComputeF32 = 68;  // cublasComputeType_t: CUBLAS_COMPUTE_32F (exact float32, no TF32)
+constexpr int kOpN = 0, kOpT = 1;  // cublasOperation_t
+constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7,
+              kDescBiasPointer = 8;        // cublasLtMatmulDescAttributes_t
 constexpr int kPrefMaxWorkspaceBytes = 1;  // cublasLtMatmulPreferenceAttributes_t
 // cublasLtEpilogue_t
 constexpr uint32_t kEpilogueBias = 4, kEpilogueReluBias = 2 | 4, kEpilogueGeluBias = 32 | 4;
@@ -53,10 +54,11 @@ struct Api {
     cublasStatus_t (*cublasLtMatrixLayoutCreate)(Layout*, int, uint64_t, uint64_t, int64_t);
     cublasStatus_t (*cublasLtMatmulPreferenceCreate)(Preference*);
     cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(Preference, int, const void*, size_t);
-    cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(Handle, Desc, Layout, Layout, Layout, Layout, Preference, int,
-                                                     HeuristicResult*, int*);
-    cublasStatus_t (*cublasLtMatmul)(Handle, Desc, const void*, const void*, Layout, const void*, Layout, const void*,
-                                     const void*, Layout, void*, Layout, const Algo*, void*, size_t, void*);
+    cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(Handle, Desc, Layout, Layout, Layout, Layout,
+                                                     Preference, int, HeuristicResult*, int*);
+    cublasStatus_t (*cublasLtMatmul)(Handle, Desc, const void*, const void*, Layout, const void*,
+                                     Layout, const void*, const void*, Layout, void*, Layout,
+                                     const Algo*, void*, size_t, void*);
 };
 
 struct Library {
@@ -69,14 +71,16 @@ struct Library {
     std::string load() {
         if (!is_available()) return "CUDA is not available: " + unavailable_reason();
         std::string why;
-        void* lib = open_library({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
-                                  "/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so"},
-                                 why);
+        void* lib = open_library(
+            {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
+             "/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so"},
+            why);
         if (!lib) return "cublasLt (libcublasLt.so) not found: " + why;
         bool ok = true;
         auto bind = [&](auto& fn, const char* name) {
             if (!ok) return;
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(library_symbol(lib, name, why));
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+                library_symbol(lib, name, why));
             ok = fn != nullptr;
         };
         Api& a = api;
@@ -124,15 +128,19 @@ std::map<std::tuple<int64_t, int64_t, int64_t, int>, Plan>& plans() {
 constexpr size_t kMaxWorkspaceBytes = size_t(32) << 20;
 
 void check(cublasStatus_t s, const char* what, int64_t m, int64_t n, int64_t k) {
-    KILN_CHECK(s == 0, "linear on CUDA: cublasLt ", what, " failed (", library().api.cublasLtGetStatusString(s),
-               ", status ", s, ") for [", m, ", ", k, "] @ [", n, ", ", k, "]^T");
+    KILN_CHECK(s == 0, "linear on CUDA: cublasLt ", what, " failed (",
+               library().api.cublasLtGetStatusString(s), ", status ", s, ") for [", m, ", ", k,
+               "] @ [", n, ", ", k, "]^T");
 }
 
 uint32_t code(Epilogue e) {
     switch (e) {
-        case Epilogue::bias: return kEpilogueBias;
-        case Epilogue::bias_relu: return kEpilogueReluBias;
-        case Epilogue::bias_gelu: return kEpilogueGeluBias;
+        case Epilogue::bias:
+            return kEpilogueBias;
+        case Epilogue::bias_relu:
+            return kEpilogueReluBias;
+        case Epilogue::bias_gelu:
+            return kEpilogueGeluBias;
     }
     return kEpilogueBias;
 }
@@ -146,28 +154,36 @@ Plan& plan_for(int64_t m, int64_t n, int64_t k, Epilogue e) {
     if (!fresh) return p;
     const Api& a = library().api;
     try {
-        check(a.cublasLtMatmulDescCreate(&p.desc, kComputeF32, kCudaR32F), "cublasLtMatmulDescCreate", m, n, k);
+        check(a.cublasLtMatmulDescCreate(&p.desc, kComputeF32, kCudaR32F),
+              "cublasLtMatmulDescCreate", m, n, k);
         int32_t trans_a = kOpT, trans_b = kOpN;
         uint32_t epilogue = code(e);
-        check(a.cublasLtMatmulDescSetAttribute(p.desc, kDescTransA, &trans_a, sizeof trans_a), "set TRANSA", m, n, k);
-        check(a.cublasLtMatmulDescSetAttribute(p.desc, kDescTransB, &trans_b, sizeof trans_b), "set TRANSB", m, n, k);
-        check(a.cublasLtMatmulDescSetAttribute(p.desc, kDescEpilogue, &epilogue, sizeof epilogue), "set EPILOGUE", m,
-              n, k);
-        check(a.cublasLtMatrixLayoutCreate(&p.a, kCudaR32F, uint64_t(k), uint64_t(n), k), "layout (weight)", m, n, k);
-        check(a.cublasLtMatrixLayoutCreate(&p.b, kCudaR32F, uint64_t(k), uint64_t(m), k), "layout (input)", m, n, k);
-        check(a.cublasLtMatrixLayoutCreate(&p.c, kCudaR32F, uint64_t(n), uint64_t(m), n), "layout (output)", m, n, k);
+        check(a.cublasLtMatmulDescSetAttribute(p.desc, kDescTransA, &trans_a, sizeof trans_a),
+              "set TRANSA", m, n, k);
+        check(a.cublasLtMatmulDescSetAttribute(p.desc, kDescTransB, &trans_b, sizeof trans_b),
+              "set TRANSB", m, n, k);
+        check(a.cublasLtMatmulDescSetAttribute(p.desc, kDescEpilogue, &epilogue, sizeof epilogue),
+              "set EPILOGUE", m, n, k);
+        check(a.cublasLtMatrixLayoutCreate(&p.a, kCudaR32F, uint64_t(k), uint64_t(n), k),
+              "layout (weight)", m, n, k);
+        check(a.cublasLtMatrixLayoutCreate(&p.b, kCudaR32F, uint64_t(k), uint64_t(m), k),
+              "layout (input)", m, n, k);
+        check(a.cublasLtMatrixLayoutCreate(&p.c, kCudaR32F, uint64_t(n), uint64_t(m), n),
+              "layout (output)", m, n, k);
         Preference pref = nullptr;
         check(a.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", m, n, k);
         uint64_t most = kMaxWorkspaceBytes;
-        check(a.cublasLtMatmulPreferenceSetAttribute(pref, kPrefMaxWorkspaceBytes, &most, sizeof most),
+        check(a.cublasLtMatmulPreferenceSetAttribute(pref, kPrefMaxWorkspaceBytes, &most,
+                                                     sizeof most),
               "set MAX_WORKSPACE_BYTES", m, n, k);
         HeuristicResult result{};
         int returned = 0;
-        check(a.cublasLtMatmulAlgoGetHeuristic(library().handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result,
-                                               &returned),
+        check(a.cublasLtMatmulAlgoGetHeuristic(library().handle, p.desc, p.a, p.b, p.c, p.c, pref,
+                                               1, &result, &returned),
               "cublasLtMatmulAlgoGetHeuristic", m, n, k);
-        KILN_CHECK(returned > 0 && result.state == 0, "linear on CUDA: cublasLt has no algorithm for [", m, ", ", k,
-                   "] @ [", n, ", ", k, "]^T with this epilogue; KILN_CUBLASLT=0 runs matmul and add");
+        KILN_CHECK(returned > 0 && result.state == 0,
+                   "linear on CUDA: cublasLt has no algorithm for [", m, ", ", k, "] @ [", n, ", ",
+                   k, "]^T with this epilogue; KILN_CUBLASLT=0 runs matmul and add");
         p.algo = result.algo;
         p.workspace_bytes = result.workspace_size;
     } catch (...) {
@@ -186,30 +202,33 @@ bool cublaslt_enabled() {
     const std::string& why = library().error;
     if (!why.empty())
         std::call_once(noted, [&] {
-            std::fprintf(stderr, "kiln: CUDA Linear layers run as matmul and add: %s\n", why.c_str());
+            std::fprintf(stderr, "kiln: CUDA Linear layers run as matmul and add: %s\n",
+                         why.c_str());
         });
     return why.empty();
 }
 
 std::string cublaslt_unavailable_reason() { return library().error; }
 
-void gemm_epilogue(int64_t m, int64_t n, int64_t k, const float* a, const float* w, const float* bias, float* out,
-                   Epilogue e) {
+void gemm_epilogue(int64_t m, int64_t n, int64_t k, const float* a, const float* w,
+                   const float* bias, float* out, Epilogue e) {
     Library& lib = library();
     KILN_CHECK(lib.error.empty(), "linear on CUDA: ", lib.error);
     constexpr int64_t kIntMax = (int64_t(1) << 31) - 1;
-    KILN_CHECK(m > 0 && n > 0 && k > 0 && m <= kIntMax && n <= kIntMax && k <= kIntMax, "linear on CUDA: sizes [", m,
-               ", ", k, "] @ [", n, ", ", k, "]^T outside cublasLt's range");
+    KILN_CHECK(m > 0 && n > 0 && k > 0 && m <= kIntMax && n <= kIntMax && k <= kIntMax,
+               "linear on CUDA: sizes [", m, ", ", k, "] @ [", n, ", ", k,
+               "]^T outside cublasLt's range");
     std::lock_guard lock(g_mu);
     void* stream = library_stream("linear (cublasLt)");
     Plan& p = plan_for(m, n, k, e);
-    check(lib.api.cublasLtMatmulDescSetAttribute(p.desc, kDescBiasPointer, &bias, sizeof bias), "set BIAS_POINTER", m,
-          n, k);
+    check(lib.api.cublasLtMatmulDescSetAttribute(p.desc, kDescBiasPointer, &bias, sizeof bias),
+          "set BIAS_POINTER", m, n, k);
     size_t block = 0;
     void* workspace = p.workspace_bytes ? allocate(p.workspace_bytes, block) : nullptr;
     const float one = 1, zero = 0;
-    cublasStatus_t s = lib.api.cublasLtMatmul(lib.handle, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c,
-                                              &p.algo, workspace, p.workspace_bytes, stream);
+    cublasStatus_t s =
+        lib.api.cublasLtMatmul(lib.handle, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c,
+                               &p.algo, workspace, p.workspace_bytes, stream);
     if (workspace) release(workspace, block);  // stream-ordered: the next user runs after this GEMM
     check(s, "cublasLtMatmul", m, n, k);
     ++g_calls;

@@ -21,8 +21,8 @@ std::string cublaslt_unavailable_reason();  // "" when loaded (or not tried yet)
 
 // Row-major float32, contiguous: out[m, n] = epilogue(a[m, k] @ w[n, k]^T + bias[n]), on kiln's
 // stream. The matmul plan (layouts, algorithm) is chosen once per (m, n, k, epilogue) and cached.
-void gemm_epilogue(int64_t m, int64_t n, int64_t k, const float* a, const float* w, const float* bias, float* out,
-                   Epilogue e);
+void gemm_epilogue(int64_t m, int64_t n, int64_t k, const float* a, const float* w,
+                   const float* bias, float* out, Epilogue e);
 
 int64_t cublaslt_calls();  // GEMMs run through cublasLt so far (for tests)
 

@@ -33,8 +33,8 @@ struct AdamArgs {
     long long n[kPerLaunch];
     void* p[kPerLaunch];
     const void* g[kPerLaunch];
-    void* m[kPerLaunch];  // exp_avg
-    void* v[kPerLaunch];  // exp_avg_sq
+    void* m[kPerLaunch];           // exp_avg
+    void* v[kPerLaunch];           // exp_avg_sq
     double step_size[kPerLaunch];  // lr / (1 - beta1^t)
     double bc2_sqrt[kPerLaunch];   // sqrt(1 - beta2^t)
     double one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
@@ -51,8 +51,9 @@ const char* c_sqrt(DType d) { return d == DType::float64 ? "sqrt" : "sqrtf"; }
 std::string sgd_source(DType dt) {
     std::ostringstream s;
     s << "typedef " << c_type(dt) << " T;\n"
-      << "struct SgdArgs { long long n[" << kPerLaunch << "]; T* p[" << kPerLaunch << "]; const T* g[" << kPerLaunch
-      << "]; T* buf[" << kPerLaunch << "]; double lr, momentum, weight_decay; int count; };\n"
+      << "struct SgdArgs { long long n[" << kPerLaunch << "]; T* p[" << kPerLaunch
+      << "]; const T* g[" << kPerLaunch << "]; T* buf[" << kPerLaunch
+      << "]; double lr, momentum, weight_decay; int count; };\n"
       << R"(extern "C" __global__ void kiln_sgd_step(SgdArgs a) {
     const T neg_lr = (T)(-a.lr), momentum = (T)a.momentum, wd = (T)a.weight_decay;
     const long long first = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)blockDim.x * gridDim.x;
@@ -78,9 +79,9 @@ std::string sgd_source(DType dt) {
 std::string adam_source(DType dt) {
     std::ostringstream s;
     s << "typedef " << c_type(dt) << " T;\n#define KILN_SQRT " << c_sqrt(dt) << "\n"
-      << "struct AdamArgs { long long n[" << kPerLaunch << "]; T* p[" << kPerLaunch << "]; const T* g[" << kPerLaunch
-      << "]; T* m[" << kPerLaunch << "]; T* v[" << kPerLaunch << "]; double step_size[" << kPerLaunch
-      << "]; double bc2_sqrt[" << kPerLaunch
+      << "struct AdamArgs { long long n[" << kPerLaunch << "]; T* p[" << kPerLaunch
+      << "]; const T* g[" << kPerLaunch << "]; T* m[" << kPerLaunch << "]; T* v[" << kPerLaunch
+      << "]; double step_size[" << kPerLaunch << "]; double bc2_sqrt[" << kPerLaunch
       << "]; double one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay; int count; };\n"
       << R"(extern "C" __global__ void kiln_adam_step(AdamArgs a) {
     const T omb1 = (T)a.one_minus_beta1, b2 = (T)a.beta2, omb2 = (T)a.one_minus_beta2, eps = (T)a.eps,
@@ -112,7 +113,8 @@ void bump_version(const Tensor& t) { ++t.impl()->storage->version; }  // an in-p
 
 // Runs `fill(args, first, count)` and one launch per kPerLaunch parameters of one dtype.
 template <class Args, class Fill>
-void launch_chunks(const std::vector<Tensor>& params, const std::string& source, const char* entry, Fill&& fill) {
+void launch_chunks(const std::vector<Tensor>& params, const std::string& source, const char* entry,
+                   Fill&& fill) {
     void* fn = detail::kernel(source, entry);
     for (size_t first = 0; first < params.size(); first += kPerLaunch) {
         int count = int(std::min<size_t>(kPerLaunch, params.size() - first));
@@ -153,30 +155,33 @@ bool fused_optim_enabled() {
 }
 
 bool fused_optim_takes(const Tensor& p, const Tensor& grad) {
-    return p.device().type == DeviceType::cuda && (p.dtype() == DType::float32 || p.dtype() == DType::float64) &&
-           p.is_contiguous() && p.numel() > 0 && grad.defined() && grad.device() == p.device() &&
+    return p.device().type == DeviceType::cuda &&
+           (p.dtype() == DType::float32 || p.dtype() == DType::float64) && p.is_contiguous() &&
+           p.numel() > 0 && grad.defined() && grad.device() == p.device() &&
            grad.dtype() == p.dtype() && grad.shape() == p.shape() && grad.is_contiguous();
 }
 
 void fused_sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                    const std::vector<Tensor>& bufs, double lr, double momentum, double weight_decay) {
+                    const std::vector<Tensor>& bufs, double lr, double momentum,
+                    double weight_decay) {
     KILN_CHECK(grads.size() == params.size() && (bufs.empty() || bufs.size() == params.size()),
-               "fused SGD step: ", params.size(), " parameters, ", grads.size(), " gradients, ", bufs.size(),
-               " momentum buffers");
+               "fused SGD step: ", params.size(), " parameters, ", grads.size(), " gradients, ",
+               bufs.size(), " momentum buffers");
     for (DType dt : {DType::float32, DType::float64}) {
         std::vector<size_t> index = of_dtype(params, dt);
         if (index.empty()) continue;
         std::vector<Tensor> p = pick(params, index), g = pick(grads, index);
         std::vector<Tensor> b = bufs.empty() ? std::vector<Tensor>() : pick(bufs, index);
-        launch_chunks<SgdArgs>(p, sgd_source(dt), "kiln_sgd_step", [&](SgdArgs& a, size_t first, int count) {
-            a.lr = lr, a.momentum = momentum, a.weight_decay = weight_decay;
-            for (int t = 0; t < count; ++t) {
-                size_t i = first + size_t(t);
-                a.p[t] = ptr(p[i]);
-                a.g[t] = ptr(g[i]);
-                a.buf[t] = b.empty() ? nullptr : ptr(b[i]);
-            }
-        });
+        launch_chunks<SgdArgs>(p, sgd_source(dt), "kiln_sgd_step",
+                               [&](SgdArgs& a, size_t first, int count) {
+                                   a.lr = lr, a.momentum = momentum, a.weight_decay = weight_decay;
+                                   for (int t = 0; t < count; ++t) {
+                                       size_t i = first + size_t(t);
+                                       a.p[t] = ptr(p[i]);
+                                       a.g[t] = ptr(g[i]);
+                                       a.buf[t] = b.empty() ? nullptr : ptr(b[i]);
+                                   }
+                               });
         for (size_t i = 0; i < p.size(); ++i) {
             bump_version(p[i]);
             if (!b.empty()) bump_version(b[i]);
@@ -189,27 +194,29 @@ void fused_adam_step(const std::vector<Tensor>& params, const std::vector<Tensor
                      const std::vector<double>& steps, const AdamHyper& h) {
     KILN_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
                    exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
-               "fused Adam step: ", params.size(), " parameters, ", grads.size(), " gradients, ", exp_avgs.size(),
-               " and ", exp_avg_sqs.size(), " moments, ", steps.size(), " step counts");
+               "fused Adam step: ", params.size(), " parameters, ", grads.size(), " gradients, ",
+               exp_avgs.size(), " and ", exp_avg_sqs.size(), " moments, ", steps.size(),
+               " step counts");
     for (DType dt : {DType::float32, DType::float64}) {
         std::vector<size_t> index = of_dtype(params, dt);
         if (index.empty()) continue;
-        std::vector<Tensor> p = pick(params, index), g = pick(grads, index), m = pick(exp_avgs, index),
-                            v = pick(exp_avg_sqs, index);
+        std::vector<Tensor> p = pick(params, index), g = pick(grads, index),
+                            m = pick(exp_avgs, index), v = pick(exp_avg_sqs, index);
         std::vector<double> t_of = pick(steps, index);
-        launch_chunks<AdamArgs>(p, adam_source(dt), "kiln_adam_step", [&](AdamArgs& a, size_t first, int count) {
-            a.one_minus_beta1 = 1 - h.beta1, a.beta2 = h.beta2, a.one_minus_beta2 = 1 - h.beta2, a.eps = h.eps,
-            a.weight_decay = h.weight_decay;
-            for (int t = 0; t < count; ++t) {
-                size_t i = first + size_t(t);
-                a.p[t] = ptr(p[i]);
-                a.g[t] = ptr(g[i]);
-                a.m[t] = ptr(m[i]);
-                a.v[t] = ptr(v[i]);
-                a.step_size[t] = h.lr / (1 - std::pow(h.beta1, t_of[i]));
-                a.bc2_sqrt[t] = std::sqrt(1 - std::pow(h.beta2, t_of[i]));
-            }
-        });
+        launch_chunks<AdamArgs>(
+            p, adam_source(dt), "kiln_adam_step", [&](AdamArgs& a, size_t first, int count) {
+                a.one_minus_beta1 = 1 - h.beta1, a.beta2 = h.beta2, a.one_minus_beta2 = 1 - h.beta2,
+                a.eps = h.eps, a.weight_decay = h.weight_decay;
+                for (int t = 0; t < count; ++t) {
+                    size_t i = first + size_t(t);
+                    a.p[t] = ptr(p[i]);
+                    a.g[t] = ptr(g[i]);
+                    a.m[t] = ptr(m[i]);
+                    a.v[t] = ptr(v[i]);
+                    a.step_size[t] = h.lr / (1 - std::pow(h.beta1, t_of[i]));
+                    a.bc2_sqrt[t] = std::sqrt(1 - std::pow(h.beta2, t_of[i]));
+                }
+            });
         for (size_t i = 0; i < p.size(); ++i) {
             bump_version(p[i]);
             bump_version(m[i]);

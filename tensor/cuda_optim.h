@@ -22,7 +22,8 @@ bool fused_optim_takes(const Tensor& p, const Tensor& grad);
 // bufs[i] = momentum * bufs[i] + d and d = bufs[i] (a new buffer must hold zeros, which makes
 // it d, as the per-tensor first step); p -= lr * d. bufs is empty when momentum is 0.
 void fused_sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                    const std::vector<Tensor>& bufs, double lr, double momentum, double weight_decay);
+                    const std::vector<Tensor>& bufs, double lr, double momentum,
+                    double weight_decay);
 
 // Adam over params[i] with grads[i], moments exp_avgs[i] and exp_avg_sqs[i], after steps[i]
 // steps (this one counted): PyTorch's update with bias corrections and L2 weight decay.

@@ -350,7 +350,9 @@ std::atomic<int64_t> g_issued{0};  // kernels, cuBLAS calls, copies and memsets 
 }
 int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
 
-void* open_library(std::initializer_list<const char*> names, std::string& why) { return open_first(names, why); }
+void* open_library(std::initializer_list<const char*> names, std::string& why) {
+    return open_first(names, why);
+}
 void* library_symbol(void* lib, const char* symbol, std::string& why) {
     void* fn = dlsym(lib, symbol);
     if (!fn) why = std::string("symbol ") + symbol + " missing";

@@ -4,6 +4,7 @@
 #include "tensor/cudnn.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdio>
@@ -13,8 +14,6 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
-
-#include <sys/stat.h>
 
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
@@ -30,9 +29,10 @@ using cudnnHandle_t = void*;
 using cudnnTensorDescriptor_t = void*;
 using cudnnFilterDescriptor_t = void*;
 using cudnnConvolutionDescriptor_t = void*;
-constexpr int kDataFloat = 0, kDataDouble = 1;  // cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
-constexpr int kNchw = 0;                        // cudnnTensorFormat_t: CUDNN_TENSOR_NCHW
-constexpr int kCrossCorrelation = 1;            // cudnnConvolutionMode_t: CUDNN_CROSS_CORRELATION
+constexpr int kDataFloat = 0,
+              kDataDouble = 1;        // cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
+constexpr int kNchw = 0;              // cudnnTensorFormat_t: CUDNN_TENSOR_NCHW
+constexpr int kCrossCorrelation = 1;  // cudnnConvolutionMode_t: CUDNN_CROSS_CORRELATION
 // cudnnMathType_t: CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, CUDNN_FMA_MATH
 constexpr int kTensorOpMath = 1, kAllowConversion = 2, kFmaMath = 3;
 
@@ -54,35 +54,40 @@ struct Api {
     const char* (*cudnnGetErrorString)(cudnnStatus_t);
     size_t (*cudnnGetVersion)();
     cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t*);
-    cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, int, int, int, int, int, int);
+    cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, int, int, int, int, int,
+                                                int);
     cudnnStatus_t (*cudnnCreateFilterDescriptor)(cudnnFilterDescriptor_t*);
-    cudnnStatus_t (*cudnnSetFilter4dDescriptor)(cudnnFilterDescriptor_t, int, int, int, int, int, int);
+    cudnnStatus_t (*cudnnSetFilter4dDescriptor)(cudnnFilterDescriptor_t, int, int, int, int, int,
+                                                int);
     cudnnStatus_t (*cudnnCreateConvolutionDescriptor)(cudnnConvolutionDescriptor_t*);
-    cudnnStatus_t (*cudnnSetConvolution2dDescriptor)(cudnnConvolutionDescriptor_t, int, int, int, int, int, int, int,
-                                                     int);
+    cudnnStatus_t (*cudnnSetConvolution2dDescriptor)(cudnnConvolutionDescriptor_t, int, int, int,
+                                                     int, int, int, int, int);
     cudnnStatus_t (*cudnnSetConvolutionGroupCount)(cudnnConvolutionDescriptor_t, int);
     cudnnStatus_t (*cudnnSetConvolutionMathType)(cudnnConvolutionDescriptor_t, int);
-    // (handle, the three operand descriptors in the direction's order, conv, requested, returned, perf)
-    using Choose = cudnnStatus_t (*)(cudnnHandle_t, void*, void*, cudnnConvolutionDescriptor_t, void*, int, int*,
-                                     AlgoPerf*);
+    // (handle, the three operand descriptors in the direction's order, conv, requested, returned,
+    // perf)
+    using Choose = cudnnStatus_t (*)(cudnnHandle_t, void*, void*, cudnnConvolutionDescriptor_t,
+                                     void*, int, int*, AlgoPerf*);
     Choose cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionBackwardDataAlgorithm_v7,
         cudnnGetConvolutionBackwardFilterAlgorithm_v7;
     Choose cudnnFindConvolutionForwardAlgorithm, cudnnFindConvolutionBackwardDataAlgorithm,
         cudnnFindConvolutionBackwardFilterAlgorithm;
     // (handle, the three operand descriptors, conv, algo, bytes)
-    using Workspace = cudnnStatus_t (*)(cudnnHandle_t, void*, void*, cudnnConvolutionDescriptor_t, void*, int, size_t*);
+    using Workspace = cudnnStatus_t (*)(cudnnHandle_t, void*, void*, cudnnConvolutionDescriptor_t,
+                                        void*, int, size_t*);
     Workspace cudnnGetConvolutionForwardWorkspaceSize, cudnnGetConvolutionBackwardDataWorkspaceSize,
         cudnnGetConvolutionBackwardFilterWorkspaceSize;
     // (handle, alpha, desc a, a, desc b, b, conv, algo, workspace, bytes, beta, desc out, out)
-    using Run = cudnnStatus_t (*)(cudnnHandle_t, const void*, void*, const void*, void*, const void*,
-                                  cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, void*, void*);
+    using Run = cudnnStatus_t (*)(cudnnHandle_t, const void*, void*, const void*, void*,
+                                  const void*, cudnnConvolutionDescriptor_t, int, void*, size_t,
+                                  const void*, void*, void*);
     Run cudnnConvolutionForward, cudnnConvolutionBackwardData, cudnnConvolutionBackwardFilter;
-    cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*, const void*,
-                                    cudnnTensorDescriptor_t, void*);
+    cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t,
+                                    const void*, const void*, cudnnTensorDescriptor_t, void*);
 };
 
 bool is_folder(const std::string& path) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -111,11 +116,14 @@ void preload_sublibraries(const std::string& folder) {
 
 // libcudnn.so.9 in the site-packages folders PyTorch's CUDA wheels install it to.
 std::vector<std::string> wheel_candidates() {
-    std::vector<std::string> roots = {"/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
-                                      "/usr/lib/python3/dist-packages", "/opt/conda/lib/python3*/site-packages"};
+    std::vector<std::string> roots = {
+        "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+        "/usr/lib/python3/dist-packages", "/opt/conda/lib/python3*/site-packages"};
     for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-        if (const char* v = std::getenv(var)) roots.push_back(std::string(v) + "/lib/python3*/site-packages");
-    if (const char* home = std::getenv("HOME")) roots.push_back(std::string(home) + "/.local/lib/python3*/site-packages");
+        if (const char* v = std::getenv(var))
+            roots.push_back(std::string(v) + "/lib/python3*/site-packages");
+    if (const char* home = std::getenv("HOME"))
+        roots.push_back(std::string(home) + "/.local/lib/python3*/site-packages");
     std::vector<std::string> out;
     for (const std::string& root : roots) {
         glob_t found{};
@@ -166,11 +174,13 @@ struct Library {
         void* lib = open(why);
         if (!lib)
             return "cuDNN (libcudnn.so.9) not found: " + why +
-                   " (set KILN_CUDNN_LIB to its path, e.g. site-packages/nvidia/cudnn/lib/libcudnn.so.9)";
+                   " (set KILN_CUDNN_LIB to its path, e.g. "
+                   "site-packages/nvidia/cudnn/lib/libcudnn.so.9)";
         bool ok = true;
         auto bind = [&](auto& fn, const char* name) {
             if (!ok) return;
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(library_symbol(lib, name, why));
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+                library_symbol(lib, name, why));
             ok = fn != nullptr;
         };
         Api& a = api;
@@ -187,24 +197,32 @@ struct Library {
         bind(a.cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
         bind(a.cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType");
         bind(a.cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7");
-        bind(a.cudnnGetConvolutionBackwardDataAlgorithm_v7, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        bind(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        bind(a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+             "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        bind(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+             "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
         bind(a.cudnnFindConvolutionForwardAlgorithm, "cudnnFindConvolutionForwardAlgorithm");
-        bind(a.cudnnFindConvolutionBackwardDataAlgorithm, "cudnnFindConvolutionBackwardDataAlgorithm");
-        bind(a.cudnnFindConvolutionBackwardFilterAlgorithm, "cudnnFindConvolutionBackwardFilterAlgorithm");
+        bind(a.cudnnFindConvolutionBackwardDataAlgorithm,
+             "cudnnFindConvolutionBackwardDataAlgorithm");
+        bind(a.cudnnFindConvolutionBackwardFilterAlgorithm,
+             "cudnnFindConvolutionBackwardFilterAlgorithm");
         bind(a.cudnnGetConvolutionForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
-        bind(a.cudnnGetConvolutionBackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize");
-        bind(a.cudnnGetConvolutionBackwardFilterWorkspaceSize, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+        bind(a.cudnnGetConvolutionBackwardDataWorkspaceSize,
+             "cudnnGetConvolutionBackwardDataWorkspaceSize");
+        bind(a.cudnnGetConvolutionBackwardFilterWorkspaceSize,
+             "cudnnGetConvolutionBackwardFilterWorkspaceSize");
         bind(a.cudnnConvolutionForward, "cudnnConvolutionForward");
         bind(a.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
         bind(a.cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
         bind(a.cudnnAddTensor, "cudnnAddTensor");
         if (!ok) return "libcudnn: " + why;
         version = int64_t(a.cudnnGetVersion());
-        if (version < 90000) return "libcudnn: version " + std::to_string(version) + " found, kiln needs cuDNN 9";
+        if (version < 90000)
+            return "libcudnn: version " + std::to_string(version) + " found, kiln needs cuDNN 9";
         void* stream = nullptr;
         try {
-            stream = library_stream("cuDNN");  // the device's context current before cuDNN makes its handle
+            stream = library_stream(
+                "cuDNN");  // the device's context current before cuDNN makes its handle
         } catch (const Error& e) {
             return e.what();
         }
@@ -224,10 +242,11 @@ Library& library() {
 std::atomic<int64_t> g_calls{0}, g_plans{0};
 
 void check(cudnnStatus_t s, const char* what, const CudnnConv& g) {
-    KILN_CHECK(s == 0, "conv2d on CUDA: cuDNN ", what, " failed (", library().api.cudnnGetErrorString(s), ", status ", s,
-               ") for input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "], weight [", g.o, ", ", g.c / g.groups, ", ",
-               g.kh, ", ", g.kw, "], stride ", g.sh, "x", g.sw, ", padding ", g.ph, "x", g.pw, ", dilation ", g.dh,
-               "x", g.dw, ", groups ", g.groups);
+    KILN_CHECK(s == 0, "conv2d on CUDA: cuDNN ", what, " failed (",
+               library().api.cudnnGetErrorString(s), ", status ", s, ") for input [", g.n, ", ",
+               g.c, ", ", g.h, ", ", g.w, "], weight [", g.o, ", ", g.c / g.groups, ", ", g.kh,
+               ", ", g.kw, "], stride ", g.sh, "x", g.sw, ", padding ", g.ph, "x", g.pw,
+               ", dilation ", g.dh, "x", g.dw, ", groups ", g.groups);
 }
 
 // KILN_CUDNN_TF32=1 lets float32 convolutions use tensor cores (TF32 inputs, as PyTorch's
@@ -267,14 +286,14 @@ std::map<std::vector<int64_t>, Plan>& plans() {
 }
 
 int as_int(int64_t v, const CudnnConv& g) {
-    KILN_CHECK(v >= 0 && v < (int64_t(1) << 31), "conv2d on CUDA: size ", v, " passes cuDNN's int range (input [",
-               g.n, ", ", g.c, ", ", g.h, ", ", g.w, "])");
+    KILN_CHECK(v >= 0 && v < (int64_t(1) << 31), "conv2d on CUDA: size ", v,
+               " passes cuDNN's int range (input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "])");
     return int(v);
 }
 
 Plan& plan_for(const CudnnConv& g) {
     bool math_tf32 = !g.f64 && tf32();
-    std::vector<int64_t> key = {g.n,  g.c,  g.h,  g.w,  g.o,      g.kh,         g.kw,       g.sh,
+    std::vector<int64_t> key = {g.n,  g.c,  g.h,  g.w,  g.o,  g.kh,     g.kw,           g.sh,
                                 g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, int64_t(g.f64), math_tf32};
     auto [it, fresh] = plans().try_emplace(key);
     Plan& p = it->second;
@@ -288,23 +307,26 @@ Plan& plan_for(const CudnnConv& g) {
         check(a.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor", g);
         check(a.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor", g);
         check(a.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor", g);
-        check(a.cudnnSetTensor4dDescriptor(p.x, kNchw, dt, as_int(g.n, g), as_int(g.c, g), as_int(g.h, g),
-                                           as_int(g.w, g)),
+        check(a.cudnnSetTensor4dDescriptor(p.x, kNchw, dt, as_int(g.n, g), as_int(g.c, g),
+                                           as_int(g.h, g), as_int(g.w, g)),
               "cudnnSetTensor4dDescriptor (input)", g);
-        check(a.cudnnSetTensor4dDescriptor(p.y, kNchw, dt, as_int(g.n, g), as_int(g.o, g), as_int(g.out_h(), g),
-                                           as_int(g.out_w(), g)),
+        check(a.cudnnSetTensor4dDescriptor(p.y, kNchw, dt, as_int(g.n, g), as_int(g.o, g),
+                                           as_int(g.out_h(), g), as_int(g.out_w(), g)),
               "cudnnSetTensor4dDescriptor (output)", g);
-        check(a.cudnnSetTensor4dDescriptor(p.bias, kNchw, dt, 1, as_int(g.o, g), 1, 1), "cudnnSetTensor4dDescriptor (bias)",
-              g);
-        check(a.cudnnSetFilter4dDescriptor(p.w, dt, kNchw, as_int(g.o, g), as_int(g.c / g.groups, g), as_int(g.kh, g),
-                                           as_int(g.kw, g)),
-              "cudnnSetFilter4dDescriptor", g);
-        check(a.cudnnSetConvolution2dDescriptor(p.conv, as_int(g.ph, g), as_int(g.pw, g), as_int(g.sh, g),
-                                                as_int(g.sw, g), as_int(g.dh, g), as_int(g.dw, g), kCrossCorrelation, dt),
+        check(a.cudnnSetTensor4dDescriptor(p.bias, kNchw, dt, 1, as_int(g.o, g), 1, 1),
+              "cudnnSetTensor4dDescriptor (bias)", g);
+        check(
+            a.cudnnSetFilter4dDescriptor(p.w, dt, kNchw, as_int(g.o, g), as_int(g.c / g.groups, g),
+                                         as_int(g.kh, g), as_int(g.kw, g)),
+            "cudnnSetFilter4dDescriptor", g);
+        check(a.cudnnSetConvolution2dDescriptor(p.conv, as_int(g.ph, g), as_int(g.pw, g),
+                                                as_int(g.sh, g), as_int(g.sw, g), as_int(g.dh, g),
+                                                as_int(g.dw, g), kCrossCorrelation, dt),
               "cudnnSetConvolution2dDescriptor", g);
-        check(a.cudnnSetConvolutionGroupCount(p.conv, as_int(g.groups, g)), "cudnnSetConvolutionGroupCount", g);
-        check(a.cudnnSetConvolutionMathType(p.conv, math_tf32 ? kTensorOpMath : kFmaMath), "cudnnSetConvolutionMathType",
-              g);
+        check(a.cudnnSetConvolutionGroupCount(p.conv, as_int(g.groups, g)),
+              "cudnnSetConvolutionGroupCount", g);
+        check(a.cudnnSetConvolutionMathType(p.conv, math_tf32 ? kTensorOpMath : kFmaMath),
+              "cudnnSetConvolutionMathType", g);
     } catch (...) {
         plans().erase(it);  // descriptors leak on this error path only; the geometry is refused
         throw;
@@ -327,36 +349,43 @@ const Choice& choose(Plan& p, Direction d, const CudnnConv& g) {
     void* operands[3][3] = {{p.x, p.w, p.y}, {p.w, p.y, p.x}, {p.x, p.y, p.w}};
     void** o = operands[d];
     bool measure = benchmark() && !capturing();
-    Api::Choose get[3] = {a.cudnnGetConvolutionForwardAlgorithm_v7, a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+    Api::Choose get[3] = {a.cudnnGetConvolutionForwardAlgorithm_v7,
+                          a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
                           a.cudnnGetConvolutionBackwardFilterAlgorithm_v7};
-    Api::Choose find[3] = {a.cudnnFindConvolutionForwardAlgorithm, a.cudnnFindConvolutionBackwardDataAlgorithm,
+    Api::Choose find[3] = {a.cudnnFindConvolutionForwardAlgorithm,
+                           a.cudnnFindConvolutionBackwardDataAlgorithm,
                            a.cudnnFindConvolutionBackwardFilterAlgorithm};
-    Api::Workspace size[3] = {a.cudnnGetConvolutionForwardWorkspaceSize, a.cudnnGetConvolutionBackwardDataWorkspaceSize,
+    Api::Workspace size[3] = {a.cudnnGetConvolutionForwardWorkspaceSize,
+                              a.cudnnGetConvolutionBackwardDataWorkspaceSize,
                               a.cudnnGetConvolutionBackwardFilterWorkspaceSize};
     AlgoPerf perf[16] = {};
     int returned = 0;
     if (measure) synchronize();  // cudnnFind* runs on its own: kiln's queued work first
-    check((measure ? find : get)[d](library().handle, o[0], o[1], p.conv, o[2], 16, &returned, perf),
-          measure ? "cudnnFindConvolution*Algorithm" : "cudnnGetConvolution*Algorithm_v7", g);
+    check(
+        (measure ? find : get)[d](library().handle, o[0], o[1], p.conv, o[2], 16, &returned, perf),
+        measure ? "cudnnFindConvolution*Algorithm" : "cudnnGetConvolution*Algorithm_v7", g);
     for (int i = 0; i < returned; ++i) {
         if (perf[i].status != 0) continue;
         // cuDNN lists candidates of every math type and leaves setting it to the caller: exact
         // float32 (and float64) takes FMA math whatever the candidate says, as PyTorch does
         // without allow_tf32; with TF32 allowed each candidate runs with its own.
         int math = p.tf32 ? perf[i].math_type : kFmaMath;
-        if (!p.tf32 && perf[i].math_type != kFmaMath && perf[i].math_type != 0) continue;  // 0: default math
+        if (!p.tf32 && perf[i].math_type != kFmaMath && perf[i].math_type != 0)
+            continue;                                         // 0: default math
         if (perf[i].math_type == kAllowConversion) continue;  // may round float32 to half
         check(a.cudnnSetConvolutionMathType(p.conv, math), "cudnnSetConvolutionMathType", g);
         size_t bytes = 0;
-        if (size[d](library().handle, o[0], o[1], p.conv, o[2], perf[i].algo, &bytes) != 0) continue;
+        if (size[d](library().handle, o[0], o[1], p.conv, o[2], perf[i].algo, &bytes) != 0)
+            continue;
         if (bytes > kMaxWorkspaceBytes) continue;
         c = {true, perf[i].algo, math, bytes};
         return c;
     }
     const char* names[3] = {"forward", "input gradient", "weight gradient"};
-    fail("conv2d on CUDA: cuDNN has no ", names[d], " algorithm for input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
-         "], weight [", g.o, ", ", g.c / g.groups, ", ", g.kh, ", ", g.kw, "] within ", kMaxWorkspaceBytes >> 20,
-         " MiB of workspace (", returned, " candidates); KILN_CUDNN=0 runs im2col + GEMM");
+    fail("conv2d on CUDA: cuDNN has no ", names[d], " algorithm for input [", g.n, ", ", g.c, ", ",
+         g.h, ", ", g.w, "], weight [", g.o, ", ", g.c / g.groups, ", ", g.kh, ", ", g.kw,
+         "] within ", kMaxWorkspaceBytes >> 20, " MiB of workspace (", returned,
+         " candidates); KILN_CUDNN=0 runs im2col + GEMM");
 }
 
 // A workspace from kiln's allocator for the length of one call (stream-ordered: the next user
@@ -375,7 +404,8 @@ struct Workspace {
 };
 
 // Runs one direction: out = op(a, b), alpha 1 and beta 0 of the data's type.
-void run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, void* out, const void* bias) {
+void run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, void* out,
+         const void* bias) {
     Library& lib = library();
     KILN_CHECK(lib.error.empty(), "conv2d on CUDA: ", lib.error);
     std::lock_guard lock(g_mu);
@@ -392,20 +422,23 @@ void run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, vo
     ++g_calls;
     switch (d) {
         case kForward:
-            check(a.cudnnConvolutionForward(lib.handle, one, p.x, in_a, p.w, in_b, p.conv, c.algo, ws.ptr,
-                                            c.workspace_bytes, zero, p.y, out),
+            check(a.cudnnConvolutionForward(lib.handle, one, p.x, in_a, p.w, in_b, p.conv, c.algo,
+                                            ws.ptr, c.workspace_bytes, zero, p.y, out),
                   "cudnnConvolutionForward", g);
-            if (bias) check(a.cudnnAddTensor(lib.handle, one, p.bias, bias, one, p.y, out), "cudnnAddTensor (bias)", g);
+            if (bias)
+                check(a.cudnnAddTensor(lib.handle, one, p.bias, bias, one, p.y, out),
+                      "cudnnAddTensor (bias)", g);
             break;
         case kData:  // (w, dy) -> dx
-            check(a.cudnnConvolutionBackwardData(lib.handle, one, p.w, in_a, p.y, in_b, p.conv, c.algo, ws.ptr,
-                                                 c.workspace_bytes, zero, p.x, out),
+            check(a.cudnnConvolutionBackwardData(lib.handle, one, p.w, in_a, p.y, in_b, p.conv,
+                                                 c.algo, ws.ptr, c.workspace_bytes, zero, p.x, out),
                   "cudnnConvolutionBackwardData", g);
             break;
         case kFilter:  // (x, dy) -> dw
-            check(a.cudnnConvolutionBackwardFilter(lib.handle, one, p.x, in_a, p.y, in_b, p.conv, c.algo, ws.ptr,
-                                                   c.workspace_bytes, zero, p.w, out),
-                  "cudnnConvolutionBackwardFilter", g);
+            check(
+                a.cudnnConvolutionBackwardFilter(lib.handle, one, p.x, in_a, p.y, in_b, p.conv,
+                                                 c.algo, ws.ptr, c.workspace_bytes, zero, p.w, out),
+                "cudnnConvolutionBackwardFilter", g);
             break;
     }
 }
@@ -430,7 +463,8 @@ bool cudnn_enabled() {
 std::string cudnn_unavailable_reason() { return library().error; }
 int64_t cudnn_version() { return library().error.empty() ? library().version : 0; }
 
-void cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias, void* y) {
+void cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
+                        void* y) {
     run(kForward, g, x, w, y, bias);
 }
 void cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx) {

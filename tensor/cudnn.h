@@ -32,7 +32,8 @@ std::string cudnn_unavailable_reason();
 int64_t cudnn_version();
 
 // y = conv(x, w) (+ bias[o], through cudnnAddTensor, when bias is not null).
-void cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias, void* y);
+void cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
+                        void* y);
 // dx = the input gradient, from the output gradient dy and w.
 void cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx);
 // dw = the weight gradient, from x and the output gradient dy.

@@ -13,23 +13,38 @@ namespace {
 using cuda::detail::CudnnConv;
 
 bool on_cuda_float(const Tensor& t) {
-    return t.device().type == DeviceType::cuda && (t.dtype() == DType::float32 || t.dtype() == DType::float64);
+    return t.device().type == DeviceType::cuda &&
+           (t.dtype() == DType::float32 || t.dtype() == DType::float64);
 }
 
 // Every tensor a CUDA float tensor of one dtype, none empty, and cuDNN on.
 bool usable(std::initializer_list<const Tensor*> ts) {
     for (const Tensor* t : ts)
-        if (!on_cuda_float(*t) || t->dtype() != (*ts.begin())->dtype() || t->numel() == 0) return false;
+        if (!on_cuda_float(*t) || t->dtype() != (*ts.begin())->dtype() || t->numel() == 0)
+            return false;
     return cuda::detail::cudnn_enabled();
 }
 
 // x [N, C, H, W], weight [O, C / groups, kh, kw]; attrs.shape = {kh, kw, sh, sw, ph, pw, dh, dw},
 // attrs.dim = groups (tensor/ops.def).
 CudnnConv geometry(const Shape& x, const Shape& w, const Attrs& a) {
-    KILN_CHECK(a.shape.size() == 8 && a.dim > 0, "conv2d (cuDNN): expected 8 window attributes and groups > 0, got ",
-               a.shape, " and ", a.dim);
-    return {.n = x[0], .c = x[1], .h = x[2], .w = x[3], .o = w[0], .kh = w[2], .kw = w[3], .sh = a.shape[2],
-            .sw = a.shape[3], .ph = a.shape[4], .pw = a.shape[5], .dh = a.shape[6], .dw = a.shape[7], .groups = a.dim,
+    KILN_CHECK(a.shape.size() == 8 && a.dim > 0,
+               "conv2d (cuDNN): expected 8 window attributes and groups > 0, got ", a.shape,
+               " and ", a.dim);
+    return {.n = x[0],
+            .c = x[1],
+            .h = x[2],
+            .w = x[3],
+            .o = w[0],
+            .kh = w[2],
+            .kw = w[3],
+            .sh = a.shape[2],
+            .sw = a.shape[3],
+            .ph = a.shape[4],
+            .pw = a.shape[5],
+            .dh = a.shape[6],
+            .dw = a.shape[7],
+            .groups = a.dim,
             .f64 = false};
 }
 
@@ -37,7 +52,9 @@ void* data(const Tensor& t) { return t.raw_data(); }
 
 }  // namespace
 
-bool detail::conv_uses_cudnn(const Tensor& t) { return on_cuda_float(t) && cuda::detail::cudnn_enabled(); }
+bool detail::conv_uses_cudnn(const Tensor& t) {
+    return on_cuda_float(t) && cuda::detail::cudnn_enabled();
+}
 int64_t detail::cudnn_conv_calls() { return cuda::detail::cudnn_stats().calls; }
 
 Tensor cudnn_conv2d(std::span<const Tensor> in, const Attrs& a) {
@@ -45,11 +62,13 @@ Tensor cudnn_conv2d(std::span<const Tensor> in, const Attrs& a) {
     const Tensor& w0 = in[1];
     Tensor bias0 = in.size() == 3 ? in[2] : Tensor();
     if (!(bias0.defined() ? usable({&x0, &w0, &bias0}) : usable({&x0, &w0}))) return {};
-    Tensor x = x0.contiguous(), w = w0.contiguous(), bias = bias0.defined() ? bias0.contiguous() : Tensor();
+    Tensor x = x0.contiguous(), w = w0.contiguous(),
+           bias = bias0.defined() ? bias0.contiguous() : Tensor();
     CudnnConv g = geometry(x.shape(), w.shape(), a);
     g.f64 = x.dtype() == DType::float64;
     Tensor y = empty({g.n, g.o, g.out_h(), g.out_w()}, x.dtype(), x.device());
-    cuda::detail::cudnn_conv_forward(g, data(x), data(w), bias.defined() ? data(bias) : nullptr, data(y));
+    cuda::detail::cudnn_conv_forward(g, data(x), data(w), bias.defined() ? data(bias) : nullptr,
+                                     data(y));
     return y;
 }
 

@@ -3,7 +3,6 @@
 // against KILN_CUBLASLT=0 (matmul and add, the reference), values and gradients; a compiled
 // Linear records matmul and add. Without a GPU the cases say why they are skipped.
 #include <boost/test/unit_test.hpp>
-
 #include <iostream>
 
 #include "kiln.h"
@@ -48,19 +47,25 @@ BOOST_AUTO_TEST_CASE(cpu_linear_never_calls_cublaslt) {
     BOOST_TEST(y.shape() == (Shape{2, 3}));
     BOOST_TEST(cuda::detail::cublaslt_calls() == before);
     if (!cuda::is_available())
-        BOOST_TEST(cuda::detail::cublaslt_unavailable_reason().find("CUDA is not available") != std::string::npos);
+        BOOST_TEST(cuda::detail::cublaslt_unavailable_reason().find("CUDA is not available") !=
+                   std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(gemm_epilogues_equal_matmul_then_the_pointwise_ops, *utf::precondition(NeedsCublasLt{})) {
+BOOST_AUTO_TEST_CASE(gemm_epilogues_equal_matmul_then_the_pointwise_ops,
+                     *utf::precondition(NeedsCublasLt{})) {
     struct Size {
         int64_t m, n, k;
     };
     for (Size s : {Size{1, 1, 1}, Size{7, 13, 5}, Size{128, 768, 768}, Size{300, 50, 1000}}) {
-        Tensor x = randn({s.m, s.k}).cuda(), w = (randn({s.n, s.k}) * 0.1).cuda(), b = randn({s.n}).cuda();
+        Tensor x = randn({s.m, s.k}).cuda(), w = (randn({s.n, s.k}) * 0.1).cuda(),
+               b = randn({s.n}).cuda();
         Tensor z = matmul(x, w.t()) + b;
         for (Epilogue e : {Epilogue::bias, Epilogue::bias_relu, Epilogue::bias_gelu}) {
-            BOOST_TEST_CONTEXT("m " << s.m << ", n " << s.n << ", k " << s.k << ", epilogue " << int(e)) {
-                Tensor want = e == Epilogue::bias ? z : e == Epilogue::bias_relu ? relu(z) : F::gelu(z, "tanh");
+            BOOST_TEST_CONTEXT("m " << s.m << ", n " << s.n << ", k " << s.k << ", epilogue "
+                                    << int(e)) {
+                Tensor want = e == Epilogue::bias        ? z
+                              : e == Epilogue::bias_relu ? relu(z)
+                                                         : F::gelu(z, "tanh");
                 Tensor got = empty({s.m, s.n}, DType::float32, x.device());
                 int64_t before = cuda::detail::cublaslt_calls();
                 cuda::detail::gemm_epilogue(s.m, s.n, s.k, static_cast<const float*>(x.raw_data()),
@@ -75,7 +80,8 @@ BOOST_AUTO_TEST_CASE(gemm_epilogues_equal_matmul_then_the_pointwise_ops, *utf::p
     }
 }
 
-BOOST_AUTO_TEST_CASE(cuda_linear_values_and_gradients_equal_matmul_and_add, *utf::precondition(NeedsCublasLt{})) {
+BOOST_AUTO_TEST_CASE(cuda_linear_values_and_gradients_equal_matmul_and_add,
+                     *utf::precondition(NeedsCublasLt{})) {
     manual_seed(4);
     nn::Linear layer(16, 24);
     layer.to(kiln_test::kCuda);
@@ -87,7 +93,8 @@ BOOST_AUTO_TEST_CASE(cuda_linear_values_and_gradients_equal_matmul_and_add, *utf
         Tensor y = layer.forward(x);
         calls = cuda::detail::cublaslt_calls() - before;
         (y * weighting.cuda()).sum().backward();
-        return std::vector<Tensor>{y.detach().cpu(), x.grad().cpu(), layer.weight.grad().cpu(), layer.bias.grad().cpu()};
+        return std::vector<Tensor>{y.detach().cpu(), x.grad().cpu(), layer.weight.grad().cpu(),
+                                   layer.bias.grad().cpu()};
     };
     int64_t fused_calls = 0, reference_calls = 0;
     std::vector<Tensor> fused = run(fused_calls), reference;
@@ -98,11 +105,13 @@ BOOST_AUTO_TEST_CASE(cuda_linear_values_and_gradients_equal_matmul_and_add, *utf
     BOOST_TEST(fused_calls == 1);
     BOOST_TEST(reference_calls == 0);
     const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
-    for (size_t i = 0; i < fused.size(); ++i) BOOST_TEST(relative_error(fused[i], reference[i]) < 1e-5, names[i]);
+    for (size_t i = 0; i < fused.size(); ++i)
+        BOOST_TEST(relative_error(fused[i], reference[i]) < 1e-5, names[i]);
 }
 
 // Under compile() Linear records matmul and add (the inductor fuses the add itself).
-BOOST_AUTO_TEST_CASE(a_compiled_linear_records_matmul_and_add, *utf::precondition(NeedsCublasLt{})) {
+BOOST_AUTO_TEST_CASE(a_compiled_linear_records_matmul_and_add,
+                     *utf::precondition(NeedsCublasLt{})) {
     manual_seed(6);
     auto layer = std::make_shared<nn::Linear>(8, 4);
     layer->to(kiln_test::kCuda);

@@ -3,7 +3,6 @@
 // groups and bias, float32 and float64; compiled (default and reduce-overhead) against eager.
 // Without a GPU or without libcudnn.so.9 the cases say why they are skipped.
 #include <boost/test/unit_test.hpp>
-
 #include <iostream>
 #include <string>
 
@@ -46,10 +45,11 @@ struct ConvCase {
 };
 
 std::ostream& operator<<(std::ostream& os, const ConvCase& k) {
-    return os << "input [" << k.n << ", " << k.c << ", " << k.h << ", " << k.w << "], weight [" << k.o << ", "
-              << k.c / k.groups << ", " << k.kh << ", " << k.kw << "], stride " << k.stride.first << "x"
-              << k.stride.second << ", padding " << k.padding.first << "x" << k.padding.second << ", dilation "
-              << k.dilation.first << "x" << k.dilation.second << ", groups " << k.groups << (k.bias ? ", bias" : "");
+    return os << "input [" << k.n << ", " << k.c << ", " << k.h << ", " << k.w << "], weight ["
+              << k.o << ", " << k.c / k.groups << ", " << k.kh << ", " << k.kw << "], stride "
+              << k.stride.first << "x" << k.stride.second << ", padding " << k.padding.first << "x"
+              << k.padding.second << ", dilation " << k.dilation.first << "x" << k.dilation.second
+              << ", groups " << k.groups << (k.bias ? ", bias" : "");
 }
 
 struct Result {
@@ -68,13 +68,13 @@ Result run_conv(const ConvCase& k, const std::vector<Tensor>& leaves, const Tens
 }
 
 const std::vector<ConvCase> kCases = {
-    {2, 3, 9, 11, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // same padding
-    {2, 4, 10, 10, 6, 3, 3, {2, 2}, {1, 0}, {1, 1}, 2, false},   // strided, grouped
-    {1, 6, 12, 12, 6, 3, 3, {1, 1}, {2, 2}, {2, 2}, 6, true},    // depthwise, dilated
-    {3, 8, 7, 7, 16, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},     // 1x1
-    {2, 3, 20, 20, 8, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},   // a ResNet stem
-    {2, 4, 9, 8, 4, 2, 3, {3, 2}, {0, 1}, {1, 2}, 1, true},      // uneven everything
-    {4, 16, 8, 8, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},   // a ResNet downsampling block
+    {2, 3, 9, 11, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // same padding
+    {2, 4, 10, 10, 6, 3, 3, {2, 2}, {1, 0}, {1, 1}, 2, false},  // strided, grouped
+    {1, 6, 12, 12, 6, 3, 3, {1, 1}, {2, 2}, {2, 2}, 6, true},   // depthwise, dilated
+    {3, 8, 7, 7, 16, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // 1x1
+    {2, 3, 20, 20, 8, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},  // a ResNet stem
+    {2, 4, 9, 8, 4, 2, 3, {3, 2}, {0, 1}, {1, 2}, 1, true},     // uneven everything
+    {4, 16, 8, 8, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},  // a ResNet downsampling block
 };
 
 }  // namespace
@@ -91,31 +91,36 @@ BOOST_AUTO_TEST_CASE(cpu_tensors_never_use_cudnn_and_the_reason_says_why) {
         return;
     }
     std::string why = cuda::detail::cudnn_unavailable_reason();
-    std::cout << "cudnn: " << (why.empty() ? "version " + std::to_string(cuda::detail::cudnn_version()) : why) << "\n";
+    std::cout << "cudnn: "
+              << (why.empty() ? "version " + std::to_string(cuda::detail::cudnn_version()) : why)
+              << "\n";
     kiln_test::ScopedEnv off("KILN_CUDNN", "0");
     BOOST_TEST(!detail::conv_uses_cudnn(randn({1, 1, 3, 3}).cuda()));
 }
 
-BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path, *utf::precondition(NeedsCudnn{})) {
+BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path,
+                     *utf::precondition(NeedsCudnn{})) {
     for (DType dt : {DType::float32, DType::float64}) {
         for (const ConvCase& k : kCases) {
             BOOST_TEST_CONTEXT(k << ", " << dtype_name(dt)) {
                 // The bias leaf is used only when the case has one.
-                std::vector<Tensor> leaves = {randn({k.n, k.c, k.h, k.w}).to(dt),
-                                              (randn({k.o, k.c / k.groups, k.kh, k.kw}) * 0.3).to(dt),
-                                              randn({k.o}).to(dt)};
-                Tensor probe = conv2d(leaves[0], leaves[1], k.bias ? leaves[2] : Tensor(), k.stride, k.padding,
-                                      k.dilation, k.groups);
+                std::vector<Tensor> leaves = {
+                    randn({k.n, k.c, k.h, k.w}).to(dt),
+                    (randn({k.o, k.c / k.groups, k.kh, k.kw}) * 0.3).to(dt), randn({k.o}).to(dt)};
+                Tensor probe = conv2d(leaves[0], leaves[1], k.bias ? leaves[2] : Tensor(), k.stride,
+                                      k.padding, k.dilation, k.groups);
                 Tensor weighting = randn(probe.shape()).to(dt);
                 int64_t calls = detail::cudnn_conv_calls();
                 Result fast = run_conv(k, leaves, weighting);
-                BOOST_TEST(detail::cudnn_conv_calls() - calls == 3, "forward, input and weight gradient through cuDNN");
+                BOOST_TEST(detail::cudnn_conv_calls() - calls == 3,
+                           "forward, input and weight gradient through cuDNN");
                 Result ref;
                 {
                     kiln_test::ScopedEnv off("KILN_CUDNN", "0");
                     calls = detail::cudnn_conv_calls();
                     ref = run_conv(k, leaves, weighting);
-                    BOOST_TEST(detail::cudnn_conv_calls() == calls, "KILN_CUDNN=0 runs no cuDNN call");
+                    BOOST_TEST(detail::cudnn_conv_calls() == calls,
+                               "KILN_CUDNN=0 runs no cuDNN call");
                 }
                 // float32: cuDNN's algorithms (Winograd, FFT) round differently from one GEMM.
                 double tol = dt == DType::float64 ? 1e-12 : 1e-4;
@@ -131,7 +136,8 @@ BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path, *utf::pr
         }
     }
     cuda::detail::CudnnStats s = cuda::detail::cudnn_stats();
-    BOOST_TEST(s.plans <= int64_t(2 * kCases.size()), "one plan per geometry and dtype, reused by the gradients");
+    BOOST_TEST(s.plans <= int64_t(2 * kCases.size()),
+               "one plan per geometry and dtype, reused by the gradients");
 }
 
 // Non-contiguous operands (a transposed input, an expanded gradient) give the same result.
@@ -145,13 +151,14 @@ BOOST_AUTO_TEST_CASE(strided_operands_are_made_contiguous_first, *utf::precondit
 }
 
 // compile() records the conv2d op; its fallback kernel runs cuDNN, in a CUDA graph too.
-BOOST_AUTO_TEST_CASE(compiled_convolutions_equal_eager_with_gradients, *utf::precondition(NeedsCudnn{})) {
+BOOST_AUTO_TEST_CASE(compiled_convolutions_equal_eager_with_gradients,
+                     *utf::precondition(NeedsCudnn{})) {
     auto block = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
         Tensor h = relu(conv2d(x, w1, b1, {1, 1}, {1, 1}));
         return (conv2d(h, w2, {}, {2, 2}, {1, 1}) + 1.0).relu().mean();
     };
-    std::vector<Tensor> start = {randn({4, 8, 16, 16}), randn({16, 8, 3, 3}) * 0.2, randn({16}) * 0.1,
-                                 randn({16, 16, 3, 3}) * 0.2};
+    std::vector<Tensor> start = {randn({4, 8, 16, 16}), randn({16, 8, 3, 3}) * 0.2,
+                                 randn({16}) * 0.1, randn({16, 16, 3, 3}) * 0.2};
     auto grads = [&](auto&& f) {
         std::vector<Tensor> ps;
         for (const Tensor& t : start) ps.push_back(t.cuda().requires_grad_());
@@ -170,7 +177,8 @@ BOOST_AUTO_TEST_CASE(compiled_convolutions_equal_eager_with_gradients, *utf::pre
             if (std::string(mode) == "default")  // two forwards, two input and two weight gradients
                 BOOST_TEST(detail::cudnn_conv_calls() - calls >= 6, "call " << call);
             for (size_t i = 0; i < got.size(); ++i)
-                BOOST_TEST(relative_error(got[i], eager[i]) < 1e-5, mode << " call " << call << " tensor " << i);
+                BOOST_TEST(relative_error(got[i], eager[i]) < 1e-5,
+                           mode << " call " << call << " tensor " << i);
         }
     }
 }

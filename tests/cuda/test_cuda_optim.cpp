@@ -4,7 +4,6 @@
 // and float64, a parameter left without a gradient on one step. Compile-only: the kernels'
 // sources through NVRTC (no GPU needed).
 #include <boost/test/unit_test.hpp>
-
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -51,8 +50,10 @@ std::vector<Tensor> train(const MakeOptimizer& make, int64_t& launches) {
     for (int step = 0; step < 4; ++step) {
         for (size_t i = 0; i < params.size(); ++i) {
             Tensor g = randn(params[i].shape()).to(params[i].dtype());
-            if (!(step == 2 && i == 5)) params[i].set_grad(g.cuda());
-            else params[i].zero_grad();
+            if (!(step == 2 && i == 5))
+                params[i].set_grad(g.cuda());
+            else
+                params[i].zero_grad();
         }
         opt->step();
     }
@@ -70,7 +71,8 @@ void check_against_per_tensor(const std::string& what, const MakeOptimizer& make
             kiln_test::ScopedEnv off("KILN_FUSED_OPTIM", "0");
             reference = train(make, reference_launches);
         }
-        BOOST_TEST(fused_launches == 4 * 3, "per step: two float32 launches (70 parameters) and one float64");
+        BOOST_TEST(fused_launches == 4 * 3,
+                   "per step: two float32 launches (70 parameters) and one float64");
         BOOST_TEST(reference_launches == 0);
         std::vector<Tensor> start = start_params();
         for (size_t i = 0; i < fused.size(); ++i) {
@@ -87,24 +89,35 @@ BOOST_AUTO_TEST_SUITE(cuda_optim)
 
 BOOST_AUTO_TEST_CASE(multi_tensor_kernel_sources_compile_with_nvrtc) {
     if (!cuda::detail::nvrtc_unavailable_reason().empty()) {
-        std::cout << "cuda optim: SKIPPED compile-only test (" << cuda::detail::nvrtc_unavailable_reason() << ")\n";
+        std::cout << "cuda optim: SKIPPED compile-only test ("
+                  << cuda::detail::nvrtc_unavailable_reason() << ")\n";
         return;
     }
     auto sources = cuda::fused_optim_kernel_sources();
     BOOST_TEST(sources.size() == 4u);
-    for (const auto& [entry, source] : sources)  // a cubin for sm_90: ptxas checks the 4 KB argument block too
-        BOOST_TEST_CONTEXT(entry) { BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(source, entry, 90)); }
+    for (const auto& [entry, source] :
+         sources)  // a cubin for sm_90: ptxas checks the 4 KB argument block too
+        BOOST_TEST_CONTEXT(entry) {
+            BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(source, entry, 90));
+        }
 }
 
-BOOST_AUTO_TEST_CASE(sgd_multi_tensor_step_equals_the_per_tensor_step, *utf::precondition(kiln_test::NeedsGpu{"cuda optim"})) {
-    check_against_per_tensor("SGD", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, 0.1); });
-    check_against_per_tensor("SGD momentum", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9); });
-    check_against_per_tensor("SGD momentum, weight decay",
-                             [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, 0.05, 0.9, 1e-2); });
+BOOST_AUTO_TEST_CASE(sgd_multi_tensor_step_equals_the_per_tensor_step,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda optim"})) {
+    check_against_per_tensor(
+        "SGD", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, 0.1); });
+    check_against_per_tensor("SGD momentum", [](std::vector<Tensor> p) {
+        return std::make_unique<optim::SGD>(p, 0.1, 0.9);
+    });
+    check_against_per_tensor("SGD momentum, weight decay", [](std::vector<Tensor> p) {
+        return std::make_unique<optim::SGD>(p, 0.05, 0.9, 1e-2);
+    });
 }
 
-BOOST_AUTO_TEST_CASE(adam_multi_tensor_step_equals_the_per_tensor_step, *utf::precondition(kiln_test::NeedsGpu{"cuda optim"})) {
-    check_against_per_tensor("Adam", [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(p, 1e-2); });
+BOOST_AUTO_TEST_CASE(adam_multi_tensor_step_equals_the_per_tensor_step,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda optim"})) {
+    check_against_per_tensor(
+        "Adam", [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(p, 1e-2); });
     check_against_per_tensor("Adam, weight decay", [](std::vector<Tensor> p) {
         return std::make_unique<optim::Adam>(p, 1e-3, std::pair{0.8, 0.99}, 1e-6, 0.05);
     });
@@ -112,10 +125,12 @@ BOOST_AUTO_TEST_CASE(adam_multi_tensor_step_equals_the_per_tensor_step, *utf::pr
 
 // Inside a compiled function the step is recorded op by op (the JIT replays it), so the
 // multi-tensor kernel stays out; the result equals eager's.
-BOOST_AUTO_TEST_CASE(a_compiled_training_step_records_the_per_tensor_update, *utf::precondition(kiln_test::NeedsGpu{"cuda optim"})) {
+BOOST_AUTO_TEST_CASE(a_compiled_training_step_records_the_per_tensor_update,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda optim"})) {
     auto run = [](bool compiled) {
         manual_seed(2);
-        std::vector<Tensor> ps = {(randn({8, 4}) * 0.3).cuda().requires_grad_(), zeros({4}).cuda().requires_grad_()};
+        std::vector<Tensor> ps = {(randn({8, 4}) * 0.3).cuda().requires_grad_(),
+                                  zeros({4}).cuda().requires_grad_()};
         Tensor x = randn({16, 8}).cuda(), t = randn({16, 4}).cuda();
         optim::SGD opt(ps, 0.1, 0.9);
         auto step = [&](const Tensor& input, const Tensor& target) {
@@ -133,8 +148,10 @@ BOOST_AUTO_TEST_CASE(a_compiled_training_step_records_the_per_tensor_update, *ut
     std::vector<Tensor> eager = run(false);
     int64_t before = cuda::fused_optim_launches();
     std::vector<Tensor> compiled = run(true);
-    std::cout << "cuda optim: a compiled step made " << cuda::fused_optim_launches() - before << " multi-tensor launches\n";
-    for (size_t i = 0; i < eager.size(); ++i) BOOST_TEST(relative_error(compiled[i], eager[i]) < 1e-5, "parameter " << i);
+    std::cout << "cuda optim: a compiled step made " << cuda::fused_optim_launches() - before
+              << " multi-tensor launches\n";
+    for (size_t i = 0; i < eager.size(); ++i)
+        BOOST_TEST(relative_error(compiled[i], eager[i]) < 1e-5, "parameter " << i);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
