@@ -363,6 +363,25 @@ std::atomic<int64_t> g_issued{0};  // kernels, cuBLAS calls, copies and memsets 
 }
 int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
 
+void* open_library(std::initializer_list<const char*> names, std::string& why) {
+    return open_first(names, why);
+}
+void* library_symbol(void* lib, const char* symbol, std::string& why) {
+    void* fn = dlsym(lib, symbol);
+    if (!fn) why = std::string("symbol ") + symbol + " missing";
+    return fn;
+}
+void* library_stream(const char* op) {
+    Runtime& r = live(op);
+    g_issued.fetch_add(1, std::memory_order_relaxed);
+    return r.stream;
+}
+bool capturing() {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    return r.capture_held != nullptr;
+}
+
 void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t bytes) {
     if (bytes == 0) return;
     Runtime& r = live("copy");

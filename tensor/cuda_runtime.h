@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,18 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           int64_t batch);
 
 void synchronize();
+
+// For the libraries kiln calls on its stream besides cuBLAS (cuDNN: tensor/cudnn.cpp; cublasLt:
+// tensor/cublaslt.cpp): the first of `names` that dlopen loads (null, and the loader's messages
+// appended to `why`, when none does), and one of its symbols (null and `why` when missing).
+void* open_library(std::initializer_list<const char*> names, std::string& why);
+void* library_symbol(void* lib, const char* symbol, std::string& why);
+// kiln's stream (a CUstream, which is a cudaStream_t) with cuda:0's context current in this
+// thread, for one library call about to be put on it (counted in operations_issued()).
+void* library_stream(const char* op);
+// Whether a CUDA graph is being captured now: work that must run at once (an algorithm
+// search that times kernels) waits for a call outside the capture.
+bool capturing();
 // How many operations (kernel launches, cuBLAS calls, copies, memsets) kiln has put on its
 // stream so far: benchmarks divide host time per call by it.
 int64_t operations_issued();
