@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/sampler.h"
 #include "kiln.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
@@ -146,11 +147,15 @@ std::string run_part(const Part& p) {
     int64_t cudnn0 = detail::cudnn_conv_calls(), optim0 = cuda::fused_optim_launches(),
             lt0 = cuda::detail::cublaslt_calls();
     std::vector<double> ms;
+    // KILN_BENCH_SAMPLE=1: a sampling profile of the timed steps (bench/sampler.h); KILN_BENCH_REPS: more of them.
+    if (const char* r = std::getenv("KILN_BENCH_REPS")) reps = std::max(reps, std::atoi(r));
+    bench_sampler::start();
     for (int i = 0; i < reps; ++i) {
         t0 = std::chrono::steady_clock::now();
         call();
         ms.push_back(seconds_since(t0) * 1e3);
     }
+    bench_sampler::stop();
     std::sort(ms.begin(), ms.end());
     char paths[256] = "";
     if (on_gpu)
