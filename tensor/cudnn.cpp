@@ -118,7 +118,8 @@ void preload_sublibraries(const std::string& folder) {
 std::vector<std::string> wheel_candidates() {
     std::vector<std::string> roots = {
         "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
-        "/usr/lib/python3/dist-packages", "/opt/conda/lib/python3*/site-packages"};
+        "/usr/lib/python3/dist-packages", "/opt/conda/lib/python3*/site-packages",
+        "/opt/*/.venv/lib/python3*/site-packages", "/opt/*/lib/python3*/site-packages"};
     for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
         if (const char* v = std::getenv(var))
             roots.push_back(std::string(v) + "/lib/python3*/site-packages");
