@@ -118,7 +118,8 @@ void preload_sublibraries(const std::string& folder) {
 std::vector<std::string> wheel_candidates() {
     std::vector<std::string> roots = {
         "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
-        "/usr/lib/python3/dist-packages", "/opt/conda/lib/python3*/site-packages"};
+        "/usr/lib/python3/dist-packages", "/opt/conda/lib/python3*/site-packages",
+        "/opt/*/.venv/lib/python3*/site-packages", "/opt/*/lib/python3*/site-packages"};
     for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
         if (const char* v = std::getenv(var))
             roots.push_back(std::string(v) + "/lib/python3*/site-packages");
@@ -403,16 +404,30 @@ struct Workspace {
     Workspace& operator=(const Workspace&) = delete;
 };
 
-// Runs one direction: out = op(a, b), alpha 1 and beta 0 of the data's type.
-void run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, void* out,
+// Runs one direction: out = op(a, b), alpha 1 and beta 0 of the data's type. False, with a
+// note the first time, when cuDNN cannot plan this geometry (a descriptor it refuses, no
+// algorithm): the caller runs im2col + GEMM. A failure of the call itself raises.
+bool run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, void* out,
          const void* bias) {
     Library& lib = library();
     KILN_CHECK(lib.error.empty(), "conv2d on CUDA: ", lib.error);
     std::lock_guard lock(g_mu);
     library_stream("conv2d (cuDNN)");  // the handle was given kiln's stream when made
     const Api& a = lib.api;
-    Plan& p = plan_for(g);
-    const Choice& c = choose(p, d, g);
+    Plan* plan = nullptr;
+    const Choice* choice = nullptr;
+    try {
+        plan = &plan_for(g);
+        choice = &choose(*plan, d, g);
+    } catch (const Error& e) {
+        static std::once_flag noted;
+        std::call_once(noted, [&] {
+            std::fprintf(stderr, "kiln: %s; such convolutions run as im2col + GEMM\n", e.what());
+        });
+        return false;
+    }
+    Plan& p = *plan;
+    const Choice& c = *choice;
     check(a.cudnnSetConvolutionMathType(p.conv, c.math_type), "cudnnSetConvolutionMathType", g);
     Workspace ws(c.workspace_bytes);
     const float one_f = 1, zero_f = 0;
@@ -441,6 +456,7 @@ void run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, vo
                 "cudnnConvolutionBackwardFilter", g);
             break;
     }
+    return true;
 }
 
 }  // namespace
@@ -463,15 +479,15 @@ bool cudnn_enabled() {
 std::string cudnn_unavailable_reason() { return library().error; }
 int64_t cudnn_version() { return library().error.empty() ? library().version : 0; }
 
-void cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
+bool cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
                         void* y) {
-    run(kForward, g, x, w, y, bias);
+    return run(kForward, g, x, w, y, bias);
 }
-void cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx) {
-    run(kData, g, w, dy, dx, nullptr);
+bool cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx) {
+    return run(kData, g, w, dy, dx, nullptr);
 }
-void cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw) {
-    run(kFilter, g, x, dy, dw, nullptr);
+bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw) {
+    return run(kFilter, g, x, dy, dw, nullptr);
 }
 
 CudnnStats cudnn_stats() { return {g_calls.load(), g_plans.load()}; }

@@ -31,13 +31,16 @@ std::string cudnn_unavailable_reason();
 // The loaded library's version (cudnnGetVersion(), e.g. 90600), 0 when not loaded.
 int64_t cudnn_version();
 
+// Each returns false, having run nothing, when cuDNN cannot plan the geometry (a descriptor
+// it refuses, no algorithm within the workspace limit; one note on stderr the first time);
+// the caller then runs im2col + GEMM. A failing cuDNN call raises a kiln::Error.
 // y = conv(x, w) (+ bias[o], through cudnnAddTensor, when bias is not null).
-void cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
+bool cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
                         void* y);
 // dx = the input gradient, from the output gradient dy and w.
-void cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx);
+bool cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx);
 // dw = the weight gradient, from x and the output gradient dy.
-void cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw);
+bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw);
 
 struct CudnnStats {
     int64_t calls = 0;  // convolutions run (each direction counts one)

@@ -1,7 +1,7 @@
 // conv2d and its two gradients on CUDA tensors through cuDNN (tensor/cudnn.h): the table ops'
 // kernels (tensor/kernels_conv_dnnl.cpp) call these first. Each returns an undefined tensor
-// when cuDNN does not take its inputs (off, not loaded, mixed dtypes, an empty tensor), and
-// the caller runs im2col + GEMM, the reference path.
+// when cuDNN does not take its inputs (off, not loaded, mixed dtypes, an empty tensor, a
+// geometry it cannot plan), and the caller runs im2col + GEMM, the reference path.
 #include <cstdlib>
 
 #include "tensor/cudnn.h"
@@ -67,9 +67,9 @@ Tensor cudnn_conv2d(std::span<const Tensor> in, const Attrs& a) {
     CudnnConv g = geometry(x.shape(), w.shape(), a);
     g.f64 = x.dtype() == DType::float64;
     Tensor y = empty({g.n, g.o, g.out_h(), g.out_w()}, x.dtype(), x.device());
-    cuda::detail::cudnn_conv_forward(g, data(x), data(w), bias.defined() ? data(bias) : nullptr,
-                                     data(y));
-    return y;
+    bool ran = cuda::detail::cudnn_conv_forward(g, data(x), data(w),
+                                                bias.defined() ? data(bias) : nullptr, data(y));
+    return ran ? y : Tensor();
 }
 
 // (grad_out [N, O, OH, OW], weight) -> grad input [N, C, H, W], with (H, W) = attrs.dims.
@@ -80,8 +80,7 @@ Tensor cudnn_conv2d_input_grad(std::span<const Tensor> in, const Attrs& a) {
     CudnnConv g = geometry(x_shape, w.shape(), a);
     g.f64 = dy.dtype() == DType::float64;
     Tensor dx = empty(x_shape, dy.dtype(), dy.device());
-    cuda::detail::cudnn_conv_input_grad(g, data(dy), data(w), data(dx));
-    return dx;
+    return cuda::detail::cudnn_conv_input_grad(g, data(dy), data(w), data(dx)) ? dx : Tensor();
 }
 
 // (x, grad_out) -> grad weight [O, C / groups, kh, kw].
@@ -92,8 +91,7 @@ Tensor cudnn_conv2d_weight_grad(std::span<const Tensor> in, const Attrs& a) {
     CudnnConv g = geometry(x.shape(), w_shape, a);
     g.f64 = x.dtype() == DType::float64;
     Tensor dw = empty(w_shape, x.dtype(), x.device());
-    cuda::detail::cudnn_conv_weight_grad(g, data(x), data(dy), data(dw));
-    return dw;
+    return cuda::detail::cudnn_conv_weight_grad(g, data(x), data(dy), data(dw)) ? dw : Tensor();
 }
 
 }  // namespace kiln
