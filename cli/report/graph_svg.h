@@ -1,0 +1,27 @@
+// A graph as SVG for the report: graphviz `dot -Tsvg` when it is installed, else a built-in
+// layered layout (longest-path layers, barycentre ordering). Each node is a
+// <g class="node" data-node="ID"> so the page's script can link it to generated lines.
+#pragma once
+#include <map>
+#include <string>
+
+#include "cli/report/trace_log.h"
+
+namespace kiln::report {
+
+enum class Layout { automatic, dot, builtin };
+
+struct SvgMarks {
+    std::map<std::string, std::string> note;     // node id -> an extra label line ("saved 4 KiB")
+    std::map<std::string, std::string> klass;    // node id -> extra CSS class ("saved")
+    std::map<std::string, std::string> kernel;   // node id -> kernel name (fill colour by kernel)
+};
+
+// Whether `dot` can be run (looked up once).
+bool have_dot();
+// The SVG element (no XML prolog) for g; `layout` automatic means dot when have_dot().
+std::string graph_svg(const GraphView& g, const SvgMarks& marks, Layout layout);
+// The built-in layout alone (tests check it whether or not dot is installed).
+std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks);
+
+}  // namespace kiln::report
