@@ -90,9 +90,9 @@ int main(int argc, char** argv) {
     CLI::App* explain = app.add_subcommand("explain", "run a script, then explain a function on its last call");
     explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     explain->add_option("function", function, "the function's name")->required();
-    std::string trace_dir, report_out, layout = "auto";
+    std::string report_trace_dir, report_out, layout = "auto";
     CLI::App* report_cmd = app.add_subcommand("report", "write the HTML compile report of a trace folder (KILN_TRACE=DIR)");
-    report_cmd->add_option("dir", trace_dir, "the trace folder")->required();
+    report_cmd->add_option("dir", report_trace_dir, "the trace folder")->required();
     report_cmd->add_option("-o,--output", report_out, "where the report goes (default DIR/report)");
     report_cmd->add_option("--layout", layout, "graph drawing: auto (graphviz dot when installed), dot, builtin")
         ->check(CLI::IsMember({"auto", "dot", "builtin"}))
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     cli::add_grade_command(app, grade);
     CLI11_PARSE(app, argc, argv);
     if (*grade.command) return cli::run_grade(grade);
-    if (*report_cmd) return write_report_command(trace_dir, report_out, layout);
+    if (*report_cmd) return write_report_command(report_trace_dir, report_out, layout);
 
     if (!jit::has_backend(backend)) {
         std::cerr << "kiln: unknown backend '" << backend << "'\n";

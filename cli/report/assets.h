@@ -1,4 +1,4 @@
-// The report's stylesheet and script, written beside the pages (no network: nothing is
+// The report's stylesheet (written beside the pages) and script (inlined in each page) (no network: nothing is
 // fetched). The script links graph nodes, schedule rows and generated lines: clicking (or
 // hovering) anything with data-node="ID" or data-nodes="ID ID" highlights everything that
 // names the same node. `page.html?click=ID` clicks node ID once the page has loaded (the
@@ -72,6 +72,7 @@ inline constexpr const char* kReportJs = R"JS(
   var data = document.getElementById('provenance');
   if (data) provenance = JSON.parse(data.textContent);
   function describe(ids) {
+    if (!data) return ids.join(' ') + ' selected';
     return ids.map(function (id) {
       var p = provenance[id];
       if (!p) return id + ': no generated lines';

@@ -57,7 +57,7 @@ std::string run_dot(const std::string& text) {
 
 std::string dot_quote(const std::string& s) {
     std::string out = "\"";
-    for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    for (char c : s) out += c == '\n' ? std::string("\\n") : c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
     return out + "\"";
 }
 
@@ -66,8 +66,8 @@ std::string graph_svg_dot(const GraphView& g, const SvgMarks& marks) {
     dot << "digraph G {\n  rankdir=TB; bgcolor=\"transparent\";\n"
         << "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=11];\n";
     for (const Node& n : g.nodes) {
-        std::string label = label_of(n) + "\\n" + detail_of(n);
-        if (auto it = marks.note.find(n.id); it != marks.note.end()) label += "\\n" + it->second;
+        std::string label = label_of(n) + "\n" + detail_of(n);
+        if (auto it = marks.note.find(n.id); it != marks.note.end()) label += "\n" + it->second;
         dot << "  " << dot_quote(n.id) << " [id=" << dot_quote("kn_" + n.id) << ", label=" << dot_quote(label)
             << ", fillcolor=" << dot_quote(kernel_fill(marks, n.id)) << "];\n";
     }

@@ -118,7 +118,8 @@ struct Parser {
             out->push_back(value());
             skip_space();
             if (i < s.size() && s[i] == ']') return ++i, Json{out};
-            expect(',');
+            if (i >= s.size() || s[i] != ',') fail_here("',' or ']'");
+            ++i;
         }
     }
     Json object() {
@@ -134,7 +135,8 @@ struct Parser {
             (*out)[key] = value();
             skip_space();
             if (i < s.size() && s[i] == '}') return ++i, Json{out};
-            expect(',');
+            if (i >= s.size() || s[i] != ',') fail_here("',' or '}'");
+            ++i;
         }
     }
 };

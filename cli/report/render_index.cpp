@@ -88,7 +88,9 @@ std::string page_begin(const std::string& title, const std::string& nav) {
            "</script></head>\n<body><ul id=\"js-errors\"></ul><header>" + nav + "<h1>" + html_escape(title) + "</h1></header><main>\n";
 }
 
-std::string page_end() { return "</main><script src=\"report.js\"></script></body></html>\n"; }
+// The script is inlined (not report.js beside the page): a browser reports the message of an
+// error in a file:// script of another file only as "Script error.".
+std::string page_end() { return std::string("</main><script>") + kReportJs + "</script></body></html>\n"; }
 
 std::string bytes_text(double bytes) {
     std::ostringstream os;
@@ -142,7 +144,7 @@ std::string index_html(const std::vector<RunPages>& runs, const std::string& dir
         for (const std::string& a : run.argv) h << html_escape(a) << " ";
         h << "</code></h2>\n<p class=\"muted\">" << html_escape(std::filesystem::path(run.file).filename().string()) << " &middot; device "
           << html_escape(run.device) << " &middot; kiln " << html_escape(run.version) << "</p>\n";
-        if (!run.ended) h << "<p><span class=\"pill break\">unfinished</span> the log has no trace_end: the process stopped before it ended the trace</p>\n";
+        if (!run.ended) h << "<p><span class=\"pill break\">unfinished</span> the log has no trace_end yet: the process was still running (a REPL session) or stopped early, so the counters may be missing</p>\n";
         std::vector<const Compile*> compiles;
         for (const Compile& c : run.compiles) compiles.push_back(&c);
         h << "<h3>compile stages</h3>\n" << timeline_svg(compiles, pages);
@@ -182,7 +184,6 @@ std::vector<std::string> write_report(const std::string& dir, const std::string&
     for (size_t k = 0; k < runs.size(); ++k) pages.push_back({runs[k], runs.size() > 1 ? "run" + std::to_string(k + 1) + "_" : ""});
     write("index.html", index_html(pages, dir));
     write("style.css", kStyleCss);
-    write("report.js", kReportJs);
     for (const RunPages& p : pages)
         for (const Compile& c : p.run.compiles) {
             write(p.graph_page(c.graph), graph_html(p, c, options));
