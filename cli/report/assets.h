@@ -40,6 +40,7 @@ g.node { cursor: pointer; }
 g.node text { font: 11px Helvetica, Arial, sans-serif; fill: #111827; }
 g.node text.shape { fill: #4b5563; }
 g.node.saved rect, g.node.saved polygon, g.node.saved path { stroke: #dc2626; stroke-width: 2.5; }
+g.node.recomputed rect, g.node.recomputed polygon, g.node.recomputed path { stroke: #2563eb; stroke-dasharray: 4 3; stroke-width: 2; }
 g.node.hover rect, g.node.hover polygon, g.node.hover path { stroke: #f59e0b; stroke-width: 2.5; }
 g.node.hl rect, g.node.hl polygon, g.node.hl path { stroke: #ea580c; stroke-width: 3.5; fill: #fed7aa; }
 .src .ln.hover { background: #fef9c3; }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +38,13 @@ std::string node_class(const SvgMarks& marks, const std::string& id) {
     return it == marks.klass.end() ? "node" : "node " + it->second;
 }
 
+// The attributes the page's script reads: data-node, and data-nodes for a linked node.
+std::string node_attrs(const SvgMarks& marks, const std::string& id) {
+    std::string a = "class=\"" + node_class(marks, id) + "\" data-node=\"" + html_escape(marks.prefix + id) + "\"";
+    if (auto it = marks.links.find(id); it != marks.links.end()) a += " data-nodes=\"" + html_escape(it->second) + "\"";
+    return a;
+}
+
 // Runs `dot -Tsvg` on text; empty on failure.
 std::string run_dot(const std::string& text) {
     namespace fs = std::filesystem;
@@ -61,6 +69,13 @@ std::string dot_quote(const std::string& s) {
     return out + "\"";
 }
 
+// The id graphviz gives a node's <g>, unique on the page.
+std::string dot_id(const SvgMarks& marks, const std::string& id) {
+    std::string out = "kn_";
+    for (char c : marks.prefix + id) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return out;
+}
+
 std::string graph_svg_dot(const GraphView& g, const SvgMarks& marks) {
     std::ostringstream dot;
     dot << "digraph G {\n  rankdir=TB; bgcolor=\"transparent\";\n"
@@ -68,7 +83,7 @@ std::string graph_svg_dot(const GraphView& g, const SvgMarks& marks) {
     for (const Node& n : g.nodes) {
         std::string label = label_of(n) + "\n" + detail_of(n);
         if (auto it = marks.note.find(n.id); it != marks.note.end()) label += "\n" + it->second;
-        dot << "  " << dot_quote(n.id) << " [id=" << dot_quote("kn_" + n.id) << ", label=" << dot_quote(label)
+        dot << "  " << dot_quote(n.id) << " [id=" << dot_quote(dot_id(marks, n.id)) << ", label=" << dot_quote(label)
             << ", fillcolor=" << dot_quote(kernel_fill(marks, n.id)) << "];\n";
     }
     for (const Node& n : g.nodes)
@@ -79,10 +94,9 @@ std::string graph_svg_dot(const GraphView& g, const SvgMarks& marks) {
     if (svg.empty()) return "";
     // <g id="kn_n3" class="node"> -> with the data-node the page's script looks for.
     for (const Node& n : g.nodes) {
-        std::string from = "<g id=\"kn_" + html_escape(n.id) + "\" class=\"node\">";
+        std::string from = "<g id=\"" + html_escape(dot_id(marks, n.id)) + "\" class=\"node\">";
         size_t at = svg.find(from);
-        if (at != std::string::npos)
-            svg.replace(at, from.size(), "<g id=\"kn_" + html_escape(n.id) + "\" class=\"" + node_class(marks, n.id) + "\" data-node=\"" + html_escape(n.id) + "\">");
+        if (at != std::string::npos) svg.replace(at, from.size(), "<g id=\"" + html_escape(dot_id(marks, n.id)) + "\" " + node_attrs(marks, n.id) + ">");
     }
     return svg;
 }
@@ -169,7 +183,7 @@ std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
         bool is_output = std::find(g.outputs.begin(), g.outputs.end(), n.id) != g.outputs.end();
-        svg << "<g class=\"" << node_class(marks, n.id) << "\" data-node=\"" << html_escape(n.id) << "\" transform=\"translate(" << x[i] << "," << y[i] << ")\">"
+        svg << "<g " << node_attrs(marks, n.id) << " transform=\"translate(" << x[i] << "," << y[i] << ")\">"
             << "<title>" << html_escape(label_of(n) + (n.line.empty() ? "" : " (" + n.line + ")")) << "</title>"
             << "<rect width=\"" << kNodeW << "\" height=\"" << kNodeH << "\" rx=\"6\" fill=\"" << kernel_fill(marks, n.id) << "\" stroke=\""
             << (is_output ? "#111827" : "#9ca3af") << "\" stroke-width=\"" << (is_output ? 2 : 1) << "\"/>"

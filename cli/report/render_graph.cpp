@@ -77,8 +77,10 @@ std::string provenance_json(const Compile& c) {
 std::string schedule_html(const Compile& c) {
     std::ostringstream h;
     h << "<h2>schedule</h2>\n";
+    if (!c.backend_choice.empty()) h << "<p>backend: " << html_escape(c.backend_choice) << "</p>\n";
+    if (!c.choice_text.empty()) h << "<p class=\"muted\">" << html_escape(c.choice_text) << "</p>\n";
     if (c.kernels.empty()) return h.str() + "<p class=\"muted\">no schedule in the log (a backend without codegen)</p>\n";
-    h << "<table><tr><th>kernel</th><th>kind</th><th>nodes fused into it</th></tr>\n";
+    h << "<table><tr><th>kernel</th><th>kind</th><th>nodes fused into it</th><th>loads</th><th>stores</th></tr>\n";
     for (const Kernel& k : c.kernels)
         h << "<tr data-nodes=\"" << html_escape([&] {
             std::string s;
@@ -86,10 +88,15 @@ std::string schedule_html(const Compile& c) {
             return s;
         }()) << "\"><td><code>" << html_escape(k.name) << "</code></td><td>" << html_escape(k.kind) << "</td><td>" << chips(k.nodes) << "</td></tr>\n";
     h << "</table>\n";
+    if (!c.schedule_text.empty()) h << "<details><summary>the schedule as text</summary><pre>" << html_escape(c.schedule_text) << "</pre></details>\n";
     if (!c.not_fused.empty()) {
-        h << "<h3>not fused, and why</h3><table><tr><th>producer</th><th>consumer</th><th>why not</th></tr>\n";
-        for (const NotFused& n : c.not_fused)
-            h << "<tr><td>" << chips({n.a}) << "</td><td>" << chips({n.b}) << "</td><td>" << html_escape(n.why) << "</td></tr>\n";
+        h << "<h3>not fused, and why</h3><table><tr><th>nodes</th><th>why not</th></tr>\n";
+        for (const NotFused& n : c.not_fused) {
+            std::vector<std::string> ids;
+            for (const std::string& id : {n.node, n.a, n.b})
+                if (!id.empty()) ids.push_back(id);
+            h << "<tr><td>" << chips(ids) << "</td><td>" << html_escape(n.why) << "</td></tr>\n";
+        }
         h << "</table>\n";
     }
     return h.str();
@@ -110,27 +117,33 @@ std::string nodes_html(const Compile& c) {
     return h.str() + "</table>\n";
 }
 
+// The guards of the entry this graph was recorded in, and its dynamic-shape symbols and pins.
 std::string guards_html(const RunPages& pages, const Compile& c) {
     const Function* f = pages.function(c.fn);
     std::ostringstream h;
-    h << "<h2>guards</h2>\n";
+    h << "<h2>guards of entry " << c.entry << "</h2>\n";
     bool any = false;
     for (const FunctionEvent& e : f ? f->events : std::vector<FunctionEvent>{}) {
-        if (e.kind != "guards") continue;
-        any = true;
-        h << "<p>entry " << html_escape(e.data["entry"].str()) << ":</p><ul>";
-        for (const Json& g : e.data["guards"].array())
-            h << "<li><code>" << html_escape(g["text"].str()) << "</code> <span class=\"muted\">made at " << html_escape(g["source"].str()) << "</span></li>";
-        h << "</ul>\n";
+        if (int(e.data["entry"].num(-1)) != c.entry) continue;
+        if (e.kind == "guards") {
+            any = true;
+            h << "<table><tr><th>guard</th><th>kind</th><th>made by</th></tr>";
+            for (const Json& g : e.data["guards"].array())
+                h << "<tr><td><code>" << html_escape(g["text"].str()) << "</code></td><td>" << html_escape(g["kind"].str()) << "</td><td class=\"muted\">"
+                  << html_escape(g["source"].str()) << "</td></tr>";
+            h << "</table>\n";
+        } else if (e.kind == "symbols") {
+            h << "<p>dynamic-shape symbols:</p><ul>";
+            for (const Json& sym : e.data["symbols"].array())
+                h << "<li><code>" << html_escape(sym["name"].str()) << "</code> from <code>" << html_escape(sym["from"].str()) << "</code> (now "
+                  << html_escape(sym["value"].str()) << ")" << (sym["pinned"].str() == "true" ? ", pinned: " + html_escape(sym["why"].str()) : "") << "</li>";
+            h << "</ul>\n";
+        } else if (e.kind == "pin") {
+            h << "<p><code>" << html_escape(e.data["symbol"].str()) << "</code> pinned to " << html_escape(e.data["value"].str()) << ": "
+              << html_escape(e.data["why"].str()) << "</p>\n";
+        }
     }
-    if (!any) h << "<p class=\"muted\">no guards logged for this function</p>\n";
-    for (const Json& s : c.symbols) {
-        h << "<p>dynamic-shape symbols:</p><ul>";
-        for (const Json& sym : s["symbols"].array())
-            h << "<li><code>" << html_escape(sym["name"].str()) << "</code> from <code>" << html_escape(sym["from"].str()) << "</code>"
-              << (sym["pinned"].str() == "true" ? " (pinned)" : "") << "</li>";
-        h << "</ul>\n";
-    }
+    if (!any) h << "<p class=\"muted\">no guards logged for this entry</p>\n";
     return h.str();
 }
 
@@ -162,7 +175,9 @@ SvgMarks kernel_marks(const Compile& c) {
 std::string graph_html(const RunPages& pages, const Compile& c, const ReportOptions& options) {
     const Function* f = pages.function(c.fn);
     std::ostringstream h;
-    h << page_begin("graph " + c.graph + (f ? " of " + f->name : "") + " (segment " + std::to_string(c.segment) + ")", nav(pages));
+    std::string what = c.half.empty() ? "" : " (the " + c.half + " half of graph " + c.parent + ")";
+    h << page_begin("graph " + c.graph + what + (f ? " of " + f->name : "") + ", entry " + std::to_string(c.entry) + ", segment " + std::to_string(c.segment), nav(pages));
+    if (!c.half.empty()) h << "<p><a href=\"" << pages.aot_page(c.parent) << "\">AOT: both halves of graph " << html_escape(c.parent) << ", saved tensors</a></p>\n";
     if (c.has_aot) h << "<p><a href=\"" << pages.aot_page(c.graph) << "\">AOT: forward and backward graphs, saved tensors</a></p>\n";
     h << "<p class=\"muted\">click or hover a node to see the lines generated for it; click a line to see its nodes</p>\n<div id=\"selection\"></div>\n";
     h << "<div class=\"two\"><div class=\"panel\"><h3>graph (" << c.view.nodes.size() << " nodes)</h3>" << graph_svg(c.view, kernel_marks(c), options.layout)
@@ -177,32 +192,52 @@ std::string graph_html(const RunPages& pages, const Compile& c, const ReportOpti
     return h.str();
 }
 
+// The joint graph and its two halves, side by side. Node ids restart in each graph, so on
+// this page they carry the graph's prefix (joint:, fw:, bw:); a saved tensor links its joint
+// node, the forward output that returns it and the backward placeholder that receives it.
 std::string aot_html(const RunPages& pages, const Compile& c, const ReportOptions& options) {
     const Function* f = pages.function(c.fn);
-    SvgMarks marks;
+    const Aot& a = c.aot;
+    SvgMarks joint{.prefix = "joint:"}, fw{.prefix = "fw:"}, bw{.prefix = "bw:"};
     double total = 0;
-    for (const auto& [id, bytes] : c.aot.saved_bytes) marks.klass[id] = "saved", marks.note[id] = "saved " + bytes_text(bytes), total += bytes;
-    std::ostringstream h;
-    h << page_begin("AOT graph " + c.graph + (f ? " of " + f->name : "") + ": forward and backward", nav(pages) + " &middot; <a href=\"" + pages.graph_page(c.graph) + "\">graph page</a>");
-    h << "<p>the min-cut keeps " << c.aot.saved_bytes.size() << " tensors from forward for backward, " << bytes_text(total)
-      << " in all (red outline)";
-    if (!c.aot.recomputed.empty()) h << "; backward recomputes " << chips(c.aot.recomputed) << " instead of saving them";
-    h << ".</p><div id=\"selection\"></div>\n";
-    h << "<table><tr><th>saved tensor</th><th>op</th><th>shape</th><th>dtype</th><th>bytes</th></tr>\n";
-    for (const auto& [id, bytes] : c.aot.saved_bytes) {
-        const Node* n = c.aot.forward.find(id);
-        if (!n) n = c.aot.joint.find(id);
-        h << "<tr data-node=\"" << html_escape(id) << "\"><td><code>" << html_escape(id) << "</code></td><td>" << (n ? html_escape(n->op) : "")
-          << "</td><td>" << (n ? html_escape(n->shape) : "") << "</td><td>" << (n ? html_escape(n->dtype) : "") << "</td><td>" << static_cast<long long>(bytes)
-          << " (" << bytes_text(bytes) << ")</td></tr>\n";
+    for (const Saved& s : a.saved) {
+        std::string ids = "joint:" + s.joint_id + (s.forward_id.empty() ? "" : " fw:" + s.forward_id) + (s.backward_id.empty() ? "" : " bw:" + s.backward_id);
+        std::string note = "saved " + bytes_text(s.bytes);
+        joint.klass[s.joint_id] = "saved", joint.note[s.joint_id] = note, joint.links[s.joint_id] = ids;
+        if (!s.forward_id.empty()) fw.klass[s.forward_id] = "saved", fw.note[s.forward_id] = note, fw.links[s.forward_id] = ids;
+        if (!s.backward_id.empty()) bw.klass[s.backward_id] = "saved", bw.note[s.backward_id] = note, bw.links[s.backward_id] = ids;
+        total += s.bytes;
     }
-    h << "</table>\n<div class=\"two\"><div class=\"panel\"><h3>forward (" << c.aot.forward.nodes.size() << " nodes)</h3>"
-      << graph_svg(c.aot.forward, marks, options.layout) << "</div><div class=\"panel\"><h3>backward (" << c.aot.backward.nodes.size() << " nodes)</h3>"
-      << graph_svg(c.aot.backward, marks, options.layout) << "</div></div>\n";
-    h << "<details><summary>joint graph (" << c.aot.joint.nodes.size() << " nodes), before the partition</summary><div class=\"panel\">"
-      << graph_svg(c.aot.joint, marks, options.layout) << "</div><pre>" << html_escape(c.aot.joint.text) << "</pre></details>\n";
-    h << "<div class=\"two\"><div><h3>forward as text</h3><pre>" << html_escape(c.aot.forward.text) << "</pre></div><div><h3>backward as text</h3><pre>"
-      << html_escape(c.aot.backward.text) << "</pre></div></div>\n";
+    for (const std::string& r : a.recomputed) joint.klass[r] = "recomputed", joint.note[r] = "recomputed in backward";
+    std::ostringstream h;
+    h << page_begin("AOT graph " + c.graph + (f ? " of " + f->name : "") + ": forward and backward",
+                    nav(pages) + " &middot; <a href=\"" + pages.graph_page(c.graph) + "\">recorded graph</a>");
+    h << "<p>the min-cut keeps " << a.saved.size() << " tensors from the forward for the backward: " << bytes_text(total) << " (red outline)";
+    if (a.eager_saved_bytes >= 0) h << "; eager autograd would keep " << bytes_text(a.eager_saved_bytes);
+    if (!a.recomputed.empty()) {
+        std::vector<std::string> ids;
+        for (const std::string& r : a.recomputed) ids.push_back("joint:" + r);
+        h << "; the backward recomputes " << chips(ids) << " instead of saving them";
+    }
+    h << ".</p>\n";
+    for (const auto& [half, id] : {std::pair{"forward", a.forward_graph}, {"backward", a.backward_graph}})
+        if (pages.run.find_compile(id)) h << "<a href=\"" << pages.graph_page(id) << "\">the " << half << " half's generated code (graph " << html_escape(id) << ")</a> ";
+    h << "<div id=\"selection\"></div>\n";
+    h << "<table><tr><th>saved tensor</th><th>joint node</th><th>forward output</th><th>backward input</th><th>shape</th><th>dtype</th><th>bytes</th></tr>\n";
+    for (const Saved& s : a.saved) {
+        const Node* n = a.joint.find(s.joint_id);
+        h << "<tr data-nodes=\"" << html_escape(joint.links[s.joint_id]) << "\"><td>" << html_escape(s.name) << "</td><td><code>" << html_escape(s.joint_id)
+          << "</code></td><td><code>" << html_escape(s.forward_id) << "</code></td><td><code>" << html_escape(s.backward_id) << "</code></td><td>"
+          << (n ? html_escape(n->shape) : "") << "</td><td>" << (n ? html_escape(n->dtype) : "") << "</td><td>" << static_cast<long long>(s.bytes) << " ("
+          << bytes_text(s.bytes) << ")</td></tr>\n";
+    }
+    h << "</table>\n<div class=\"two\"><div class=\"panel\"><h3>forward (graph " << html_escape(a.forward_graph) << ", " << a.forward.nodes.size()
+      << " nodes)</h3>" << graph_svg(a.forward, fw, options.layout) << "</div><div class=\"panel\"><h3>backward (graph " << html_escape(a.backward_graph)
+      << ", " << a.backward.nodes.size() << " nodes)</h3>" << graph_svg(a.backward, bw, options.layout) << "</div></div>\n";
+    h << "<details><summary>the joint graph (" << a.joint.nodes.size() << " nodes), before the partition</summary><div class=\"panel\">"
+      << graph_svg(a.joint, joint, options.layout) << "</div><pre>" << html_escape(a.joint.text) << "</pre></details>\n";
+    h << "<div class=\"two\"><div><h3>forward as text</h3><pre>" << html_escape(a.forward.text) << "</pre></div><div><h3>backward as text</h3><pre>"
+      << html_escape(a.backward.text) << "</pre></div></div>\n";
     h << page_end();
     return h.str();
 }

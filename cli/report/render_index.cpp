@@ -22,33 +22,55 @@ std::string stage_colour(const std::string& stage) {
     return colours[std::hash<std::string>{}(stage) % 8];
 }
 
+// "graph 7 (entry 1, segment 2: 5 nodes, 1 kernel, cpp source)" linking its pages, and its AOT halves.
+std::string graph_event_html(const RunPages& pages, const Json& d) {
+    std::string g = d["graph"].str();
+    const Compile* c = pages.run.find_compile(g);
+    std::ostringstream h;
+    h << "<a href=\"" << pages.graph_page(g) << "\">graph " << html_escape(g) << "</a> <span class=\"muted\">" << html_escape(d["title"].str())
+      << "</span> (entry " << html_escape(d["entry"].str()) << ", segment " << html_escape(d["segment"].str()) << ": " << d["nodes"].array().size()
+      << " nodes";
+    if (c && !c->kernels.empty()) h << ", " << c->kernels.size() << (c->kernels.size() == 1 ? " kernel" : " kernels");
+    if (c && !c->target.empty()) h << ", " << html_escape(c->target) << " source";
+    h << ")";
+    if (c && c->has_aot) {
+        h << " &middot; <a href=\"" << pages.aot_page(g) << "\">AOT forward/backward</a>";
+        for (const std::string& half : {c->aot.forward_graph, c->aot.backward_graph})
+            if (const Compile* hc = pages.run.find_compile(half))
+                h << " &middot; <a href=\"" << pages.graph_page(half) << "\">" << html_escape(hc->half) << " graph " << html_escape(half) << "</a>";
+    }
+    return h.str();
+}
+
 std::string event_html(const RunPages& pages, const FunctionEvent& e) {
     const Json& d = e.data;
     std::ostringstream h;
     h << "<div class=\"event\"><span class=\"pill " << e.kind << "\">" << e.kind << "</span> ";
     if (e.kind == "graph") {
-        std::string g = d["graph"].str();
-        const Compile* c = nullptr;
-        for (const Compile& k : pages.run.compiles)
-            if (k.graph == g) c = &k;
-        h << "<a href=\"" << pages.graph_page(g) << "\">graph " << html_escape(g) << "</a> (segment " << html_escape(d["segment"].str()) << ", "
-          << d["nodes"].array().size() << " nodes";
-        if (c && !c->kernels.empty()) h << ", " << c->kernels.size() << " kernels";
-        if (c && !c->target.empty()) h << ", " << html_escape(c->target) << " source";
-        h << ")";
-        if (c && c->has_aot) h << " <a href=\"" << pages.aot_page(g) << "\">AOT forward/backward</a>";
+        h << graph_event_html(pages, d);
     } else if (e.kind == "guards") {
         h << "entry " << html_escape(d["entry"].str()) << ": " << d["guards"].array().size() << " guards<ul>";
         for (const Json& g : d["guards"].array())
-            h << "<li><code>" << html_escape(g["text"].str()) << "</code> <span class=\"muted\">" << html_escape(g["source"].str()) << "</span></li>";
+            h << "<li><code>" << html_escape(g["text"].str()) << "</code> <span class=\"muted\">" << html_escape(g["kind"].str()) << " &middot; "
+              << html_escape(g["source"].str()) << "</span></li>";
         h << "</ul>";
     } else if (e.kind == "break") {
-        h << html_escape(d["reason"].str()) << " <span class=\"muted\">at " << html_escape(d["line"].str()) << "</span>";
+        h << "<b>" << html_escape(d["kind"].str()) << "</b>: " << html_escape(d["reason"].str()) << " <span class=\"muted\">at "
+          << html_escape(d["line"].str()) << "</span>";
         if (!d["hint"].str().empty()) h << "<br><span class=\"muted\">hint: " << html_escape(d["hint"].str()) << "</span>";
     } else if (e.kind == "recompile") {
         h << "guard failed: <code>" << html_escape(d["guard"].str()) << "</code> (was " << html_escape(d["old"].str()) << ", now "
           << html_escape(d["new"].str()) << ")";
-        if (!d["note"].str().empty()) h << " <span class=\"muted\">" << html_escape(d["note"].str()) << "</span>";
+        if (!d["reason"].str().empty()) h << "<br><span class=\"muted\">" << html_escape(d["reason"].str()) << "</span>";
+        if (!d["note"].str().empty()) h << "<br><span class=\"muted\">" << html_escape(d["note"].str()) << "</span>";
+    } else if (e.kind == "symbols") {
+        h << "entry " << html_escape(d["entry"].str()) << ":";
+        for (const Json& sym : d["symbols"].array())
+            h << " <code>" << html_escape(sym["name"].str()) << "</code> = " << html_escape(sym["from"].str())
+              << (sym["pinned"].str() == "true" ? " (pinned to " + html_escape(sym["pinned_to"].str()) + ")" : "") << ";";
+    } else if (e.kind == "pin") {
+        h << "<code>" << html_escape(d["symbol"].str()) << "</code> pinned to " << html_escape(d["value"].str()) << ": "
+          << html_escape(d["why"].str());
     } else {
         h << "call " << html_escape(d["call"].str()) << ": " << html_escape(d["result"].str());
     }
@@ -62,7 +84,7 @@ std::string function_html(const RunPages& pages, const Function& f) {
         if (!value.empty()) h << "<span class=\"pill\">" << label << " " << html_escape(value) << "</span>";
     if (f.counters.is_object()) {
         h << " <span class=\"muted\">";
-        for (const char* k : {"calls", "hits", "records", "recompiles", "eager_fallbacks"})
+        for (const char* k : {"calls", "hits", "records", "recompiles", "replays", "reruns", "eager_runs", "eager_fallbacks"})
             if (f.counters.has(k)) h << k << " " << html_escape(f.counters[k].str()) << " &middot; ";
         for (const auto& [graph, choice] : f.counters["backend_choice"].object()) h << "graph " << html_escape(graph) << ": " << html_escape(choice.str()) << " ";
         h << "</span>";
@@ -118,8 +140,8 @@ std::string timeline_svg(const std::vector<const Compile*>& compiles, const RunP
         const Compile& c = *compiles[r];
         const Function* f = pages.function(c.fn);
         double y = double(r) * kRowH, x = kLabelW, total = 0;
-        h << "<a href=\"" << pages.graph_page(c.graph) << "\"><text x=\"4\" y=\"" << y + 16 << "\">graph " << html_escape(c.graph)
-          << (f ? " (" + html_escape(f->name) + ")" : "") << "</text></a>\n";
+        std::string label = "graph " + c.graph + (c.half.empty() ? "" : " (" + c.half + ")") + (f ? " " + f->name : "");
+        h << "<a href=\"" << pages.graph_page(c.graph) << "\"><text x=\"4\" y=\"" << y + 16 << "\">" << html_escape(label) << "</text></a>\n";
         for (const Stage& s : c.stages) {
             double w = s.ms / longest * kBarW;
             h << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(w, 0.5) << "\" height=\"" << kRowH - 6 << "\" fill=\""
@@ -143,7 +165,7 @@ std::string index_html(const std::vector<RunPages>& runs, const std::string& dir
         h << "<h2>process " << html_escape(run.pid) << ": <code>";
         for (const std::string& a : run.argv) h << html_escape(a) << " ";
         h << "</code></h2>\n<p class=\"muted\">" << html_escape(std::filesystem::path(run.file).filename().string()) << " &middot; device "
-          << html_escape(run.device) << " &middot; kiln " << html_escape(run.version) << "</p>\n";
+          << html_escape(run.device) << " &middot; log format " << html_escape(run.format) << "</p>\n";
         if (!run.ended) h << "<p><span class=\"pill break\">unfinished</span> the log has no trace_end yet: the process was still running (a REPL session) or stopped early, so the counters may be missing</p>\n";
         std::vector<const Compile*> compiles;
         for (const Compile& c : run.compiles) compiles.push_back(&c);
@@ -155,6 +177,12 @@ std::string index_html(const std::vector<RunPages>& runs, const std::string& dir
         for (const Compile& c : run.compiles)
             if (!pages.function(c.fn)) loose << "<li><a href=\"" << pages.graph_page(c.graph) << "\">graph " << html_escape(c.graph) << "</a></li>";
         if (!loose.str().empty()) h << "<h3>graphs of no logged function</h3><ul>" << loose.str() << "</ul>\n";
+        if (run.totals.is_object()) {
+            h << "<p class=\"muted\">totals:";
+            for (const auto& [k, v] : run.totals.object())
+                if (k != "ev" && k != "seq" && k != "t_us") h << " " << html_escape(k) << " " << html_escape(v.str()) << ";";
+            h << "</p>\n";
+        }
         if (!run.unknown_events.empty()) {
             h << "<p class=\"muted\">events this kiln report does not draw:";
             for (const auto& [ev, n] : run.unknown_events) h << " " << html_escape(ev) << " &times;" << n;

@@ -37,44 +37,17 @@ GraphView graph_view(const Json& j) {
     return g;
 }
 
-void read_event(TraceRun& run, const Json& e) {
-    const std::string ev = e["ev"].str();
-    const int fn = e.has("fn") ? int(e["fn"].num(-1)) : -1;
-    if (ev == "trace_start") {
-        run.pid = e["pid"].str(), run.device = e["device"].str(), run.version = e["kiln_version"].str();
-        run.argv = strings(e["argv"]);
-    } else if (ev == "trace_end") {
-        run.ended = true;
-    } else if (ev == "function") {
-        Function& f = run.function(fn);
-        f.name = e["name"].str(), f.backend = e["backend"].str(), f.mode = e["mode"].str(), f.dynamic = e["dynamic"].str();
-    } else if (ev == "graph") {
-        Compile& c = run.compile(e["graph"].str());
-        c.fn = fn, c.segment = int(e["segment"].num()), c.t_us = e["t_us"].num();
-        c.view = graph_view(e);
-        if (fn >= 0) run.function(fn).events.push_back({ev, e});
-    } else if (ev == "guards" || ev == "break" || ev == "recompile" || ev == "call") {
-        if (fn < 0) fail("a \"", ev, "\" event without \"fn\"");
-        run.function(fn).events.push_back({ev, e});
-    } else if (ev == "counters") {
-        if (fn < 0) fail("a \"counters\" event without \"fn\"");
-        run.function(fn).counters = e;
-    } else if (ev == "symbols") {
-        run.compile(e["graph"].str()).symbols.push_back(e);
-    } else if (ev == "aot") {
-        Compile& c = run.compile(e["graph"].str());
-        c.has_aot = true;
-        c.aot.joint = graph_view(e["joint"]), c.aot.forward = graph_view(e["forward"]), c.aot.backward = graph_view(e["backward"]);
-        for (const Json& s : e["saved"].array()) c.aot.saved_bytes[s["id"].str()] = s["bytes"].num();
-        c.aot.recomputed = strings(e["recomputed"]);
-    } else if (ev == "stage") {
-        run.compile(e["graph"].str()).stages.push_back({e["stage"].str(), e["text"].str(), e["ms"].num()});
+// Events of a compiled graph: stage outputs, the schedule, the generated source.
+void read_compile_event(Compile& c, const std::string& ev, const Json& e) {
+    if (e.has("backend_graph")) c.backend_graph = e["backend_graph"].str();
+    if (ev == "stage") {
+        c.stages.push_back({e["stage"].str(), e["text"].str(), e["ms"].num()});
     } else if (ev == "schedule") {
-        Compile& c = run.compile(e["graph"].str());
-        for (const Json& k : e["kernels"].array()) c.kernels.push_back({k["name"].str(), k["kind"].str(), strings(k["nodes"])});
-        for (const Json& n : e["not_fused"].array()) c.not_fused.push_back({n["a"].str(), n["b"].str(), n["why"].str()});
+        for (const Json& k : e["kernels"].array())
+            c.kernels.push_back({k["name"].str(), k["kind"].str(), k["why"].str(), strings(k["nodes"]), strings(k["loads"]), strings(k["stores"])});
+        for (const Json& n : e["not_fused"].array()) c.not_fused.push_back({n["node"].str(), n["a"].str(), n["b"].str(), n["why"].str()});
+        c.schedule_text = e["text"].str();
     } else if (ev == "source") {
-        Compile& c = run.compile(e["graph"].str());
         c.target = e["target"].str(), c.source = e["text"].str();
         for (const Json& p : e["provenance"].array()) {
             Provenance prov{p["node"].str(), p["kernel"].str(), {}};
@@ -86,9 +59,77 @@ void read_event(TraceRun& run, const Json& e) {
             }
             c.provenance.push_back(std::move(prov));
         }
+    } else {  // backend
+        c.backend_choice = e["choice"].str();
+    }
+}
+
+void read_aot(Compile& c, const Json& e) {
+    c.has_aot = true;
+    Aot& a = c.aot;
+    a.joint = graph_view(e["joint"]), a.forward = graph_view(e["forward"]), a.backward = graph_view(e["backward"]);
+    a.forward_graph = e["forward"]["graph"].str(), a.backward_graph = e["backward"]["graph"].str();
+    std::vector<std::string> fw = strings(e["forward_saved"]), bw = strings(e["backward_saved"]);
+    const Json::Array& saved = e["saved"].array();
+    for (size_t i = 0; i < saved.size(); ++i)
+        a.saved.push_back({saved[i]["id"].str(), i < fw.size() ? fw[i] : "", i < bw.size() ? bw[i] : "", saved[i]["name"].str(), saved[i]["bytes"].num()});
+    a.recomputed = strings(e["recomputed"]);
+    if (e.has("eager_saved_bytes")) a.eager_saved_bytes = e["eager_saved_bytes"].num();
+}
+
+void read_event(TraceRun& run, const Json& e) {
+    const std::string ev = e["ev"].str();
+    const int fn = e.has("fn") ? int(e["fn"].num(-1)) : -1;
+    if (ev == "trace_start") {
+        run.pid = e["pid"].str(), run.device = e["device"].str(), run.format = e["format"].str();
+        run.argv = strings(e["argv"]);
+    } else if (ev == "trace_end") {
+        run.ended = true;
+    } else if (ev == "totals") {
+        run.totals = e;
+    } else if (ev == "function") {
+        Function& f = run.function(fn);
+        f.name = e["name"].str(), f.backend = e["backend"].str(), f.mode = e["mode"].str(), f.dynamic = e["dynamic"].str();
+    } else if (ev == "graph") {
+        Compile& c = run.compile(e["graph"].str());
+        c.fn = fn, c.entry = int(e["entry"].num()), c.segment = int(e["segment"].num()), c.t_us = e["t_us"].num();
+        c.title = e["title"].str();
+        c.view = graph_view(e);
+        if (fn >= 0) run.function(fn).events.push_back({ev, e});
+    } else if (ev == "guards" || ev == "break" || ev == "recompile" || ev == "call" || ev == "symbols" || ev == "pin") {
+        if (fn < 0) fail("a \"", ev, "\" event without \"fn\"");
+        run.function(fn).events.push_back({ev, e});
+    } else if (ev == "counters") {
+        if (fn < 0) fail("a \"counters\" event without \"fn\"");
+        run.function(fn).counters = e;
+    } else if (ev == "aot") {
+        read_aot(run.compile(e["graph"].str()), e);
+    } else if (ev == "stage" || ev == "schedule" || ev == "source" || ev == "backend") {
+        read_compile_event(run.compile(e["graph"].str()), ev, e);
+    } else if (ev == "choice") {
+        run.choices.push_back(e);
     } else {
         ++run.unknown_events[ev];
     }
+}
+
+// After the last line: an AOT half that a backend compiled takes its graph, function and
+// name from the aot event; a timing choice goes to the graph of its backend number.
+void link_compiles(TraceRun& run) {
+    std::vector<std::pair<std::string, std::string>> halves;  // half graph id -> parent
+    for (const Compile& c : run.compiles)
+        if (c.has_aot) halves.push_back({c.aot.forward_graph, c.graph}), halves.push_back({c.aot.backward_graph, c.graph});
+    for (auto& [half, parent] : halves) {
+        if (half.empty() || !run.find_compile(half)) continue;
+        Compile& h = run.compile(half);
+        const Compile& p = *run.find_compile(parent);
+        bool forward = half == p.aot.forward_graph;
+        h.half = forward ? "forward" : "backward", h.parent = parent, h.fn = p.fn, h.entry = p.entry, h.segment = p.segment;
+        if (h.view.nodes.empty()) h.view = forward ? p.aot.forward : p.aot.backward;
+    }
+    for (const Json& choice : run.choices)
+        for (Compile& c : run.compiles)
+            if (!c.backend_graph.empty() && c.backend_graph == choice["backend_graph"].str()) c.choice_text = choice["text"].str();
 }
 
 }  // namespace
@@ -105,6 +146,12 @@ Function& TraceRun::function(int fn) {
         if (f.fn == fn) return f;
     functions.push_back(Function{.fn = fn, .name = "fn" + std::to_string(fn)});
     return functions.back();
+}
+
+const Compile* TraceRun::find_compile(const std::string& graph) const {
+    for (const Compile& c : compiles)
+        if (c.graph == graph) return &c;
+    return nullptr;
 }
 
 Compile& TraceRun::compile(const std::string& graph) {
@@ -132,6 +179,7 @@ TraceRun read_trace_file(const std::string& path) {
             fail("kiln report: ", path, ":", number, ": ", err.what());
         }
     }
+    link_compiles(run);
     return run;
 }
 

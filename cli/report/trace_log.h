@@ -28,12 +28,13 @@ struct Stage {
 };
 
 struct Kernel {
-    std::string name, kind;
-    std::vector<std::string> nodes;
+    std::string name, kind, why;  // why: for a fallback kernel, why it is not generated
+    std::vector<std::string> nodes, loads, stores;
 };
 
+// A node left out of the generated kernels (`node`), or a pair not fused (`a` into `b`).
 struct NotFused {
-    std::string a, b, why;
+    std::string node, a, b, why;
 };
 
 // One node's generated code: its kernel and 1-based [first, last] line ranges in the source.
@@ -42,31 +43,43 @@ struct Provenance {
     std::vector<std::pair<int, int>> lines;
 };
 
+// One tensor the forward keeps for the backward: its joint node, the forward output that
+// returns it and the backward placeholder that receives it.
+struct Saved {
+    std::string joint_id, forward_id, backward_id, name;
+    double bytes = 0;
+};
+
 struct Aot {
     GraphView joint, forward, backward;
-    std::map<std::string, double> saved_bytes;  // node id -> bytes kept for backward
-    std::vector<std::string> recomputed;
+    std::string forward_graph, backward_graph;  // the halves' graph ids (their compiles' keys)
+    std::vector<Saved> saved;
+    std::vector<std::string> recomputed;  // joint node ids
+    double eager_saved_bytes = -1;       // what eager autograd would keep (-1: not logged)
 };
 
 // One compiled graph (a region between breaks) and what each pipeline stage made of it.
 struct Compile {
     std::string graph;  // the graph id kiln prints
-    int fn = -1, segment = 0;
+    int fn = -1, entry = 0, segment = 0;
     double t_us = 0;
+    std::string title;          // "f entry 1 graph 2"
+    std::string half, parent;   // an AOT half: "forward"/"backward" of graph `parent`
+    std::string backend_graph;  // the inductor's number for it (output_code_N.cpp)
+    std::string backend_choice, choice_text, schedule_text;
     GraphView view;
     std::vector<Stage> stages;
     std::vector<Kernel> kernels;
     std::vector<NotFused> not_fused;
     std::string target, source;
     std::vector<Provenance> provenance;
-    std::vector<Json> symbols;
     bool has_aot = false;
     Aot aot;
 };
 
 // A guard entry, a break or a recompile of a function, kept in the order they happened.
 struct FunctionEvent {
-    std::string kind;  // "graph", "guards", "break", "recompile", "call"
+    std::string kind;  // "graph", "guards", "break", "recompile", "call", "symbols", "pin"
     Json data;
 };
 
@@ -79,14 +92,17 @@ struct Function {
 
 // One trace_<pid>.jsonl file: one process.
 struct TraceRun {
-    std::string file, pid, device, version;
+    std::string file, pid, device, format;
     std::vector<std::string> argv;
     std::vector<Function> functions;              // by fn number, in order of first call
     std::vector<Compile> compiles;                // in the order they were logged
+    Json totals;                                  // jit::counters() at the end
+    std::vector<Json> choices;                    // kernels-or-eager timing choices
     std::map<std::string, int> unknown_events;   // newer event kinds this reader skips
     bool ended = false;                            // a trace_end was logged
     Function& function(int fn);
     Compile& compile(const std::string& graph);
+    const Compile* find_compile(const std::string& graph) const;
 };
 
 // Reads every trace_*.jsonl in dir (sorted by name). Throws kiln::Error naming the folder

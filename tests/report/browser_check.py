@@ -175,12 +175,16 @@ def main():
           graph_page + "?click=no_such_node: the page shows its script error (%s)" % broken.errors)
 
     if aot:
+        # A saved tensor links its forward output, backward input and joint node (ids carry
+        # their graph's prefix on the AOT page): clicking the forward one highlights all three.
         aot_page = page_name(aot["prefix"] + "aot_", aot["graph"])
-        saved = aot["saved"][0]["id"]
-        a = browser.dom(url(aot_page, "?click=" + saved))
+        linked = {"fw:" + aot["forward_saved"][0], "bw:" + aot["backward_saved"][0], "joint:" + aot["saved"][0]["id"]}
+        click = "fw:" + aot["forward_saved"][0]
+        a = browser.dom(url(aot_page, "?click=" + click))
         check(a.errors == [] and a.body.get("data-js") == "ready", aot_page + ": the script ran without errors %s" % a.errors)
-        check(saved in a.hl_nodes and saved in a.hl_rows, aot_page + ": clicking saved tensor %s highlights it and its row" % saved)
-        browser.screenshot(url(aot_page, "?click=" + saved), os.path.join(opts.shots, "aot.png"))
+        check(linked <= a.hl_nodes, aot_page + ": clicking saved tensor %s highlights %s (highlighted: %s)" % (click, sorted(linked), sorted(a.hl_nodes)))
+        check(len(a.hl_rows) == 1, aot_page + ": and its row in the saved-tensor table")
+        browser.screenshot(url(aot_page, "?click=" + click), os.path.join(opts.shots, "aot.png"))
     else:
         print("note: the trace has no AOT graph with saved tensors: no aot page to check")
     print("report_browser: %d failures; screenshots in %s" % (len(failures), opts.shots))

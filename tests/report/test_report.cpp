@@ -95,20 +95,41 @@ BOOST_AUTO_TEST_CASE(reads_the_fixture_into_functions_and_compiles) {
     BOOST_REQUIRE(runs.size() == 1u);
     const TraceRun& run = runs[0];
     BOOST_TEST(run.pid == "4242");
+    BOOST_TEST(run.format == "1");
     BOOST_TEST(run.ended);
+    BOOST_TEST(run.totals["graph_breaks"].str() == "1");
     BOOST_REQUIRE(run.functions.size() == 2u);
     BOOST_TEST(run.functions[0].name == "modified_sigmoid");
-    BOOST_TEST(run.functions[1].events.size() == 5u);  // graph, break, guards, recompile, call
-    BOOST_TEST(run.functions[1].events[1].kind == "break");
-    BOOST_REQUIRE(run.compiles.size() == 2u);
+    std::string kinds;
+    for (const FunctionEvent& e : run.functions[1].events) kinds += e.kind + " ";
+    BOOST_TEST(kinds == "call graph guards call recompile graph break symbols pin guards ");
+    BOOST_TEST(run.functions[1].counters["recompiles"].str() == "1");
+    BOOST_REQUIRE(run.compiles.size() == 4u);  // graphs 1, 2 and 6, and graph 2's compiled forward half 4
     const Compile& c = run.compiles[0];
     BOOST_TEST(c.view.nodes.size() == 7u);
     BOOST_TEST(c.view.nodes[0].shape == "[1024]");
     BOOST_TEST(c.kernels.size() == 2u);
-    BOOST_TEST(c.provenance.size() == 6u);
-    BOOST_TEST(c.stages.size() == 5u);
-    BOOST_TEST(run.compiles[1].has_aot);
-    BOOST_TEST(run.compiles[1].aot.saved_bytes.at("n3") == 4096.0);
+    BOOST_TEST(c.not_fused.at(0).node == "n5");
+    BOOST_TEST(c.provenance.size() == 7u);
+    BOOST_TEST(c.stages.size() == 4u);
+    BOOST_TEST(c.backend_choice == "generated");
+    BOOST_TEST(c.choice_text.find("generated 2.1x faster") != std::string::npos);
+    const Compile& aot = run.compiles[1];
+    BOOST_TEST(aot.has_aot);
+    BOOST_TEST(aot.aot.forward_graph == "4");
+    BOOST_REQUIRE(aot.aot.saved.size() == 2u);
+    BOOST_TEST(aot.aot.saved[1].joint_id == "n4");
+    BOOST_TEST(aot.aot.saved[1].forward_id == "n3");
+    BOOST_TEST(aot.aot.saved[1].backward_id == "n1");
+    BOOST_TEST(aot.aot.saved[1].bytes == 2048.0);
+    BOOST_TEST(aot.aot.eager_saved_bytes == 8192.0);
+    const Compile& half = run.compiles[2];  // known from its stage events, named by the aot event
+    BOOST_TEST(half.graph == "4");
+    BOOST_TEST(half.half == "forward");
+    BOOST_TEST(half.parent == "2");
+    BOOST_TEST(half.fn == 1);
+    BOOST_TEST(half.view.nodes.size() == 5u);
+    BOOST_TEST(run.compiles[3].entry == 2);
     BOOST_TEST(run.unknown_events.at("future_event") == 1);
 }
 
@@ -186,7 +207,8 @@ void check_site(Layout layout) {
     BOOST_REQUIRE(!files.empty());
     BOOST_TEST(files[0] == "index.html");
     std::set<std::string> written(files.begin(), files.end());
-    for (const char* expected : {"style.css", "graph_1.html", "graph_2.html", "aot_2.html"}) BOOST_TEST(written.count(expected), expected);
+    for (const char* expected : {"style.css", "graph_1.html", "graph_2.html", "graph_4.html", "graph_6.html", "aot_2.html"})
+        BOOST_TEST(written.count(expected), expected);
     int graph_pages = 0;
     for (const std::string& f : files) {
         BOOST_TEST_CONTEXT(f) {
@@ -225,10 +247,11 @@ void check_site(Layout layout) {
                         BOOST_TEST(line_nodes[l].count(id), "line " << l << " does not name " << id << " back");
                 }
             }
-            if (f == "graph_1.html") BOOST_TEST(map.object().size() == 6u);
+            if (f == "graph_1.html") BOOST_TEST(map.object().size() == 7u);
+            if (f == "graph_4.html") BOOST_TEST(map.object().size() == 2u);
         }
     }
-    BOOST_TEST(graph_pages == 2);
+    BOOST_TEST(graph_pages == 4);
 }
 
 BOOST_AUTO_TEST_CASE(site_with_the_builtin_layout) { check_site(Layout::builtin); }
