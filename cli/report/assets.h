@@ -86,7 +86,7 @@ inline constexpr const char* kReportJs = R"JS(
     if (status) status.textContent = ids.length ? describe(ids) : '';
     document.body.setAttribute('data-selected', ids.join(' '));
     var first = q('.src .ln.hl')[0];
-    if (first && first.scrollIntoView) first.scrollIntoView({ block: 'nearest' });
+    if (first && first.scrollIntoView) first.scrollIntoView({ block: 'center' });
   }
   document.addEventListener('click', function (ev) {
     var el = ev.target.closest('[data-node], [data-nodes]');

@@ -1,5 +1,6 @@
 // The report's index page, the shared page frame and the stage timeline; write_report.
 #include <filesystem>
+#include <iomanip>
 #include <fstream>
 #include <sstream>
 
@@ -116,10 +117,10 @@ std::string page_end() { return std::string("</main><script>") + kReportJs + "</
 
 std::string bytes_text(double bytes) {
     std::ostringstream os;
-    os.precision(3);
+    os << std::fixed << std::setprecision(1);
     if (bytes >= 1 << 20) os << bytes / (1 << 20) << " MiB";
     else if (bytes >= 1 << 10) os << bytes / (1 << 10) << " KiB";
-    else os << bytes << " B";
+    else os << static_cast<long long>(bytes) << " B";
     return os.str();
 }
 

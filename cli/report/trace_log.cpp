@@ -64,9 +64,10 @@ void read_compile_event(Compile& c, const std::string& ev, const Json& e) {
     }
 }
 
+// A graph planned twice (a lesson that calls aot::plan itself, then compiles) keeps the last plan.
 void read_aot(Compile& c, const Json& e) {
     c.has_aot = true;
-    Aot& a = c.aot;
+    Aot& a = c.aot = Aot{};
     a.joint = graph_view(e["joint"]), a.forward = graph_view(e["forward"]), a.backward = graph_view(e["backward"]);
     a.forward_graph = e["forward"]["graph"].str(), a.backward_graph = e["backward"]["graph"].str();
     std::vector<std::string> fw = strings(e["forward_saved"]), bw = strings(e["backward_saved"]);
