@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
     if (*explain) return explain_function(in, file, function);
     // The REPL's :code reads what backends dump; give them a place unless the user chose one.
     if (!std::getenv("KILN_DEBUG_DIR")) setenv("KILN_DEBUG_DIR", ("/tmp/kiln-repl-" + std::to_string(getpid())).c_str(), 0);
+    cli::start_session_trace("/tmp/kiln-repl-" + std::to_string(getpid()) + "/trace");  // for :report
     in.async_compile = true;  // at the prompt, a first call never waits for the C++ compiler
     return cli::run_repl(in, std::cin, isatty(0));
 }
