@@ -65,9 +65,12 @@ int write_report_command(const std::string& dir, std::string out, const std::str
     try {
         if (out.empty()) out = report::default_report_dir(dir);
         report::ReportOptions options;
-        options.layout = layout == "dot" ? report::Layout::dot : layout == "builtin" ? report::Layout::builtin : report::Layout::automatic;
+        options.layout = layout == "dot"       ? report::Layout::dot
+                         : layout == "builtin" ? report::Layout::builtin
+                                               : report::Layout::automatic;
         auto files = report::write_report(dir, out, options);
-        std::cout << "kiln report: wrote " << files.size() << " files; open " << out << "/index.html\n";
+        std::cout << "kiln report: wrote " << files.size() << " files; open " << out
+                  << "/index.html\n";
         return 0;
     } catch (const kiln::Error& e) {
         std::cerr << e.what() << std::endl;
@@ -91,10 +94,13 @@ int main(int argc, char** argv) {
     explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     explain->add_option("function", function, "the function's name")->required();
     std::string report_trace_dir, report_out, layout = "auto";
-    CLI::App* report_cmd = app.add_subcommand("report", "write the HTML compile report of a trace folder (KILN_TRACE=DIR)");
+    CLI::App* report_cmd = app.add_subcommand(
+        "report", "write the HTML compile report of a trace folder (KILN_TRACE=DIR)");
     report_cmd->add_option("dir", report_trace_dir, "the trace folder")->required();
     report_cmd->add_option("-o,--output", report_out, "where the report goes (default DIR/report)");
-    report_cmd->add_option("--layout", layout, "graph drawing: auto (graphviz dot when installed), dot, builtin")
+    report_cmd
+        ->add_option("--layout", layout,
+                     "graph drawing: auto (graphviz dot when installed), dot, builtin")
         ->check(CLI::IsMember({"auto", "dot", "builtin"}))
         ->capture_default_str();
     cli::GradeCommand grade;
@@ -114,7 +120,8 @@ int main(int argc, char** argv) {
     if (*explain) return explain_function(in, file, function);
     // The REPL's :code reads what backends dump; give them a place unless the user chose one.
     if (!std::getenv("KILN_DEBUG_DIR")) setenv("KILN_DEBUG_DIR", ("/tmp/kiln-repl-" + std::to_string(getpid())).c_str(), 0);
-    cli::start_session_trace("/tmp/kiln-repl-" + std::to_string(getpid()) + "/trace");  // for :report
+    // :report renders the session's compile log: start one unless KILN_TRACE names a folder.
+    cli::start_session_trace("/tmp/kiln-repl-" + std::to_string(getpid()) + "/trace");
     in.async_compile = true;  // at the prompt, a first call never waits for the C++ compiler
     return cli::run_repl(in, std::cin, isatty(0));
 }

@@ -113,14 +113,20 @@ void cmd_reset(Interp& in, const std::string&) {
 void cmd_report(Interp& in, const std::string& arg) {
 #ifdef KILN_REPL_HAS_TRACE_LOG
     std::string log = jit::trace_path();
-    if (log.empty()) in.raise("RuntimeError", ":report: no compile log is being written (KILN_TRACE was set to an unusable folder?)");
+    if (log.empty())
+        in.raise(
+            "RuntimeError",
+            ":report: no compile log is being written (KILN_TRACE was set to an unusable folder?)");
     std::string dir = std::filesystem::path(log).parent_path().string();
     std::string out = arg.empty() ? report::default_report_dir(dir) : arg;
     auto files = report::write_report(dir, out);
-    in.out << "report of this session's compiled functions: " << files.size() << " files; open " << out << "/index.html\n";
+    in.out << "report of this session's compiled functions: " << files.size() << " files; open "
+           << out << "/index.html\n";
 #else
     (void)arg;
-    in.raise("RuntimeError", ":report: this build has no compile log (jit/trace_log.h), so there is nothing to report");
+    in.raise(
+        "RuntimeError",
+        ":report: this build has no compile log (jit/trace_log.h), so there is nothing to report");
 #endif
 }
 
@@ -139,8 +145,8 @@ const std::map<std::string, Command> kCommands = {
       cmd_backend, optional}},
     {":reset", {":reset", "forget every variable and compiled cache", cmd_reset}},
     {":report",
-     {":report [DIR]", "write the HTML compile report of this session (default: beside its log)", cmd_report,
-      optional}},
+     {":report [DIR]", "write the HTML compile report of this session (default: beside its log)",
+      cmd_report, optional}},
     {":quit", {":quit", "leave (so does Ctrl-D)", nullptr}},
 };
 

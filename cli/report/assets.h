@@ -1,8 +1,8 @@
-// The report's stylesheet (written beside the pages) and script (inlined in each page) (no network: nothing is
-// fetched). The script links graph nodes, schedule rows and generated lines: clicking (or
-// hovering) anything with data-node="ID" or data-nodes="ID ID" highlights everything that
-// names the same node. `page.html?click=ID` clicks node ID once the page has loaded (the
-// browser test uses it); script errors are listed in #js-errors.
+// The report's stylesheet (written beside the pages) and script (inlined in each page) (no network:
+// nothing is fetched). The script links graph nodes, schedule rows and generated lines: clicking
+// (or hovering) anything with data-node="ID" or data-nodes="ID ID" highlights everything that names
+// the same node. `page.html?click=ID` clicks node ID once the page has loaded (the browser test
+// uses it); script errors are listed in #js-errors.
 #pragma once
 
 namespace kiln::report {
@@ -28,7 +28,7 @@ th { background: #f3f4f6; }
 .pill.guards { background: #dcfce7; color: #166534; }
 .event { margin: 3px 0 3px 12px; }
 .two { display: grid; grid-template-columns: minmax(300px, 1fr) minmax(300px, 1fr); gap: 16px; align-items: start; }
-.panel { background: #fff; border: 1px solid #e5e7eb; padding: 8px; overflow: auto; max-height: 640px; }
+.panel { position: relative; background: #fff; border: 1px solid #e5e7eb; padding: 8px; overflow: auto; max-height: 640px; }
 .panel svg { max-width: 100%; height: auto; }
 .src { background: #fff; white-space: pre; counter-reset: none; }
 .src .ln { display: block; padding-right: 8px; }
@@ -85,8 +85,9 @@ inline constexpr const char* kReportJs = R"JS(
     var status = document.getElementById('selection');
     if (status) status.textContent = ids.length ? describe(ids) : '';
     document.body.setAttribute('data-selected', ids.join(' '));
-    var first = q('.src .ln.hl')[0];
-    if (first && first.scrollIntoView) first.scrollIntoView({ block: 'center' });
+    // Scroll the source panel (not the page) to the first highlighted line.
+    var first = q('.src .ln.hl')[0], panel = first && first.closest('.panel');
+    if (panel) panel.scrollTop = Math.max(0, first.offsetTop - panel.clientHeight / 3);
   }
   document.addEventListener('click', function (ev) {
     var el = ev.target.closest('[data-node], [data-nodes]');
@@ -108,8 +109,12 @@ inline constexpr const char* kReportJs = R"JS(
 
 // Loaded first, in <head>: later script errors land in #js-errors.
 inline constexpr const char* kErrorHookJs =
-    "window.kilnErrors=[];window.onerror=function(m,s,l){window.kilnErrors.push(m+' ('+s+':'+l+')');"
-    "var e=document.getElementById('js-errors');if(e){var li=document.createElement('li');li.textContent=m+' ('+s+':'+l+')';e.appendChild(li);}};"
-    "(function(){var ce=console.error;console.error=function(){window.onerror(Array.prototype.join.call(arguments,' '),'console',0);ce.apply(console,arguments);};})();";
+    "window.kilnErrors=[];window.onerror=function(m,s,l){window.kilnErrors.push(m+' "
+    "('+s+':'+l+')');"
+    "var e=document.getElementById('js-errors');if(e){var "
+    "li=document.createElement('li');li.textContent=m+' ('+s+':'+l+')';e.appendChild(li);}};"
+    "(function(){var "
+    "ce=console.error;console.error=function(){window.onerror(Array.prototype.join.call(arguments,'"
+    " '),'console',0);ce.apply(console,arguments);};})();";
 
 }  // namespace kiln::report

@@ -27,7 +27,8 @@ std::string detail_of(const Node& n) {
 
 // One of a few soft colours per kernel, so nodes fused into one kernel share a fill.
 std::string kernel_fill(const SvgMarks& marks, const std::string& id) {
-    static const char* fills[] = {"#dbeafe", "#dcfce7", "#fef3c7", "#fce7f3", "#e0e7ff", "#ccfbf1", "#fee2e2", "#ede9fe"};
+    static const char* fills[] = {"#dbeafe", "#dcfce7", "#fef3c7", "#fce7f3",
+                                  "#e0e7ff", "#ccfbf1", "#fee2e2", "#ede9fe"};
     auto it = marks.kernel.find(id);
     if (it == marks.kernel.end()) return "#f3f4f6";
     return fills[std::hash<std::string>{}(it->second) % (sizeof(fills) / sizeof(fills[0]))];
@@ -40,8 +41,10 @@ std::string node_class(const SvgMarks& marks, const std::string& id) {
 
 // The attributes the page's script reads: data-node, and data-nodes for a linked node.
 std::string node_attrs(const SvgMarks& marks, const std::string& id) {
-    std::string a = "class=\"" + node_class(marks, id) + "\" data-node=\"" + html_escape(marks.prefix + id) + "\"";
-    if (auto it = marks.links.find(id); it != marks.links.end()) a += " data-nodes=\"" + html_escape(it->second) + "\"";
+    std::string a = "class=\"" + node_class(marks, id) + "\" data-node=\"" +
+                    html_escape(marks.prefix + id) + "\"";
+    if (auto it = marks.links.find(id); it != marks.links.end())
+        a += " data-nodes=\"" + html_escape(it->second) + "\"";
     return a;
 }
 
@@ -65,7 +68,10 @@ std::string run_dot(const std::string& text) {
 
 std::string dot_quote(const std::string& s) {
     std::string out = "\"";
-    for (char c : s) out += c == '\n' ? std::string("\\n") : c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    for (char c : s)
+        out += c == '\n'               ? std::string("\\n")
+               : c == '"' || c == '\\' ? std::string("\\") + c
+                                       : std::string(1, c);
     return out + "\"";
 }
 
@@ -83,7 +89,8 @@ std::string graph_svg_dot(const GraphView& g, const SvgMarks& marks) {
     for (const Node& n : g.nodes) {
         std::string label = label_of(n) + "\n" + detail_of(n);
         if (auto it = marks.note.find(n.id); it != marks.note.end()) label += "\n" + it->second;
-        dot << "  " << dot_quote(n.id) << " [id=" << dot_quote(dot_id(marks, n.id)) << ", label=" << dot_quote(label)
+        dot << "  " << dot_quote(n.id) << " [id=" << dot_quote(dot_id(marks, n.id))
+            << ", label=" << dot_quote(label)
             << ", fillcolor=" << dot_quote(kernel_fill(marks, n.id)) << "];\n";
     }
     for (const Node& n : g.nodes)
@@ -96,7 +103,10 @@ std::string graph_svg_dot(const GraphView& g, const SvgMarks& marks) {
     for (const Node& n : g.nodes) {
         std::string from = "<g id=\"" + html_escape(dot_id(marks, n.id)) + "\" class=\"node\">";
         size_t at = svg.find(from);
-        if (at != std::string::npos) svg.replace(at, from.size(), "<g id=\"" + html_escape(dot_id(marks, n.id)) + "\" " + node_attrs(marks, n.id) + ">");
+        if (at != std::string::npos)
+            svg.replace(at, from.size(),
+                        "<g id=\"" + html_escape(dot_id(marks, n.id)) + "\" " +
+                            node_attrs(marks, n.id) + ">");
     }
     return svg;
 }
@@ -143,11 +153,14 @@ std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks) {
                 double sum = 0;
                 int count = 0;
                 for (const std::string& in : g.nodes[i].inputs)
-                    if (auto it = index.find(in); it != index.end()) sum += pos[it->second], ++count;
+                    if (auto it = index.find(in); it != index.end())
+                        sum += pos[it->second], ++count;
                 keyed.push_back({count ? sum / count : pos[i], i});
             }
-            std::stable_sort(keyed.begin(), keyed.end(), [](auto& a, auto& b) { return a.first < b.first; });
-            for (size_t k = 0; k < keyed.size(); ++k) rows[r][k] = keyed[k].second, pos[keyed[k].second] = double(k);
+            std::stable_sort(keyed.begin(), keyed.end(),
+                             [](auto& a, auto& b) { return a.first < b.first; });
+            for (size_t k = 0; k < keyed.size(); ++k)
+                rows[r][k] = keyed[k].second, pos[keyed[k].second] = double(k);
         }
     }
     size_t widest = 1;
@@ -167,26 +180,34 @@ std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks) {
     static int drawn = 0;  // one arrow marker per SVG: ids stay unique on a page with several
     const std::string arrow = "arrow" + std::to_string(++drawn);
     std::ostringstream svg;
-    svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph builtin\" width=\"" << width << "\" height=\"" << std::max(height, 1)
-        << "\" viewBox=\"0 0 " << width << " " << std::max(height, 1) << "\">\n"
-        << "<defs><marker id=\"" << arrow << "\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto\">"
+    svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph builtin\" width=\"" << width
+        << "\" height=\"" << std::max(height, 1) << "\" viewBox=\"0 0 " << width << " "
+        << std::max(height, 1) << "\">\n"
+        << "<defs><marker id=\"" << arrow
+        << "\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" "
+           "orient=\"auto\">"
         << "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#6b7280\"/></marker></defs>\n";
     for (size_t i = 0; i < g.nodes.size(); ++i)
         for (const std::string& in : g.nodes[i].inputs) {
             auto it = index.find(in);
             if (it == index.end()) continue;
-            double x1 = x[it->second] + kNodeW / 2.0, y1 = y[it->second] + kNodeH, x2 = x[i] + kNodeW / 2.0, y2 = y[i];
+            double x1 = x[it->second] + kNodeW / 2.0, y1 = y[it->second] + kNodeH,
+                   x2 = x[i] + kNodeW / 2.0, y2 = y[i];
             double mid = (y1 + y2) / 2;
-            svg << "<path class=\"edge\" d=\"M" << x1 << "," << y1 << " C" << x1 << "," << mid << " " << x2 << "," << mid << " " << x2 << "," << y2
+            svg << "<path class=\"edge\" d=\"M" << x1 << "," << y1 << " C" << x1 << "," << mid
+                << " " << x2 << "," << mid << " " << x2 << "," << y2
                 << "\" fill=\"none\" stroke=\"#6b7280\" marker-end=\"url(#" << arrow << ")\"/>\n";
         }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
         bool is_output = std::find(g.outputs.begin(), g.outputs.end(), n.id) != g.outputs.end();
-        svg << "<g " << node_attrs(marks, n.id) << " transform=\"translate(" << x[i] << "," << y[i] << ")\">"
-            << "<title>" << html_escape(label_of(n) + (n.line.empty() ? "" : " (" + n.line + ")")) << "</title>"
-            << "<rect width=\"" << kNodeW << "\" height=\"" << kNodeH << "\" rx=\"6\" fill=\"" << kernel_fill(marks, n.id) << "\" stroke=\""
-            << (is_output ? "#111827" : "#9ca3af") << "\" stroke-width=\"" << (is_output ? 2 : 1) << "\"/>"
+        svg << "<g " << node_attrs(marks, n.id) << " transform=\"translate(" << x[i] << "," << y[i]
+            << ")\">"
+            << "<title>" << html_escape(label_of(n) + (n.line.empty() ? "" : " (" + n.line + ")"))
+            << "</title>"
+            << "<rect width=\"" << kNodeW << "\" height=\"" << kNodeH << "\" rx=\"6\" fill=\""
+            << kernel_fill(marks, n.id) << "\" stroke=\"" << (is_output ? "#111827" : "#9ca3af")
+            << "\" stroke-width=\"" << (is_output ? 2 : 1) << "\"/>"
             << "<text x=\"8\" y=\"17\" class=\"op\">" << html_escape(label_of(n)) << "</text>";
         std::string second = detail_of(n);
         if (auto it = marks.note.find(n.id); it != marks.note.end()) second = it->second;

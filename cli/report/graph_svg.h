@@ -12,11 +12,12 @@ namespace kiln::report {
 enum class Layout { automatic, dot, builtin };
 
 struct SvgMarks {
-    std::string prefix;                          // before each data-node: "fw:" on a page with several graphs
-    std::map<std::string, std::string> links;    // node id -> data-nodes: the ids a click on it selects
-    std::map<std::string, std::string> note;     // node id -> an extra label line ("saved 4 KiB")
-    std::map<std::string, std::string> klass;    // node id -> extra CSS class ("saved")
-    std::map<std::string, std::string> kernel;   // node id -> kernel name (fill colour by kernel)
+    std::string prefix;  // before each data-node: "fw:" on a page with several graphs
+    std::map<std::string, std::string>
+        links;  // node id -> data-nodes: the ids a click on it selects
+    std::map<std::string, std::string> note;    // node id -> an extra label line ("saved 4 KiB")
+    std::map<std::string, std::string> klass;   // node id -> extra CSS class ("saved")
+    std::map<std::string, std::string> kernel;  // node id -> kernel name (fill colour by kernel)
 };
 
 // Whether `dot` can be run (looked up once).

@@ -51,7 +51,10 @@ struct Parser {
         unsigned code = 0;
         for (int k = 0; k < 4; ++k, ++i) {
             char c = s[i];
-            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
             if (d < 0) fail_here("a hex digit");
             code = code * 16 + unsigned(d);
         }
@@ -71,12 +74,26 @@ struct Parser {
             if (i >= s.size()) fail_here("an escape");
             char e = s[i++];
             switch (e) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case '"': case '\\': case '/': out += e; break;
+                case 'n':
+                    out += '\n';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case 'b':
+                    out += '\b';
+                    break;
+                case 'f':
+                    out += '\f';
+                    break;
+                case '"':
+                case '\\':
+                case '/':
+                    out += e;
+                    break;
                 case 'u': {
                     unsigned code = hex4();
                     if (code >= 0xD800 && code < 0xDC00 && s.compare(i, 2, "\\u") == 0) {
@@ -86,7 +103,8 @@ struct Parser {
                     append_utf8(out, code);
                     break;
                 }
-                default: --i, fail_here("an escape (\\n, \\\", \\u00e9, ...)");
+                default:
+                    --i, fail_here("an escape (\\n, \\\", \\u00e9, ...)");
             }
         }
     }
@@ -160,16 +178,20 @@ const Json::Object& Json::object() const {
 }
 std::string Json::str() const {
     switch (value.index()) {
-        case 1: return std::get<1>(value) ? "true" : "false";
+        case 1:
+            return std::get<1>(value) ? "true" : "false";
         case 2: {
             double d = std::get<2>(value);
-            if (std::floor(d) == d && std::fabs(d) < 1e15) return std::to_string(static_cast<long long>(d));
+            if (std::floor(d) == d && std::fabs(d) < 1e15)
+                return std::to_string(static_cast<long long>(d));
             std::string t = std::to_string(d);
             while (t.size() > 1 && t.back() == '0') t.pop_back();
             return t;
         }
-        case 3: return std::get<3>(value);
-        default: return "";
+        case 3:
+            return std::get<3>(value);
+        default:
+            return "";
     }
 }
 double Json::num(double fallback) const { return is_number() ? std::get<2>(value) : fallback; }

@@ -12,7 +12,9 @@ namespace kiln::report {
 struct Json {
     using Array = std::vector<Json>;
     using Object = std::map<std::string, Json>;
-    std::variant<std::monostate, bool, double, std::string, std::shared_ptr<Array>, std::shared_ptr<Object>> value;
+    std::variant<std::monostate, bool, double, std::string, std::shared_ptr<Array>,
+                 std::shared_ptr<Object>>
+        value;
 
     bool is_null() const { return value.index() == 0; }
     bool is_number() const { return value.index() == 2; }

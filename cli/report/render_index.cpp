@@ -1,7 +1,7 @@
 // The report's index page, the shared page frame and the stage timeline; write_report.
 #include <filesystem>
-#include <iomanip>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "cli/report/assets.h"
@@ -19,26 +19,31 @@ std::string file_part(const std::string& graph) {
 }
 
 std::string stage_colour(const std::string& stage) {
-    static const char* colours[] = {"#60a5fa", "#34d399", "#fbbf24", "#f472b6", "#a78bfa", "#2dd4bf", "#f87171", "#a3e635"};
+    static const char* colours[] = {"#60a5fa", "#34d399", "#fbbf24", "#f472b6",
+                                    "#a78bfa", "#2dd4bf", "#f87171", "#a3e635"};
     return colours[std::hash<std::string>{}(stage) % 8];
 }
 
-// "graph 7 (entry 1, segment 2: 5 nodes, 1 kernel, cpp source)" linking its pages, and its AOT halves.
+// "graph 7 (entry 1, segment 2: 5 nodes, 1 kernel, cpp source)" linking its pages, and its AOT
+// halves.
 std::string graph_event_html(const RunPages& pages, const Json& d) {
     std::string g = d["graph"].str();
     const Compile* c = pages.run.find_compile(g);
     std::ostringstream h;
-    h << "<a href=\"" << pages.graph_page(g) << "\">graph " << html_escape(g) << "</a> <span class=\"muted\">" << html_escape(d["title"].str())
-      << "</span> (entry " << html_escape(d["entry"].str()) << ", segment " << html_escape(d["segment"].str()) << ": " << d["nodes"].array().size()
-      << " nodes";
-    if (c && !c->kernels.empty()) h << ", " << c->kernels.size() << (c->kernels.size() == 1 ? " kernel" : " kernels");
+    h << "<a href=\"" << pages.graph_page(g) << "\">graph " << html_escape(g)
+      << "</a> <span class=\"muted\">" << html_escape(d["title"].str()) << "</span> (entry "
+      << html_escape(d["entry"].str()) << ", segment " << html_escape(d["segment"].str()) << ": "
+      << d["nodes"].array().size() << " nodes";
+    if (c && !c->kernels.empty())
+        h << ", " << c->kernels.size() << (c->kernels.size() == 1 ? " kernel" : " kernels");
     if (c && !c->target.empty()) h << ", " << html_escape(c->target) << " source";
     h << ")";
     if (c && c->has_aot) {
         h << " &middot; <a href=\"" << pages.aot_page(g) << "\">AOT forward/backward</a>";
         for (const std::string& half : {c->aot.forward_graph, c->aot.backward_graph})
             if (const Compile* hc = pages.run.find_compile(half))
-                h << " &middot; <a href=\"" << pages.graph_page(half) << "\">" << html_escape(hc->half) << " graph " << html_escape(half) << "</a>";
+                h << " &middot; <a href=\"" << pages.graph_page(half) << "\">"
+                  << html_escape(hc->half) << " graph " << html_escape(half) << "</a>";
     }
     return h.str();
 }
@@ -50,28 +55,39 @@ std::string event_html(const RunPages& pages, const FunctionEvent& e) {
     if (e.kind == "graph") {
         h << graph_event_html(pages, d);
     } else if (e.kind == "guards") {
-        h << "entry " << html_escape(d["entry"].str()) << ": " << d["guards"].array().size() << " guards<ul>";
+        h << "entry " << html_escape(d["entry"].str()) << ": " << d["guards"].array().size()
+          << " guards<ul>";
         for (const Json& g : d["guards"].array())
-            h << "<li><code>" << html_escape(g["text"].str()) << "</code> <span class=\"muted\">" << html_escape(g["kind"].str()) << " &middot; "
-              << html_escape(g["source"].str()) << "</span></li>";
+            h << "<li><code>" << html_escape(g["text"].str()) << "</code> <span class=\"muted\">"
+              << html_escape(g["kind"].str()) << " &middot; " << html_escape(g["source"].str())
+              << "</span></li>";
         h << "</ul>";
     } else if (e.kind == "break") {
-        h << "<b>" << html_escape(d["kind"].str()) << "</b>: " << html_escape(d["reason"].str()) << " <span class=\"muted\">at "
-          << html_escape(d["line"].str()) << "</span>";
-        if (!d["hint"].str().empty()) h << "<br><span class=\"muted\">hint: " << html_escape(d["hint"].str()) << "</span>";
+        h << "<b>" << html_escape(d["kind"].str()) << "</b>: " << html_escape(d["reason"].str())
+          << " <span class=\"muted\">at " << html_escape(d["line"].str()) << "</span>";
+        if (!d["hint"].str().empty())
+            h << "<br><span class=\"muted\">hint: " << html_escape(d["hint"].str()) << "</span>";
     } else if (e.kind == "recompile") {
-        h << "guard failed: <code>" << html_escape(d["guard"].str()) << "</code> (was " << html_escape(d["old"].str()) << ", now "
-          << html_escape(d["new"].str()) << ")";
-        if (!d["reason"].str().empty()) h << "<br><span class=\"muted\">" << html_escape(d["reason"].str()) << "</span>";
-        if (!d["note"].str().empty()) h << "<br><span class=\"muted\">" << html_escape(d["note"].str()) << "</span>";
+        h << "guard failed: <code>" << html_escape(d["guard"].str()) << "</code>";
+        if (!d["old"].str().empty() || !d["new"].str().empty())
+            h << " (was " << html_escape(d["old"].str()) << ", now " << html_escape(d["new"].str())
+              << ")";
+        if (!d["reason"].str().empty())
+            h << "<br><span class=\"muted\">" << html_escape(d["reason"].str()) << "</span>";
+        if (!d["note"].str().empty())
+            h << "<br><span class=\"muted\">" << html_escape(d["note"].str()) << "</span>";
     } else if (e.kind == "symbols") {
         h << "entry " << html_escape(d["entry"].str()) << ":";
         for (const Json& sym : d["symbols"].array())
-            h << " <code>" << html_escape(sym["name"].str()) << "</code> = " << html_escape(sym["from"].str())
-              << (sym["pinned"].str() == "true" ? " (pinned to " + html_escape(sym["pinned_to"].str()) + ")" : "") << ";";
+            h << " <code>" << html_escape(sym["name"].str())
+              << "</code> = " << html_escape(sym["from"].str())
+              << (sym["pinned"].str() == "true"
+                      ? " (pinned to " + html_escape(sym["pinned_to"].str()) + ")"
+                      : "")
+              << ";";
     } else if (e.kind == "pin") {
-        h << "<code>" << html_escape(d["symbol"].str()) << "</code> pinned to " << html_escape(d["value"].str()) << ": "
-          << html_escape(d["why"].str());
+        h << "<code>" << html_escape(d["symbol"].str()) << "</code> pinned to "
+          << html_escape(d["value"].str()) << ": " << html_escape(d["why"].str());
     } else {
         h << "call " << html_escape(d["call"].str()) << ": " << html_escape(d["result"].str());
     }
@@ -81,13 +97,18 @@ std::string event_html(const RunPages& pages, const FunctionEvent& e) {
 std::string function_html(const RunPages& pages, const Function& f) {
     std::ostringstream h;
     h << "<h3 id=\"fn" << f.fn << "\">fn " << f.fn << ": " << html_escape(f.name) << "</h3><p>";
-    for (const auto& [label, value] : {std::pair{"backend", f.backend}, {"mode", f.mode}, {"dynamic", f.dynamic}})
-        if (!value.empty()) h << "<span class=\"pill\">" << label << " " << html_escape(value) << "</span>";
+    for (const auto& [label, value] :
+         {std::pair{"backend", f.backend}, {"mode", f.mode}, {"dynamic", f.dynamic}})
+        if (!value.empty())
+            h << "<span class=\"pill\">" << label << " " << html_escape(value) << "</span>";
     if (f.counters.is_object()) {
         h << " <span class=\"muted\">";
-        for (const char* k : {"calls", "hits", "records", "recompiles", "replays", "reruns", "eager_runs", "eager_fallbacks"})
-            if (f.counters.has(k)) h << k << " " << html_escape(f.counters[k].str()) << " &middot; ";
-        for (const auto& [graph, choice] : f.counters["backend_choice"].object()) h << "graph " << html_escape(graph) << ": " << html_escape(choice.str()) << " ";
+        for (const char* k : {"calls", "hits", "records", "recompiles", "replays", "reruns",
+                              "eager_runs", "eager_fallbacks"})
+            if (f.counters.has(k))
+                h << k << " " << html_escape(f.counters[k].str()) << " &middot; ";
+        for (const auto& [graph, choice] : f.counters["backend_choice"].object())
+            h << "graph " << html_escape(graph) << ": " << html_escape(choice.str()) << " ";
         h << "</span>";
     }
     h << "</p>\n";
@@ -97,8 +118,12 @@ std::string function_html(const RunPages& pages, const Function& f) {
 
 }  // namespace
 
-std::string RunPages::graph_page(const std::string& graph) const { return prefix + "graph_" + file_part(graph) + ".html"; }
-std::string RunPages::aot_page(const std::string& graph) const { return prefix + "aot_" + file_part(graph) + ".html"; }
+std::string RunPages::graph_page(const std::string& graph) const {
+    return prefix + "graph_" + file_part(graph) + ".html";
+}
+std::string RunPages::aot_page(const std::string& graph) const {
+    return prefix + "aot_" + file_part(graph) + ".html";
+}
 const Function* RunPages::function(int fn) const {
     for (const Function& f : run.functions)
         if (f.fn == fn) return &f;
@@ -106,21 +131,27 @@ const Function* RunPages::function(int fn) const {
 }
 
 std::string page_begin(const std::string& title, const std::string& nav) {
-    return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
-           "</title><link rel=\"stylesheet\" href=\"style.css\"><script>" + kErrorHookJs +
-           "</script></head>\n<body><ul id=\"js-errors\"></ul><header>" + nav + "<h1>" + html_escape(title) + "</h1></header><main>\n";
+    return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
+           html_escape(title) + "</title><link rel=\"stylesheet\" href=\"style.css\"><script>" +
+           kErrorHookJs + "</script></head>\n<body><ul id=\"js-errors\"></ul><header>" + nav +
+           "<h1>" + html_escape(title) + "</h1></header><main>\n";
 }
 
 // The script is inlined (not report.js beside the page): a browser reports the message of an
 // error in a file:// script of another file only as "Script error.".
-std::string page_end() { return std::string("</main><script>") + kReportJs + "</script></body></html>\n"; }
+std::string page_end() {
+    return std::string("</main><script>") + kReportJs + "</script></body></html>\n";
+}
 
 std::string bytes_text(double bytes) {
     std::ostringstream os;
     os << std::fixed << std::setprecision(1);
-    if (bytes >= 1 << 20) os << bytes / (1 << 20) << " MiB";
-    else if (bytes >= 1 << 10) os << bytes / (1 << 10) << " KiB";
-    else os << static_cast<long long>(bytes) << " B";
+    if (bytes >= 1 << 20)
+        os << bytes / (1 << 20) << " MiB";
+    else if (bytes >= 1 << 10)
+        os << bytes / (1 << 10) << " KiB";
+    else
+        os << static_cast<long long>(bytes) << " B";
     return os.str();
 }
 
@@ -132,42 +163,56 @@ std::string timeline_svg(const std::vector<const Compile*>& compiles, const RunP
         for (const Stage& s : c->stages) total += s.ms;
         longest = std::max(longest, total);
     }
-    if (compiles.empty() || longest <= 0) return "<p class=\"muted\">no stage timings in the log</p>\n";
+    if (compiles.empty() || longest <= 0)
+        return "<p class=\"muted\">no stage timings in the log</p>\n";
     std::ostringstream h;
     const int height = int(compiles.size()) * kRowH + 22;
-    h.precision(3);
-    h << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\"" << kLabelW + kBarW + 90 << "\" height=\"" << height << "\">\n";
+    h << std::fixed << std::setprecision(1);
+    h << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\""
+      << kLabelW + kBarW + 90 << "\" height=\"" << height << "\">\n";
     for (size_t r = 0; r < compiles.size(); ++r) {
         const Compile& c = *compiles[r];
         const Function* f = pages.function(c.fn);
         double y = double(r) * kRowH, x = kLabelW, total = 0;
-        std::string label = "graph " + c.graph + (c.half.empty() ? "" : " (" + c.half + ")") + (f ? " " + f->name : "");
-        h << "<a href=\"" << pages.graph_page(c.graph) << "\"><text x=\"4\" y=\"" << y + 16 << "\">" << html_escape(label) << "</text></a>\n";
+        std::string label = "graph " + c.graph + (c.half.empty() ? "" : " (" + c.half + ")") +
+                            (f ? " " + f->name : "");
+        h << "<a href=\"" << pages.graph_page(c.graph) << "\"><text x=\"4\" y=\"" << y + 16 << "\">"
+          << html_escape(label) << "</text></a>\n";
         for (const Stage& s : c.stages) {
             double w = s.ms / longest * kBarW;
-            h << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(w, 0.5) << "\" height=\"" << kRowH - 6 << "\" fill=\""
-              << stage_colour(s.name) << "\"><title>" << html_escape(s.name) << ": " << s.ms << " ms</title></rect>";
-            if (w > 46) h << "<text x=\"" << x + 3 << "\" y=\"" << y + 16 << "\">" << html_escape(s.name) << "</text>";
+            h << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(w, 0.5)
+              << "\" height=\"" << kRowH - 6 << "\" fill=\"" << stage_colour(s.name) << "\"><title>"
+              << html_escape(s.name) << ": " << s.ms << " ms</title></rect>";
+            if (w > 46)
+                h << "<text x=\"" << x + 3 << "\" y=\"" << y + 16 << "\">" << html_escape(s.name)
+                  << "</text>";
             h << "\n";
             x += w, total += s.ms;
         }
         h << "<text x=\"" << x + 4 << "\" y=\"" << y + 16 << "\">" << total << " ms</text>\n";
     }
-    h << "<text x=\"" << kLabelW << "\" y=\"" << height - 4 << "\" class=\"muted\">0</text><text x=\"" << kLabelW + kBarW - 40 << "\" y=\""
-      << height - 4 << "\">" << longest << " ms</text></svg>\n";
+    h << "<text x=\"" << kLabelW << "\" y=\"" << height - 4
+      << "\" class=\"muted\">0</text><text x=\"" << kLabelW + kBarW - 40 << "\" y=\"" << height - 4
+      << "\">" << longest << " ms</text></svg>\n";
     return h.str();
 }
 
 std::string index_html(const std::vector<RunPages>& runs, const std::string& dir) {
     std::ostringstream h;
-    h << page_begin("kiln compile report", "<span class=\"muted\">from " + html_escape(dir) + "</span>");
+    h << page_begin("kiln compile report",
+                    "<span class=\"muted\">from " + html_escape(dir) + "</span>");
     for (const RunPages& pages : runs) {
         const TraceRun& run = pages.run;
         h << "<h2>process " << html_escape(run.pid) << ": <code>";
         for (const std::string& a : run.argv) h << html_escape(a) << " ";
-        h << "</code></h2>\n<p class=\"muted\">" << html_escape(std::filesystem::path(run.file).filename().string()) << " &middot; device "
-          << html_escape(run.device) << " &middot; log format " << html_escape(run.format) << "</p>\n";
-        if (!run.ended) h << "<p><span class=\"pill break\">unfinished</span> the log has no trace_end yet: the process was still running (a REPL session) or stopped early, so the counters may be missing</p>\n";
+        h << "</code></h2>\n<p class=\"muted\">"
+          << html_escape(std::filesystem::path(run.file).filename().string()) << " &middot; device "
+          << html_escape(run.device) << " &middot; log format " << html_escape(run.format)
+          << "</p>\n";
+        if (!run.ended)
+            h << "<p><span class=\"pill break\">unfinished</span> the log has no trace_end yet: "
+                 "the process was still running (a REPL session) or stopped early, so the counters "
+                 "may be missing</p>\n";
         std::vector<const Compile*> compiles;
         for (const Compile& c : run.compiles) compiles.push_back(&c);
         h << "<h3>compile stages</h3>\n" << timeline_svg(compiles, pages);
@@ -176,17 +221,22 @@ std::string index_html(const std::vector<RunPages>& runs, const std::string& dir
         for (const Function& f : run.functions) h << function_html(pages, f);
         std::ostringstream loose;
         for (const Compile& c : run.compiles)
-            if (!pages.function(c.fn)) loose << "<li><a href=\"" << pages.graph_page(c.graph) << "\">graph " << html_escape(c.graph) << "</a></li>";
-        if (!loose.str().empty()) h << "<h3>graphs of no logged function</h3><ul>" << loose.str() << "</ul>\n";
+            if (!pages.function(c.fn))
+                loose << "<li><a href=\"" << pages.graph_page(c.graph) << "\">graph "
+                      << html_escape(c.graph) << "</a></li>";
+        if (!loose.str().empty())
+            h << "<h3>graphs of no logged function</h3><ul>" << loose.str() << "</ul>\n";
         if (run.totals.is_object()) {
             h << "<p class=\"muted\">totals:";
             for (const auto& [k, v] : run.totals.object())
-                if (k != "ev" && k != "seq" && k != "t_us") h << " " << html_escape(k) << " " << html_escape(v.str()) << ";";
+                if (k != "ev" && k != "seq" && k != "t_us")
+                    h << " " << html_escape(k) << " " << html_escape(v.str()) << ";";
             h << "</p>\n";
         }
         if (!run.unknown_events.empty()) {
             h << "<p class=\"muted\">events this kiln report does not draw:";
-            for (const auto& [ev, n] : run.unknown_events) h << " " << html_escape(ev) << " &times;" << n;
+            for (const auto& [ev, n] : run.unknown_events)
+                h << " " << html_escape(ev) << " &times;" << n;
             h << "</p>\n";
         }
     }
@@ -194,9 +244,12 @@ std::string index_html(const std::vector<RunPages>& runs, const std::string& dir
     return h.str();
 }
 
-std::string default_report_dir(const std::string& dir) { return (std::filesystem::path(dir) / "report").string(); }
+std::string default_report_dir(const std::string& dir) {
+    return (std::filesystem::path(dir) / "report").string();
+}
 
-std::vector<std::string> write_report(const std::string& dir, const std::string& out, const ReportOptions& options) {
+std::vector<std::string> write_report(const std::string& dir, const std::string& out,
+                                      const ReportOptions& options) {
     namespace fs = std::filesystem;
     std::vector<TraceRun> runs = read_trace_dir(dir);
     std::error_code ec;
@@ -210,7 +263,8 @@ std::vector<std::string> write_report(const std::string& dir, const std::string&
         written.push_back(name);
     };
     std::vector<RunPages> pages;
-    for (size_t k = 0; k < runs.size(); ++k) pages.push_back({runs[k], runs.size() > 1 ? "run" + std::to_string(k + 1) + "_" : ""});
+    for (size_t k = 0; k < runs.size(); ++k)
+        pages.push_back({runs[k], runs.size() > 1 ? "run" + std::to_string(k + 1) + "_" : ""});
     write("index.html", index_html(pages, dir));
     write("style.css", kStyleCss);
     for (const RunPages& p : pages)

@@ -19,7 +19,8 @@ struct ReportOptions {
 // Writes the report of the trace in dir into out (created if needed). Returns the files
 // written, relative to out, index.html first. Throws kiln::Error for a missing folder or a
 // malformed log line (naming the file and line).
-std::vector<std::string> write_report(const std::string& dir, const std::string& out, const ReportOptions& options = {});
+std::vector<std::string> write_report(const std::string& dir, const std::string& out,
+                                      const ReportOptions& options = {});
 
 // Where write_report puts the report when no -o is given: DIR/report.
 std::string default_report_dir(const std::string& dir);

@@ -28,7 +28,8 @@ std::string shape_text(const Json& j) {
 GraphView graph_view(const Json& j) {
     GraphView g;
     for (const Json& n : j["nodes"].array()) {
-        Node node{n["id"].str(), n["op"].str(), shape_text(n["shape"]), n["dtype"].str(), n["device"].str(), n["line"].str(), strings(n["inputs"])};
+        Node node{n["id"].str(),     n["op"].str(),   shape_text(n["shape"]), n["dtype"].str(),
+                  n["device"].str(), n["line"].str(), strings(n["inputs"])};
         if (node.id.empty()) fail("a graph node without an \"id\"");
         g.nodes.push_back(std::move(node));
     }
@@ -44,8 +45,10 @@ void read_compile_event(Compile& c, const std::string& ev, const Json& e) {
         c.stages.push_back({e["stage"].str(), e["text"].str(), e["ms"].num()});
     } else if (ev == "schedule") {
         for (const Json& k : e["kernels"].array())
-            c.kernels.push_back({k["name"].str(), k["kind"].str(), k["why"].str(), strings(k["nodes"]), strings(k["loads"]), strings(k["stores"])});
-        for (const Json& n : e["not_fused"].array()) c.not_fused.push_back({n["node"].str(), n["a"].str(), n["b"].str(), n["why"].str()});
+            c.kernels.push_back({k["name"].str(), k["kind"].str(), k["why"].str(),
+                                 strings(k["nodes"]), strings(k["loads"]), strings(k["stores"])});
+        for (const Json& n : e["not_fused"].array())
+            c.not_fused.push_back({n["node"].str(), n["a"].str(), n["b"].str(), n["why"].str()});
         c.schedule_text = e["text"].str();
     } else if (ev == "source") {
         c.target = e["target"].str(), c.source = e["text"].str();
@@ -54,7 +57,8 @@ void read_compile_event(Compile& c, const std::string& ev, const Json& e) {
             for (const Json& r : p["lines"].array()) {
                 int first = int(r.array().empty() ? 0 : r.array()[0].num());
                 int last = int(r.array().size() > 1 ? r.array()[1].num() : first);
-                if (first < 1 || last < first) fail("provenance of ", prov.node, ": bad line range [", first, ", ", last, "]");
+                if (first < 1 || last < first)
+                    fail("provenance of ", prov.node, ": bad line range [", first, ", ", last, "]");
                 prov.lines.push_back({first, last});
             }
             c.provenance.push_back(std::move(prov));
@@ -68,12 +72,15 @@ void read_compile_event(Compile& c, const std::string& ev, const Json& e) {
 void read_aot(Compile& c, const Json& e) {
     c.has_aot = true;
     Aot& a = c.aot = Aot{};
-    a.joint = graph_view(e["joint"]), a.forward = graph_view(e["forward"]), a.backward = graph_view(e["backward"]);
+    a.joint = graph_view(e["joint"]), a.forward = graph_view(e["forward"]),
+    a.backward = graph_view(e["backward"]);
     a.forward_graph = e["forward"]["graph"].str(), a.backward_graph = e["backward"]["graph"].str();
     std::vector<std::string> fw = strings(e["forward_saved"]), bw = strings(e["backward_saved"]);
     const Json::Array& saved = e["saved"].array();
     for (size_t i = 0; i < saved.size(); ++i)
-        a.saved.push_back({saved[i]["id"].str(), i < fw.size() ? fw[i] : "", i < bw.size() ? bw[i] : "", saved[i]["name"].str(), saved[i]["bytes"].num()});
+        a.saved.push_back({saved[i]["id"].str(), i < fw.size() ? fw[i] : "",
+                           i < bw.size() ? bw[i] : "", saved[i]["name"].str(),
+                           saved[i]["bytes"].num()});
     a.recomputed = strings(e["recomputed"]);
     if (e.has("eager_saved_bytes")) a.eager_saved_bytes = e["eager_saved_bytes"].num();
 }
@@ -90,14 +97,17 @@ void read_event(TraceRun& run, const Json& e) {
         run.totals = e;
     } else if (ev == "function") {
         Function& f = run.function(fn);
-        f.name = e["name"].str(), f.backend = e["backend"].str(), f.mode = e["mode"].str(), f.dynamic = e["dynamic"].str();
+        f.name = e["name"].str(), f.backend = e["backend"].str(), f.mode = e["mode"].str(),
+        f.dynamic = e["dynamic"].str();
     } else if (ev == "graph") {
         Compile& c = run.compile(e["graph"].str());
-        c.fn = fn, c.entry = int(e["entry"].num()), c.segment = int(e["segment"].num()), c.t_us = e["t_us"].num();
+        c.fn = fn, c.entry = int(e["entry"].num()), c.segment = int(e["segment"].num()),
+        c.t_us = e["t_us"].num();
         c.title = e["title"].str();
         c.view = graph_view(e);
         if (fn >= 0) run.function(fn).events.push_back({ev, e});
-    } else if (ev == "guards" || ev == "break" || ev == "recompile" || ev == "call" || ev == "symbols" || ev == "pin") {
+    } else if (ev == "guards" || ev == "break" || ev == "recompile" || ev == "call" ||
+               ev == "symbols" || ev == "pin") {
         if (fn < 0) fail("a \"", ev, "\" event without \"fn\"");
         run.function(fn).events.push_back({ev, e});
     } else if (ev == "counters") {
@@ -119,18 +129,22 @@ void read_event(TraceRun& run, const Json& e) {
 void link_compiles(TraceRun& run) {
     std::vector<std::pair<std::string, std::string>> halves;  // half graph id -> parent
     for (const Compile& c : run.compiles)
-        if (c.has_aot) halves.push_back({c.aot.forward_graph, c.graph}), halves.push_back({c.aot.backward_graph, c.graph});
+        if (c.has_aot)
+            halves.push_back({c.aot.forward_graph, c.graph}),
+                halves.push_back({c.aot.backward_graph, c.graph});
     for (auto& [half, parent] : halves) {
         if (half.empty() || !run.find_compile(half)) continue;
         Compile& h = run.compile(half);
         const Compile& p = *run.find_compile(parent);
         bool forward = half == p.aot.forward_graph;
-        h.half = forward ? "forward" : "backward", h.parent = parent, h.fn = p.fn, h.entry = p.entry, h.segment = p.segment;
+        h.half = forward ? "forward" : "backward", h.parent = parent, h.fn = p.fn,
+        h.entry = p.entry, h.segment = p.segment;
         if (h.view.nodes.empty()) h.view = forward ? p.aot.forward : p.aot.backward;
     }
     for (const Json& choice : run.choices)
         for (Compile& c : run.compiles)
-            if (!c.backend_graph.empty() && c.backend_graph == choice["backend_graph"].str()) c.choice_text = choice["text"].str();
+            if (!c.backend_graph.empty() && c.backend_graph == choice["backend_graph"].str())
+                c.choice_text = choice["text"].str();
 }
 
 }  // namespace
@@ -186,13 +200,18 @@ TraceRun read_trace_file(const std::string& path) {
 
 std::vector<TraceRun> read_trace_dir(const std::string& dir) {
     namespace fs = std::filesystem;
-    if (!fs::is_directory(dir)) fail("kiln report: no trace folder ", dir, " (make one with KILN_TRACE=", dir, " or kiln run --trace ", dir, ")");
+    if (!fs::is_directory(dir))
+        fail("kiln report: no trace folder ", dir, " (make one with KILN_TRACE=", dir,
+             " or kiln run --trace ", dir, ")");
     std::vector<std::string> files;
     for (const auto& entry : fs::directory_iterator(dir)) {
         std::string name = entry.path().filename().string();
-        if (entry.is_regular_file() && name.rfind("trace_", 0) == 0 && entry.path().extension() == ".jsonl") files.push_back(entry.path().string());
+        if (entry.is_regular_file() && name.rfind("trace_", 0) == 0 &&
+            entry.path().extension() == ".jsonl")
+            files.push_back(entry.path().string());
     }
-    if (files.empty()) fail("kiln report: ", dir, " holds no trace_*.jsonl (make one with KILN_TRACE=", dir, ")");
+    if (files.empty())
+        fail("kiln report: ", dir, " holds no trace_*.jsonl (make one with KILN_TRACE=", dir, ")");
     std::sort(files.begin(), files.end());
     std::vector<TraceRun> runs;
     for (const std::string& f : files) runs.push_back(read_trace_file(f));

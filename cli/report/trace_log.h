@@ -55,7 +55,7 @@ struct Aot {
     std::string forward_graph, backward_graph;  // the halves' graph ids (their compiles' keys)
     std::vector<Saved> saved;
     std::vector<std::string> recomputed;  // joint node ids
-    double eager_saved_bytes = -1;       // what eager autograd would keep (-1: not logged)
+    double eager_saved_bytes = -1;        // what eager autograd would keep (-1: not logged)
 };
 
 // One compiled graph (a region between breaks) and what each pipeline stage made of it.
@@ -94,12 +94,12 @@ struct Function {
 struct TraceRun {
     std::string file, pid, device, format;
     std::vector<std::string> argv;
-    std::vector<Function> functions;              // by fn number, in order of first call
-    std::vector<Compile> compiles;                // in the order they were logged
-    Json totals;                                  // jit::counters() at the end
-    std::vector<Json> choices;                    // kernels-or-eager timing choices
-    std::map<std::string, int> unknown_events;   // newer event kinds this reader skips
-    bool ended = false;                            // a trace_end was logged
+    std::vector<Function> functions;            // by fn number, in order of first call
+    std::vector<Compile> compiles;              // in the order they were logged
+    Json totals;                                // jit::counters() at the end
+    std::vector<Json> choices;                  // kernels-or-eager timing choices
+    std::map<std::string, int> unknown_events;  // newer event kinds this reader skips
+    bool ended = false;                         // a trace_end was logged
     Function& function(int fn);
     Compile& compile(const std::string& graph);
     const Compile* find_compile(const std::string& graph) const;

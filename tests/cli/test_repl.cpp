@@ -310,7 +310,8 @@ BOOST_AUTO_TEST_CASE(report_command_writes_the_sessions_report) {
         "\n"
         "opt_scaled = compile(scaled)\n"
         "r = opt_scaled(ones(4))\n"
-        ":report " + out_dir + "\n",
+        ":report " +
+            out_dir + "\n",
         "--backend eager");
 #if __has_include("jit/trace_log.h")
     BOOST_TEST(out.find("report of this session's compiled functions: ") != std::string::npos, out);
@@ -318,10 +319,13 @@ BOOST_AUTO_TEST_CASE(report_command_writes_the_sessions_report) {
     std::ifstream index(out_dir + "/index.html");
     std::stringstream html;
     html << index.rdbuf();
-    BOOST_TEST(html.str().find("scaled") != std::string::npos, "the index names the compiled function");
+    BOOST_TEST(html.str().find("scaled") != std::string::npos,
+               "the index names the compiled function");
     BOOST_TEST(html.str().find("graph_") != std::string::npos, "and links its graph's page");
 #else
-    BOOST_TEST(out.find(":report: this build has no compile log (jit/trace_log.h)") != std::string::npos, out);
+    BOOST_TEST(
+        out.find(":report: this build has no compile log (jit/trace_log.h)") != std::string::npos,
+        out);
 #endif
     std::filesystem::remove_all(out_dir);
 }

@@ -21,14 +21,17 @@ struct HtmlScan {
 };
 
 inline std::string html_unescape(std::string s) {
-    const std::pair<const char*, const char*> entities[] = {{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&amp;", "&"}};
+    const std::pair<const char*, const char*> entities[] = {
+        {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&amp;", "&"}};
     for (auto [from, to] : entities)
-        for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + 1)) s.replace(at, std::string(from).size(), to);
+        for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + 1))
+            s.replace(at, std::string(from).size(), to);
     return s;
 }
 
 inline HtmlScan scan_html(const std::string& html) {
-    static const std::set<std::string> kVoid = {"meta", "link", "br", "hr", "img", "input", "area", "base", "col", "source", "wbr"};
+    static const std::set<std::string> kVoid = {"meta", "link", "br",  "hr",     "img", "input",
+                                                "area", "base", "col", "source", "wbr"};
     HtmlScan out;
     std::vector<std::string> open;
     size_t i = 0;
@@ -51,13 +54,22 @@ inline HtmlScan scan_html(const std::string& html) {
             continue;
         }
         size_t gt = html.find('>', i);
-        if (gt == std::string::npos) { fail("unclosed tag"); break; }
+        if (gt == std::string::npos) {
+            fail("unclosed tag");
+            break;
+        }
         std::string inner = html.substr(i + 1, gt - i - 1);
         i = gt + 1;
         if (!inner.empty() && inner[0] == '/') {
             std::string tag = inner.substr(1);
-            if (open.empty()) { fail("</" + tag + "> closes nothing"); break; }
-            if (open.back() != tag) { fail("</" + tag + "> closes <" + open.back() + ">"); break; }
+            if (open.empty()) {
+                fail("</" + tag + "> closes nothing");
+                break;
+            }
+            if (open.back() != tag) {
+                fail("</" + tag + "> closes <" + open.back() + ">");
+                break;
+            }
             open.pop_back();
             continue;
         }
@@ -70,7 +82,9 @@ inline HtmlScan scan_html(const std::string& html) {
         while (k < inner.size()) {
             while (k < inner.size() && std::isspace(static_cast<unsigned char>(inner[k]))) ++k;
             size_t name_end = k;
-            while (name_end < inner.size() && inner[name_end] != '=' && !std::isspace(static_cast<unsigned char>(inner[name_end]))) ++name_end;
+            while (name_end < inner.size() && inner[name_end] != '=' &&
+                   !std::isspace(static_cast<unsigned char>(inner[name_end])))
+                ++name_end;
             std::string name = inner.substr(k, name_end - k);
             if (name.empty()) break;
             std::string value;
@@ -78,7 +92,10 @@ inline HtmlScan scan_html(const std::string& html) {
             if (k < inner.size() && inner[k] == '=') {
                 char q = inner[k + 1];
                 size_t end = inner.find(q, k + 2);
-                if ((q != '"' && q != '\'') || end == std::string::npos) { fail("unquoted attribute " + name + " in <" + e.tag + ">"); break; }
+                if ((q != '"' && q != '\'') || end == std::string::npos) {
+                    fail("unquoted attribute " + name + " in <" + e.tag + ">");
+                    break;
+                }
                 value = html_unescape(inner.substr(k + 2, end - k - 2));
                 k = end + 1;
             }
@@ -87,7 +104,10 @@ inline HtmlScan scan_html(const std::string& html) {
         out.elements.push_back(e);
         if (e.tag == "script" || e.tag == "style") {  // raw text up to the closing tag
             size_t end = html.find("</" + e.tag + ">", i);
-            if (end == std::string::npos) { fail("unclosed <" + e.tag + ">"); break; }
+            if (end == std::string::npos) {
+                fail("unclosed <" + e.tag + ">");
+                break;
+            }
             out.elements.back().text = html.substr(i, end - i);
             i = end + e.tag.size() + 3;
             continue;

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 
@@ -35,7 +35,9 @@ std::string read_all(const fs::path& p) {
 // A fresh folder under the temp dir, removed at the end of the test.
 struct TempDir {
     fs::path path;
-    explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / ("kiln-report-test-" + name + "-" + std::to_string(getpid()))) {
+    explicit TempDir(const std::string& name)
+        : path(fs::temp_directory_path() /
+               ("kiln-report-test-" + name + "-" + std::to_string(getpid()))) {
         fs::remove_all(path);
         fs::create_directories(path);
     }
@@ -69,7 +71,8 @@ std::set<std::string> split_ids(const std::string& s) {
 BOOST_AUTO_TEST_SUITE(report_json)
 
 BOOST_AUTO_TEST_CASE(parses_the_values_a_trace_line_holds) {
-    Json j = json_parse(R"( {"ev":"graph","n":-1.5e2,"ok":true,"no":null,"s":"a\"b\u00e9\n","a":[1,[2],{}]} )");
+    Json j = json_parse(
+        R"( {"ev":"graph","n":-1.5e2,"ok":true,"no":null,"s":"a\"b\u00e9\n","a":[1,[2],{}]} )");
     BOOST_TEST(j["ev"].str() == "graph");
     BOOST_TEST(j["n"].num() == -150.0);
     BOOST_TEST(j["ok"].str() == "true");
@@ -81,9 +84,13 @@ BOOST_AUTO_TEST_CASE(parses_the_values_a_trace_line_holds) {
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_value_names_its_column) {
-    BOOST_TEST(error_of([] { json_parse(R"({"a":1 "b":2})"); }) == "column 8: expected ',' or '}', found '\"'");
-    BOOST_TEST(error_of([] { json_parse(R"({"a":)"); }) == "column 6: expected a value, found the end of the line");
-    BOOST_TEST(error_of([] { json_parse(R"({"a":1} x)"); }).find("column 9: expected the end of the line") == 0u);
+    BOOST_TEST(error_of([] { json_parse(R"({"a":1 "b":2})"); }) ==
+               "column 8: expected ',' or '}', found '\"'");
+    BOOST_TEST(error_of([] { json_parse(R"({"a":)"); }) ==
+               "column 6: expected a value, found the end of the line");
+    BOOST_TEST(error_of([] {
+                   json_parse(R"({"a":1} x)");
+               }).find("column 9: expected the end of the line") == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -104,7 +111,8 @@ BOOST_AUTO_TEST_CASE(reads_the_fixture_into_functions_and_compiles) {
     for (const FunctionEvent& e : run.functions[1].events) kinds += e.kind + " ";
     BOOST_TEST(kinds == "call graph guards call recompile graph break symbols pin guards ");
     BOOST_TEST(run.functions[1].counters["recompiles"].str() == "1");
-    BOOST_REQUIRE(run.compiles.size() == 4u);  // graphs 1, 2 and 6, and graph 2's compiled forward half 4
+    BOOST_REQUIRE(run.compiles.size() ==
+                  4u);  // graphs 1, 2 and 6, and graph 2's compiled forward half 4
     const Compile& c = run.compiles[0];
     BOOST_TEST(c.view.nodes.size() == 7u);
     BOOST_TEST(c.view.nodes[0].shape == "[1024]");
@@ -134,26 +142,37 @@ BOOST_AUTO_TEST_CASE(reads_the_fixture_into_functions_and_compiles) {
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_or_empty_folder_is_an_error_naming_it) {
-    BOOST_TEST(error_of([] { read_trace_dir("/nonexistent/kiln-trace"); }).find("kiln report: no trace folder /nonexistent/kiln-trace") == 0u);
+    BOOST_TEST(error_of([] {
+                   read_trace_dir("/nonexistent/kiln-trace");
+               }).find("kiln report: no trace folder /nonexistent/kiln-trace") == 0u);
     TempDir empty("empty");
-    BOOST_TEST(error_of([&] { read_trace_dir(empty.path.string()); }).find("holds no trace_*.jsonl") != std::string::npos);
+    BOOST_TEST(error_of([&] {
+                   read_trace_dir(empty.path.string());
+               }).find("holds no trace_*.jsonl") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_line_is_an_error_naming_file_and_line) {
     TempDir dir("malformed");
     std::string file = (dir.path / "trace_1.jsonl").string();
-    write_trace(dir.path, {R"({"ev":"trace_start","pid":1})", R"({"ev":"function","fn":0,"name":"f")"});
+    write_trace(dir.path,
+                {R"({"ev":"trace_start","pid":1})", R"({"ev":"function","fn":0,"name":"f")"});
     BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) ==
-               "kiln report: " + file + ":2: column 35: expected ',' or '}', found the end of the line");
+               "kiln report: " + file +
+                   ":2: column 35: expected ',' or '}', found the end of the line");
     write_trace(dir.path, {R"({"ev":"trace_start"})", "", R"({"fn":0})"});
-    BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) == "kiln report: " + file + ":3: an event without \"ev\" (its kind)");
+    BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) ==
+               "kiln report: " + file + ":3: an event without \"ev\" (its kind)");
     write_trace(dir.path, {R"([1,2])"});
-    BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) == "kiln report: " + file + ":1: expected an event (a JSON object)");
-    write_trace(dir.path, {R"({"ev":"source","graph":1,"text":"x","provenance":[{"node":"n1","lines":[[3,2]]}]})"});
+    BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) ==
+               "kiln report: " + file + ":1: expected an event (a JSON object)");
+    write_trace(
+        dir.path,
+        {R"({"ev":"source","graph":1,"text":"x","provenance":[{"node":"n1","lines":[[3,2]]}]})"});
     BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) ==
                "kiln report: " + file + ":1: provenance of n1: bad line range [3, 2]");
     write_trace(dir.path, {R"({"ev":"break","reason":"x"})"});
-    BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) == "kiln report: " + file + ":1: a \"break\" event without \"fn\"");
+    BOOST_TEST(error_of([&] { read_trace_dir(dir.path.string()); }) ==
+               "kiln report: " + file + ":1: a \"break\" event without \"fn\"");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -161,13 +180,16 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(report_highlight)
 
 BOOST_AUTO_TEST_CASE(tokens_get_classes_and_spans_stay_on_their_line) {
-    auto lines = highlight_cpp("#include <cmath>\nfor (int i = 0; i < n; ++i) { /* a\nb */ x = \"s<\"; }\n");
+    auto lines =
+        highlight_cpp("#include <cmath>\nfor (int i = 0; i < n; ++i) { /* a\nb */ x = \"s<\"; }\n");
     BOOST_REQUIRE(lines.size() == 3u);
     BOOST_TEST(lines[0] == "<span class=\"tok-pre\">#include &lt;cmath&gt;</span>");
-    BOOST_TEST(lines[1].find("<span class=\"tok-kw\">for</span> (<span class=\"tok-ty\">int</span> i = <span class=\"tok-num\">0</span>") == 0u);
+    BOOST_TEST(lines[1].find("<span class=\"tok-kw\">for</span> (<span class=\"tok-ty\">int</span> "
+                             "i = <span class=\"tok-num\">0</span>") == 0u);
     BOOST_TEST(lines[1].find("<span class=\"tok-com\">/* a</span>") != std::string::npos);
     BOOST_TEST(lines[2].find("<span class=\"tok-com\">b */</span>") == 0u);
-    BOOST_TEST(lines[2].find("<span class=\"tok-str\">&quot;s&lt;&quot;</span>") != std::string::npos);
+    BOOST_TEST(lines[2].find("<span class=\"tok-str\">&quot;s&lt;&quot;</span>") !=
+               std::string::npos);
     for (const std::string& l : lines) BOOST_TEST(scan_html("<p>" + l + "</p>").error == "");
 }
 
@@ -182,7 +204,8 @@ BOOST_AUTO_TEST_CASE(builtin_layout_puts_each_node_below_its_inputs) {
     std::string svg = graph_svg_builtin(c.view, {});
     std::map<std::string, double> y;
     std::regex node_re("data-node=\"([^\"]+)\" transform=\"translate\\(([-0-9.]+),([-0-9.]+)\\)\"");
-    for (std::sregex_iterator it(svg.begin(), svg.end(), node_re), end; it != end; ++it) y[(*it)[1]] = std::stod((*it)[3]);
+    for (std::sregex_iterator it(svg.begin(), svg.end(), node_re), end; it != end; ++it)
+        y[(*it)[1]] = std::stod((*it)[3]);
     BOOST_REQUIRE(y.size() == c.view.nodes.size());
     int edges = 0;
     for (const Node& n : c.view.nodes)
@@ -191,7 +214,8 @@ BOOST_AUTO_TEST_CASE(builtin_layout_puts_each_node_below_its_inputs) {
             ++edges;
         }
     BOOST_TEST(edges == 7);
-    BOOST_TEST(y.at("n6") == y.at("n5"));  // both one below n4: the longest path decides, not list order
+    BOOST_TEST(y.at("n6") ==
+               y.at("n5"));  // both one below n4: the longest path decides, not list order
     BOOST_TEST(scan_html(svg).error == "");
 }
 
@@ -203,11 +227,13 @@ BOOST_AUTO_TEST_SUITE(report_site)
 // each provenance entry names a node drawn in the SVG and lines that name it back.
 void check_site(Layout layout) {
     TempDir out("site");
-    std::vector<std::string> files = write_report(kFixture, out.path.string(), ReportOptions{layout});
+    std::vector<std::string> files =
+        write_report(kFixture, out.path.string(), ReportOptions{layout});
     BOOST_REQUIRE(!files.empty());
     BOOST_TEST(files[0] == "index.html");
     std::set<std::string> written(files.begin(), files.end());
-    for (const char* expected : {"style.css", "graph_1.html", "graph_2.html", "graph_4.html", "graph_6.html", "aot_2.html"})
+    for (const char* expected : {"style.css", "graph_1.html", "graph_2.html", "graph_4.html",
+                                 "graph_6.html", "aot_2.html"})
         BOOST_TEST(written.count(expected), expected);
     int graph_pages = 0;
     for (const std::string& f : files) {
@@ -217,34 +243,44 @@ void check_site(Layout layout) {
             kiln_test::HtmlScan page = scan_html(read_all(out.path / f));
             BOOST_TEST(page.error == "");
             std::map<std::string, std::set<std::string>> svg_nodes;  // id -> tags drawing it
-            std::map<int, std::set<std::string>> line_nodes;        // source line -> its nodes
+            std::map<int, std::set<std::string>> line_nodes;         // source line -> its nodes
             std::string provenance;
             for (const auto& e : page.elements) {
                 for (const char* link : {"href", "src"}) {
                     auto it = e.attrs.find(link);
                     if (it == e.attrs.end() || it->second.rfind("#", 0) == 0) continue;
-                    BOOST_TEST(it->second.find("://") == std::string::npos, "a link off the disk: " << it->second);
+                    BOOST_TEST(it->second.find("://") == std::string::npos,
+                               "a link off the disk: " << it->second);
                     std::string target = it->second.substr(0, it->second.find_first_of("?#"));
-                    BOOST_TEST(written.count(target), f << " links to " << target << ", which was not written");
+                    BOOST_TEST(written.count(target),
+                               f << " links to " << target << ", which was not written");
                 }
-                if (e.tag == "g" && e.attrs.count("data-node")) svg_nodes[e.attrs.at("data-node")].insert(e.tag);
+                if (e.tag == "g" && e.attrs.count("data-node"))
+                    svg_nodes[e.attrs.at("data-node")].insert(e.tag);
                 if (e.tag == "span" && e.attrs.count("data-n"))
-                    line_nodes[std::stoi(e.attrs.at("data-n"))] = e.attrs.count("data-nodes") ? split_ids(e.attrs.at("data-nodes")) : std::set<std::string>{};
-                if (e.tag == "script" && e.attrs.count("id") && e.attrs.at("id") == "provenance") provenance = e.text;
+                    line_nodes[std::stoi(e.attrs.at("data-n"))] =
+                        e.attrs.count("data-nodes") ? split_ids(e.attrs.at("data-nodes"))
+                                                    : std::set<std::string>{};
+                if (e.tag == "script" && e.attrs.count("id") && e.attrs.at("id") == "provenance")
+                    provenance = e.text;
             }
             if (f.rfind("graph_", 0) != 0) continue;
             ++graph_pages;
             Json map = json_parse(provenance);
             BOOST_TEST(map.is_object());
             for (const auto& [id, entry] : map.object()) {
-                BOOST_TEST(svg_nodes.count(id), "provenance names " << id << ", which the graph does not draw");
+                BOOST_TEST(svg_nodes.count(id),
+                           "provenance names " << id << ", which the graph does not draw");
                 std::string ranges = entry["ranges"].str();
                 BOOST_TEST(!ranges.empty());
                 std::smatch m;
-                for (std::string rest = ranges; std::regex_search(rest, m, std::regex("(\\d+)(-(\\d+))?")); rest = m.suffix()) {
+                for (std::string rest = ranges;
+                     std::regex_search(rest, m, std::regex("(\\d+)(-(\\d+))?"));
+                     rest = m.suffix()) {
                     int first = std::stoi(m[1]), last = m[3].matched ? std::stoi(m[3]) : first;
                     for (int l = first; l <= last; ++l)
-                        BOOST_TEST(line_nodes[l].count(id), "line " << l << " does not name " << id << " back");
+                        BOOST_TEST(line_nodes[l].count(id),
+                                   "line " << l << " does not name " << id << " back");
                 }
             }
             if (f == "graph_1.html") BOOST_TEST(map.object().size() == 7u);
@@ -258,7 +294,9 @@ BOOST_AUTO_TEST_CASE(site_with_the_builtin_layout) { check_site(Layout::builtin)
 
 BOOST_AUTO_TEST_CASE(site_with_graphviz) {
     if (!have_dot()) {
-        BOOST_TEST_MESSAGE("report_site/site_with_graphviz: SKIPPED: no `dot` (apt-get install graphviz; make deps does)");
+        BOOST_TEST_MESSAGE(
+            "report_site/site_with_graphviz: SKIPPED: no `dot` (apt-get install graphviz; make "
+            "deps does)");
         return;
     }
     check_site(Layout::dot);
@@ -268,8 +306,9 @@ BOOST_AUTO_TEST_CASE(report_of_a_bad_folder_writes_nothing) {
     TempDir out("bad");
     write_trace(out.path, {R"({"ev":"trace_start"})", "{oops"});
     fs::path site = out.path / "site";
-    BOOST_TEST(error_of([&] { write_report(out.path.string(), site.string()); }).find("trace_1.jsonl:2: column 2: expected a key in quotes") !=
-               std::string::npos);
+    BOOST_TEST(error_of([&] {
+                   write_report(out.path.string(), site.string());
+               }).find("trace_1.jsonl:2: column 2: expected a key in quotes") != std::string::npos);
     BOOST_TEST(!fs::exists(site));
 }
 
