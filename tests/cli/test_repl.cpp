@@ -330,4 +330,16 @@ BOOST_AUTO_TEST_CASE(report_command_writes_the_sessions_report) {
     std::filesystem::remove_all(out_dir);
 }
 
+// `kiln report DIR -o OUT` writes the site; a folder without a log is an error naming it.
+BOOST_AUTO_TEST_CASE(report_subcommand_writes_the_site_or_names_the_bad_folder) {
+    std::string out_dir = "/tmp/kiln_report_cli_test_" + std::to_string(getpid());
+    std::string out = run_kiln(
+        "", "report " + std::string(KILN_SOURCE_DIR) + "/tests/report/traces/basic -o " + out_dir);
+    BOOST_TEST(out == "kiln report: wrote 7 files; open " + out_dir + "/index.html\n", out);
+    BOOST_TEST(std::filesystem::exists(out_dir + "/graph_1.html"));
+    std::filesystem::remove_all(out_dir);
+    out = run_kiln("", "report /nonexistent/kiln-trace");
+    BOOST_TEST(out.find("kiln report: no trace folder /nonexistent/kiln-trace") == 0u, out);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
