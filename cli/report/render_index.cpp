@@ -1,4 +1,5 @@
 // The report's index page, the shared page frame and the stage timeline; write_report.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -18,10 +19,15 @@ std::string file_part(const std::string& graph) {
     return out;
 }
 
+// The pipeline's stages (docs/trace.md) in their order, one colour each; others by hash.
 std::string stage_colour(const std::string& stage) {
-    static const char* colours[] = {"#60a5fa", "#34d399", "#fbbf24", "#f472b6",
-                                    "#a78bfa", "#2dd4bf", "#f87171", "#a3e635"};
-    return colours[std::hash<std::string>{}(stage) % 8];
+    static const char* stages[] = {"lower",          "fuse_conv", "schedule",
+                                   "fuse_epilogues", "emit",      "build"};
+    static const char* colours[] = {"#60a5fa", "#fbbf24", "#f472b6", "#a78bfa",
+                                    "#2dd4bf", "#34d399", "#f87171", "#a3e635"};
+    for (size_t i = 0; i < std::size(stages); ++i)
+        if (stage == stages[i]) return colours[i];
+    return colours[6 + std::hash<std::string>{}(stage) % 2];
 }
 
 // "graph 7 (entry 1, segment 2: 5 nodes, 1 kernel, cpp source)" linking its pages, and its AOT
@@ -155,18 +161,28 @@ std::string bytes_text(double bytes) {
     return os.str();
 }
 
-std::string timeline_svg(const std::vector<const Compile*>& compiles, const RunPages& pages) {
+// One row per graph a backend compiled in stages (graphs run by eager or a custom backend have
+// none), bars in stage order, scaled to the longest row; a legend names the stage colours.
+std::string timeline_svg(const std::vector<const Compile*>& all, const RunPages& pages) {
     constexpr int kLabelW = 190, kBarW = 640, kRowH = 24;
+    std::vector<const Compile*> compiles;
+    std::vector<std::string> stage_names;
     double longest = 0;
-    for (const Compile* c : compiles) {
+    for (const Compile* c : all) {
         double total = 0;
-        for (const Stage& s : c->stages) total += s.ms;
+        for (const Stage& s : c->stages) {
+            total += s.ms;
+            if (std::find(stage_names.begin(), stage_names.end(), s.name) == stage_names.end())
+                stage_names.push_back(s.name);
+        }
+        if (!c->stages.empty()) compiles.push_back(c);
         longest = std::max(longest, total);
     }
     if (compiles.empty() || longest <= 0)
-        return "<p class=\"muted\">no stage timings in the log</p>\n";
+        return "<p class=\"muted\">no stage timings in the log (no graph went through the "
+               "inductor's stages)</p>\n";
     std::ostringstream h;
-    const int height = int(compiles.size()) * kRowH + 22;
+    const int height = int(compiles.size()) * kRowH + 46;
     h << std::fixed << std::setprecision(1);
     h << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\""
       << kLabelW + kBarW + 90 << "\" height=\"" << height << "\">\n";
@@ -191,9 +207,17 @@ std::string timeline_svg(const std::vector<const Compile*>& compiles, const RunP
         }
         h << "<text x=\"" << x + 4 << "\" y=\"" << y + 16 << "\">" << total << " ms</text>\n";
     }
-    h << "<text x=\"" << kLabelW << "\" y=\"" << height - 4
-      << "\" class=\"muted\">0</text><text x=\"" << kLabelW + kBarW - 40 << "\" y=\"" << height - 4
-      << "\">" << longest << " ms</text></svg>\n";
+    const double axis_y = double(compiles.size()) * kRowH + 14;
+    h << "<text x=\"" << kLabelW << "\" y=\"" << axis_y << "\">0</text><text x=\""
+      << kLabelW + kBarW - 40 << "\" y=\"" << axis_y << "\">" << longest << " ms</text>\n";
+    double lx = kLabelW;
+    for (const std::string& name : stage_names) {
+        h << "<rect x=\"" << lx << "\" y=\"" << axis_y + 12
+          << "\" width=\"12\" height=\"12\" fill=\"" << stage_colour(name) << "\"/><text x=\""
+          << lx + 16 << "\" y=\"" << axis_y + 22 << "\">" << html_escape(name) << "</text>\n";
+        lx += 30 + 7.0 * double(name.size());
+    }
+    h << "</svg>\n";
     return h.str();
 }
 

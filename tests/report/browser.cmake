@@ -1,6 +1,6 @@
 # The report in headless Chromium (tests/report/browser_check.py): report.browser_fixture
-# renders tests/report/traces/basic; report.browser_lesson renders the trace of lessons 06 and
-# 07 run with KILN_TRACE. Screenshots go to build/report-screens/. Without chromium (make
+# renders tests/report/traces/basic; report.browser_lesson renders the trace of lessons 03, 07
+# and 06 run with KILN_TRACE. Screenshots go to build/report-screens/. Without chromium (make
 # test-deps installs it) each is reported as skipped with the reason, never as passed.
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
 set(kiln_browser_check ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tests/report/browser_check.py --kiln $<TARGET_FILE:kiln_cli>)
@@ -11,7 +11,8 @@ set(kiln_browser_tests report.browser_fixture)
 # The lessons write a trace only where the trace log (jit/trace_log.h, issue 29's collector) is built in.
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/jit/trace_log.h)
   add_test(NAME report.browser_lesson
-           COMMAND ${kiln_browser_check} --lesson $<TARGET_FILE:tutorial_07_fusion_and_codegen> --lesson $<TARGET_FILE:tutorial_06_aot_autograd>
+           COMMAND ${kiln_browser_check} --lesson $<TARGET_FILE:tutorial_03_graph_breaks>
+                   --lesson $<TARGET_FILE:tutorial_07_fusion_and_codegen> --lesson $<TARGET_FILE:tutorial_06_aot_autograd>
                    --out ${CMAKE_BINARY_DIR}/report-browser/lesson --shots ${CMAKE_BINARY_DIR}/report-screens/lesson)
   list(APPEND kiln_browser_tests report.browser_lesson)
 else()
