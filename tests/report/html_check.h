@@ -2,6 +2,7 @@
 // self-closing SVG tags, comments and <script>/<style> bodies understood), and lists the
 // elements with their attributes so a test can look for links, data-node and line spans.
 #pragma once
+#include <cctype>
 #include <map>
 #include <set>
 #include <string>
