@@ -16,7 +16,7 @@
 namespace kiln::report {
 namespace {
 
-constexpr int kNodeW = 170, kNodeH = 46, kGapX = 30, kGapY = 56, kMargin = 16;
+constexpr int kNodeW = 170, kNodeH = 46, kGapX = 30, kGapY = 56, kMargin = 16, kWaypointW = 10;
 
 std::string label_of(const Node& n) { return n.id + " " + n.op; }
 std::string detail_of(const Node& n) {
@@ -127,82 +127,116 @@ std::string graph_svg(const GraphView& g, const SvgMarks& marks, Layout layout) 
 }
 
 // Sugiyama-style: each node's layer is one below its deepest input (longest path from the
-// inputs); within a layer, nodes are ordered by the mean position of their inputs, sweeping
-// down twice, which untangles most of the crossings in kiln's small graphs.
-std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks) {
-    std::map<std::string, int> layer, index;
-    for (size_t i = 0; i < g.nodes.size(); ++i) index[g.nodes[i].id] = int(i);
-    // Nodes come in topological order; a forward reference (should not happen) counts as layer 0.
-    int depth = 0;
-    for (const Node& n : g.nodes) {
-        int l = 0;
-        for (const std::string& in : n.inputs)
-            if (auto it = layer.find(in); it != layer.end()) l = std::max(l, it->second + 1);
-        layer[n.id] = l;
-        depth = std::max(depth, l + 1);
+// inputs); an edge that skips layers gets a waypoint in each layer it crosses, so it is routed
+// between the boxes, not through them; within a layer, nodes and waypoints are ordered by the
+// mean position of their predecessors, sweeping down twice, which untangles most of the
+// crossings in kiln's small graphs.
+LayeredLayout layered_layout(const GraphView& g) {
+    LayeredLayout out;
+    std::map<std::string, int> index;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        // Nodes come in topological order; an input not in the graph is not drawn.
+        LayoutSlot slot{.node = int(i), .width = kNodeW};
+        for (const std::string& in : g.nodes[i].inputs)
+            if (auto it = index.find(in); it != index.end())
+                slot.layer = std::max(slot.layer, out.slots[it->second].layer + 1);
+        index[g.nodes[i].id] = int(i);
+        out.slots.push_back(slot);
     }
-    std::vector<std::vector<int>> rows(depth);
-    for (size_t i = 0; i < g.nodes.size(); ++i) rows[layer[g.nodes[i].id]].push_back(int(i));
-    std::vector<double> pos(g.nodes.size());
-    for (auto& row : rows)
-        for (size_t k = 0; k < row.size(); ++k) pos[row[k]] = double(k);
-    for (int sweep = 0; sweep < 2; ++sweep) {
-        for (int r = 1; r < depth; ++r) {
-            std::vector<std::pair<double, int>> keyed;
-            for (int i : rows[r]) {
-                double sum = 0;
-                int count = 0;
-                for (const std::string& in : g.nodes[i].inputs)
-                    if (auto it = index.find(in); it != index.end())
-                        sum += pos[it->second], ++count;
-                keyed.push_back({count ? sum / count : pos[i], i});
-            }
-            std::stable_sort(keyed.begin(), keyed.end(),
-                             [](auto& a, auto& b) { return a.first < b.first; });
-            for (size_t k = 0; k < keyed.size(); ++k)
-                rows[r][k] = keyed[k].second, pos[keyed[k].second] = double(k);
-        }
-    }
-    size_t widest = 1;
-    for (auto& row : rows) widest = std::max(widest, row.size());
-    const int width = int(widest) * (kNodeW + kGapX) - kGapX + 2 * kMargin;
-    const int height = depth * (kNodeH + kGapY) - kGapY + 2 * kMargin;
-    std::vector<double> x(g.nodes.size()), y(g.nodes.size());
-    for (int r = 0; r < depth; ++r) {
-        // Centre each row.
-        double row_w = double(rows[r].size()) * (kNodeW + kGapX) - kGapX;
-        double left = (width - row_w) / 2;
-        for (size_t k = 0; k < rows[r].size(); ++k) {
-            x[rows[r][k]] = left + double(k) * (kNodeW + kGapX);
-            y[rows[r][k]] = kMargin + r * (kNodeH + kGapY);
-        }
-    }
-    static int drawn = 0;  // one arrow marker per SVG: ids stay unique on a page with several
-    const std::string arrow = "arrow" + std::to_string(++drawn);
-    std::ostringstream svg;
-    svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph builtin\" width=\"" << width
-        << "\" height=\"" << std::max(height, 1) << "\" viewBox=\"0 0 " << width << " "
-        << std::max(height, 1) << "\">\n"
-        << "<defs><marker id=\"" << arrow
-        << "\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" "
-           "orient=\"auto\">"
-        << "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#6b7280\"/></marker></defs>\n";
     for (size_t i = 0; i < g.nodes.size(); ++i)
         for (const std::string& in : g.nodes[i].inputs) {
             auto it = index.find(in);
             if (it == index.end()) continue;
-            double x1 = x[it->second] + kNodeW / 2.0, y1 = y[it->second] + kNodeH,
-                   x2 = x[i] + kNodeW / 2.0, y2 = y[i];
-            double mid = (y1 + y2) / 2;
-            svg << "<path class=\"edge\" d=\"M" << x1 << "," << y1 << " C" << x1 << "," << mid
-                << " " << x2 << "," << mid << " " << x2 << "," << y2
-                << "\" fill=\"none\" stroke=\"#6b7280\" marker-end=\"url(#" << arrow << ")\"/>\n";
+            std::vector<int> chain = {it->second};
+            for (int l = out.slots[it->second].layer + 1; l < out.slots[i].layer; ++l) {
+                out.slots.push_back(
+                    {.node = -1, .layer = l, .preds = {chain.back()}, .width = kWaypointW});
+                chain.push_back(int(out.slots.size()) - 1);
+            }
+            out.slots[i].preds.push_back(chain.back());
+            chain.push_back(int(i));
+            out.edges.push_back(chain);
         }
+    int depth = 0;
+    for (const LayoutSlot& s : out.slots) depth = std::max(depth, s.layer + 1);
+    out.rows.resize(depth);
+    for (size_t k = 0; k < out.slots.size(); ++k) out.rows[out.slots[k].layer].push_back(int(k));
+    std::vector<double> pos(out.slots.size());
+    for (auto& row : out.rows)
+        for (size_t k = 0; k < row.size(); ++k) pos[row[k]] = double(k);
+    for (int sweep = 0; sweep < 2; ++sweep)
+        for (int r = 1; r < depth; ++r) {
+            std::vector<std::pair<double, int>> keyed;
+            for (int k : out.rows[r]) {
+                double sum = 0;
+                for (int p : out.slots[k].preds) sum += pos[p];
+                const auto& preds = out.slots[k].preds;
+                keyed.push_back({preds.empty() ? pos[k] : sum / double(preds.size()), k});
+            }
+            std::stable_sort(keyed.begin(), keyed.end(),
+                             [](auto& a, auto& b) { return a.first < b.first; });
+            for (size_t k = 0; k < keyed.size(); ++k)
+                out.rows[r][k] = keyed[k].second, pos[keyed[k].second] = double(k);
+        }
+    auto row_width = [&](const std::vector<int>& row) {
+        double w = -kGapX;
+        for (int k : row) w += out.slots[k].width + kGapX;
+        return std::max(w, 0.0);
+    };
+    double widest = 1;
+    for (auto& row : out.rows) widest = std::max(widest, row_width(row));
+    out.width = widest + 2 * kMargin;
+    out.height = std::max(1.0, depth * double(kNodeH + kGapY) - kGapY + 2 * kMargin);
+    for (int r = 0; r < depth; ++r) {
+        double x = (out.width - row_width(out.rows[r])) / 2;  // each row centred
+        for (int k : out.rows[r]) {
+            out.slots[k].x = x, out.slots[k].y = kMargin + r * double(kNodeH + kGapY);
+            x += out.slots[k].width + kGapX;
+        }
+    }
+    return out;
+}
+
+namespace {
+
+// An edge's path: a curve from each slot's bottom to the next one's top, straight down
+// through each waypoint.
+std::string edge_path(const LayeredLayout& l, const std::vector<int>& chain) {
+    std::ostringstream d;
+    auto centre = [&](int k) { return l.slots[k].x + l.slots[k].width / 2; };
+    double x = centre(chain[0]), y = l.slots[chain[0]].y + kNodeH;
+    d << "M" << x << "," << y;
+    for (size_t i = 1; i < chain.size(); ++i) {
+        double x2 = centre(chain[i]), y2 = l.slots[chain[i]].y, mid = (y + y2) / 2;
+        d << " C" << x << "," << mid << " " << x2 << "," << mid << " " << x2 << "," << y2;
+        x = x2, y = y2;
+        if (i + 1 < chain.size()) d << " L" << x << "," << (y += kNodeH);
+    }
+    return d.str();
+}
+
+}  // namespace
+
+std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks) {
+    const LayeredLayout l = layered_layout(g);
+    static int drawn = 0;  // one arrow marker per SVG: ids stay unique on a page with several
+    const std::string arrow = "arrow" + std::to_string(++drawn);
+    std::ostringstream svg;
+    svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph builtin\" width=\"" << l.width
+        << "\" height=\"" << l.height << "\" viewBox=\"0 0 " << l.width << " " << l.height
+        << "\">\n"
+        << "<defs><marker id=\"" << arrow
+        << "\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" "
+           "orient=\"auto\">"
+        << "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#6b7280\"/></marker></defs>\n";
+    for (const std::vector<int>& chain : l.edges)
+        svg << "<path class=\"edge\" d=\"" << edge_path(l, chain)
+            << "\" fill=\"none\" stroke=\"#6b7280\" marker-end=\"url(#" << arrow << ")\"/>\n";
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
         bool is_output = std::find(g.outputs.begin(), g.outputs.end(), n.id) != g.outputs.end();
-        svg << "<g " << node_attrs(marks, n.id) << " transform=\"translate(" << x[i] << "," << y[i]
-            << ")\">"
+        svg << "<g " << node_attrs(marks, n.id) << " transform=\"translate(" << l.slots[i].x << ","
+            << l.slots[i].y << ")\">"
             << "<title>" << html_escape(label_of(n) + (n.line.empty() ? "" : " (" + n.line + ")"))
             << "</title>"
             << "<rect width=\"" << kNodeW << "\" height=\"" << kNodeH << "\" rx=\"6\" fill=\""

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cli/report/trace_log.h"
 
@@ -26,5 +27,21 @@ bool have_dot();
 std::string graph_svg(const GraphView& g, const SvgMarks& marks, Layout layout);
 // The built-in layout alone (tests check it whether or not dot is installed).
 std::string graph_svg_builtin(const GraphView& g, const SvgMarks& marks);
+
+// The built-in layout's geometry: one slot per graph node (the first g.nodes.size() slots, in
+// the graph's order), then one per layer an edge skips (a waypoint it is routed through).
+struct LayoutSlot {
+    int node = -1;  // index in g.nodes; -1 for a waypoint
+    int layer = 0;
+    std::vector<int> preds;  // slots above it that connect to it
+    double width = 0, x = 0, y = 0;
+};
+struct LayeredLayout {
+    std::vector<LayoutSlot> slots;
+    std::vector<std::vector<int>> rows;   // slot indices, left to right, per layer
+    std::vector<std::vector<int>> edges;  // per edge: its slots from input to user
+    double width = 0, height = 0;
+};
+LayeredLayout layered_layout(const GraphView& g);
 
 }  // namespace kiln::report

@@ -219,6 +219,32 @@ BOOST_AUTO_TEST_CASE(builtin_layout_puts_each_node_below_its_inputs) {
     BOOST_TEST(scan_html(svg).error == "");
 }
 
+// An edge that skips layers (n0 -> n6 skips four) gets a waypoint in each, placed beside the
+// boxes of that layer, so it is drawn between them, not through them.
+BOOST_AUTO_TEST_CASE(builtin_layout_routes_long_edges_between_the_boxes) {
+    const std::vector<TraceRun> runs = read_trace_dir(kFixture);
+    const GraphView& g = runs[0].compiles[0].view;
+    LayeredLayout l = layered_layout(g);
+    BOOST_TEST(l.edges.size() == 7u);
+    BOOST_TEST(l.slots.size() == g.nodes.size() + 4);
+    for (const std::vector<int>& chain : l.edges)
+        for (size_t k = 1; k < chain.size(); ++k)
+            BOOST_TEST(l.slots[chain[k - 1]].layer + 1 == l.slots[chain[k]].layer);
+    int waypoints = 0;
+    for (const LayoutSlot& w : l.slots) {
+        if (w.node >= 0) continue;
+        ++waypoints;
+        for (int k : l.rows[w.layer]) {
+            const LayoutSlot& box = l.slots[k];
+            if (box.node < 0) continue;
+            bool apart = w.x + w.width <= box.x || box.x + box.width <= w.x;
+            BOOST_TEST(apart, "a waypoint in layer " << w.layer << " overlaps node "
+                                                     << g.nodes[box.node].id);
+        }
+    }
+    BOOST_TEST(waypoints == 4);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(report_site)
