@@ -70,6 +70,10 @@ def run_part(model, mode, task, threads, device="cpu"):
     import torch
 
     torch.set_num_threads(threads)
+    # Like for like with kiln: exact float32 convolutions unless KILN_CUDNN_TF32=1 (kiln's own
+    # switch, docs/env.md) asks both for TF32, PyTorch's default for cuDNN convolutions.
+    tf32 = os.environ.get("KILN_CUDNN_TF32") == "1"
+    torch.backends.cudnn.allow_tf32 = tf32
     net, x, target, reps = build(model)
     net, x, target = net.to(device), x.to(device), target.to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -116,7 +120,7 @@ def run_part(model, mode, task, threads, device="cpu"):
             steps_peak_mb = next(float(line.split()[1]) / 1024.0 for line in f if line.startswith("VmHWM:"))
     return {"model": model, "device": device, "mode": mode, "task": task, "threads": threads, "first_call_s": round(first_s, 3),
             "ms": round(times[len(times) // 2], 3), "peak_rss_mb": round(process_peak_mb, 1),
-            "steps_peak_rss_mb": round(steps_peak_mb, 1), "torch": torch.__version__}
+            "steps_peak_rss_mb": round(steps_peak_mb, 1), "torch": torch.__version__, "cudnn_tf32": tf32}
 
 
 def main():
