@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "jit/log.h"
 #include "jit/sym_shapes.h"
+#include "jit/trace_log.h"
 #include "jit/tracer.h"
 #include "tensor/kernels.h"
 
@@ -192,6 +193,7 @@ class Tracer final : public DispatchHook {
     void pin(int k, const std::string& why) {
         if (k < 0 || e_.guards.is_pinned(k)) return;
         e_.guards.pin(k, syms_[size_t(k)], why);
+        if (trace_log::on()) trace_log::symbol_pinned(&cfg_, e_.id, k, syms_[size_t(k)], why);
         log_event("guards", cfg_.fn_name + " entry " + std::to_string(e_.id) + ": s" + std::to_string(k) + " pinned to " +
                                 std::to_string(syms_[size_t(k)]) + " (" + why + ")");
     }
@@ -305,6 +307,7 @@ class Tracer final : public DispatchHook {
         if (cfg_.fullgraph) fail("compile(fullgraph=true): ", cfg_.fn_name, " can't be captured whole: ", why);
         passthrough_ = true;
         e_.eager_reason = why;
+        if (trace_log::on()) trace_log::runs_eagerly(&cfg_, e_.id, why);
         log_event("breaks", cfg_.fn_name + " entry " + std::to_string(e_.id) + " runs eagerly from now on: " + why);
     }
 
@@ -418,6 +421,7 @@ class Tracer final : public DispatchHook {
     // --- recording
     void start_record() {
         b_ = std::make_unique<GraphBuilder>(int(syms_.size()));
+        if (trace_log::on()) trace_log::recording_started();
         in_slots_.clear();
         in_examples_.clear();
         slot_ph_.clear();
@@ -429,6 +433,7 @@ class Tracer final : public DispatchHook {
     int record_node(int id, const Tensor& out) {
         node_out_.resize(id + 1);
         node_out_[id] = out.impl_ptr();
+        if (trace_log::on()) trace_log::node_recorded(id);
         return id;
     }
 
@@ -495,6 +500,7 @@ class Tracer final : public DispatchHook {
             seg->brk = *brk;
             e_.breaks.push_back(*brk);
             ++stats_.breaks;
+            if (trace_log::on()) trace_log::graph_break(&cfg_, e_.id, *brk);
             if (brk->kind != Escape::bool_conversion) mark_rerun(escape_name(brk->kind) + " at " + brk->location);
             log_event("breaks", "graph break in " + cfg_.fn_name + " (entry " + std::to_string(e_.id) + "): " + brk->reason + " at " + brk->location);
         }
@@ -524,9 +530,10 @@ class Tracer final : public DispatchHook {
             seg.output_slots.push_back(s);
             bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
         }
+        std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " + std::to_string(e_.num_segments + 1);
+        if (trace_log::on()) trace_log::graph_recorded(&cfg_, e_.id, e_.num_segments + 1, title, *seg.graph, *b_);
         seg.run = backend_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options);
         ++stats_.graphs_compiled;
-        std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " + std::to_string(e_.num_segments + 1);
         log_event("graphs", "compiled " + title + ":\n" + seg.graph->str());
         debug_dump(title + ".txt", seg.graph->str() + "\n" + seg.graph->tabular());
         debug_dump(title + ".dot", seg.graph->to_dot());
