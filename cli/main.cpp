@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
     run->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     run->add_option("--backend", backend, "the backend compile() uses when a script does not name one");
     std::string trace_dir;
-    run->add_option("--trace", trace_dir, "write the compile log (docs/trace.md) to DIR/trace_<pid>.jsonl, as KILN_TRACE=DIR does");
+    run->add_option(
+        "--trace", trace_dir,
+        "write the compile log (docs/trace.md) to DIR/trace_<pid>.jsonl, as KILN_TRACE=DIR does");
     CLI::App* explain = app.add_subcommand("explain", "run a script, then explain a function on its last call");
     explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     explain->add_option("function", function, "the function's name")->required();

@@ -69,7 +69,9 @@ void record(uint64_t owner, const CompiledGraphInfo& info) {
 OnChoiceReport report_choice(uint64_t owner, int id) {
     return [owner, id](const ChoiceReport& r) {
         log_event("choice", "inductor graph " + std::to_string(id) + ": " + r.str());
-        if (jit::trace_log::on()) jit::trace_log::emit("choice", jit::trace_log::Json().num("backend_graph", id).str("text", r.str()));
+        if (jit::trace_log::on())
+            jit::trace_log::emit(
+                "choice", jit::trace_log::Json().num("backend_graph", id).str("text", r.str()));
         std::lock_guard lock(infos().mu);
         auto update = [&](CompiledGraphInfo& info) {
             auto it =
@@ -194,7 +196,9 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
     record(owner, info);
     dump(info);
     if (jit::trace_log::on())
-        jit::trace_log::backend_choice(graph->uid(), info.id, plan.buildable() ? "generated" : "interpreted: " + info.why_interpreted);
+        jit::trace_log::backend_choice(
+            graph->uid(), info.id,
+            plan.buildable() ? "generated" : "interpreted: " + info.why_interpreted);
     if (!plan.buildable()) {
         ++stats().graphs_interpreted;
         return interpreted(std::move(graph));
@@ -221,7 +225,9 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
             info.interpreted = true;
             info.why_interpreted = "the build failed";
             record(owner, info);
-            if (jit::trace_log::on()) jit::trace_log::backend_choice(state->graph->uid(), info.id, "interpreted: the build failed");
+            if (jit::trace_log::on())
+                jit::trace_log::backend_choice(state->graph->uid(), info.id,
+                                               "interpreted: the build failed");
         }
     };
     // Checked before the build, so that a bad KILN_CHOOSE is an error of this compile.

@@ -44,15 +44,17 @@ bool names_value(const std::string& token, const std::string& name) {
     if (token == name) return true;
     if (!token.starts_with(name + "_")) return false;
     char next = token[name.size() + 1];
-    return !std::isdigit(static_cast<unsigned char>(next));  // cos_2_ptr names cos_2; cos_23 does not
+    return !std::isdigit(
+        static_cast<unsigned char>(next));  // cos_2_ptr names cos_2; cos_23 does not
 }
 
 // The line computes, loads or stores `name`: it is assigned (left of the first `=` that is
 // not a comparison), or stored (name.store..., store_bool(name, ...)).
 bool touches(const std::string& line, const std::string& name) {
     for (size_t p = line.find('='); p != std::string::npos; p = line.find('=', p + 1)) {
-        bool comparison = (p + 1 < line.size() && line[p + 1] == '=') ||
-                          (p > 0 && std::string_view("=!<>").find(line[p - 1]) != std::string_view::npos);
+        bool comparison =
+            (p + 1 < line.size() && line[p + 1] == '=') ||
+            (p > 0 && std::string_view("=!<>").find(line[p - 1]) != std::string_view::npos);
         if (comparison) {
             ++p;
             continue;
@@ -61,21 +63,27 @@ bool touches(const std::string& line, const std::string& name) {
             if (names_value(t, name)) return true;
         break;
     }
-    return line.find(name + ".store") != std::string::npos || line.find("store_bool(" + name + ",") != std::string::npos;
+    return line.find(name + ".store") != std::string::npos ||
+           line.find("store_bool(" + name + ",") != std::string::npos;
 }
 
-// The line ranges (0-based, inclusive) of the functions (starting at column 0) whose names are `kernel`
-// or kernel_<suffix> (kernel_0, kernel_0_body, kernel_0_rows).
-std::vector<std::pair<int, int>> kernel_blocks(const std::vector<std::string>& lines, const std::string& kernel) {
+// The line ranges (0-based, inclusive) of the functions (starting at column 0) whose names are
+// `kernel` or kernel_<suffix> (kernel_0, kernel_0_body, kernel_0_rows).
+std::vector<std::pair<int, int>> kernel_blocks(const std::vector<std::string>& lines,
+                                               const std::string& kernel) {
     std::vector<std::pair<int, int>> out;
     int depth = 0;
     for (int i = 0; i < int(lines.size()); ++i) {
         const std::string& l = lines[size_t(i)];
         bool starts = false;
         int outer = depth;  // a function starts at column 0 (inside the namespace, too)
-        if (!l.empty() && !std::isspace(static_cast<unsigned char>(l[0])) && l.find('(') != std::string::npos && l.find('{') != std::string::npos && !l.starts_with("//"))
+        if (!l.empty() && !std::isspace(static_cast<unsigned char>(l[0])) &&
+            l.find('(') != std::string::npos && l.find('{') != std::string::npos &&
+            !l.starts_with("//"))
             for (const std::string& t : identifiers(std::string_view(l).substr(0, l.find('('))))
-                starts = starts || t == kernel || (t.starts_with(kernel + "_") && !std::isdigit(static_cast<unsigned char>(t[kernel.size() + 1])));
+                starts = starts || t == kernel ||
+                         (t.starts_with(kernel + "_") &&
+                          !std::isdigit(static_cast<unsigned char>(t[kernel.size() + 1])));
         int begin = i;
         for (char c : l) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
         if (!starts) continue;
@@ -108,8 +116,10 @@ std::vector<Provenance> provenance(const Schedule& s, const std::string& source)
             for (auto [first, last] : blocks)
                 for (int i = first; i <= last; ++i) {
                     if (!touches(lines[size_t(i)], vname)) continue;
-                    if (!p.lines.empty() && p.lines.back().second == i) p.lines.back().second = i + 1;  // 1-based
-                    else p.lines.push_back({i + 1, i + 1});
+                    if (!p.lines.empty() && p.lines.back().second == i)
+                        p.lines.back().second = i + 1;  // 1-based
+                    else
+                        p.lines.push_back({i + 1, i + 1});
                 }
             if (!p.lines.empty()) out.push_back(std::move(p));
         }
@@ -117,20 +127,28 @@ std::vector<Provenance> provenance(const Schedule& s, const std::string& source)
     return out;
 }
 
-void trace_stage(uint64_t uid, int id, const std::string& stage, double ms, const std::string& text) {
+void trace_stage(uint64_t uid, int id, const std::string& stage, double ms,
+                 const std::string& text) {
     // "0_lowered" -> "lower" ...: the pipeline's stage names (DESIGN.md §8)
-    static const std::pair<const char*, const char*> names[] = {{"0_lowered", "lower"},    {"1_conv_fused", "fuse_conv"},
-                                                                {"2_schedule", "schedule"}, {"3_epilogues", "fuse_epilogues"},
-                                                                {"4_emit", "emit"},         {"5_build", "build"}};
+    static const std::pair<const char*, const char*> names[] = {
+        {"0_lowered", "lower"},     {"1_conv_fused", "fuse_conv"},
+        {"2_schedule", "schedule"}, {"3_epilogues", "fuse_epilogues"},
+        {"4_emit", "emit"},         {"5_build", "build"}};
     std::string name = stage;
     for (auto [file, pass] : names)
         if (stage == file) name = pass;
     Json j;
-    j.num("graph", uid).num("backend_graph", id).str("stage", name).str("file_stage", stage).num("ms", ms).str("text", text);
+    j.num("graph", uid)
+        .num("backend_graph", id)
+        .str("stage", name)
+        .str("file_stage", stage)
+        .num("ms", ms)
+        .str("text", text);
     jit::trace_log::emit("stage", j);
 }
 
-void trace_schedule(uint64_t uid, int id, const Schedule& s, const std::vector<std::string>& conv_notes) {
+void trace_schedule(uint64_t uid, int id, const Schedule& s,
+                    const std::vector<std::string>& conv_notes) {
     auto ids = [&](const std::vector<int>& values) {
         std::vector<std::string> out;
         for (int v : values) out.push_back(quote(jit::trace_log::node_id(v)));
@@ -142,22 +160,31 @@ void trace_schedule(uint64_t uid, int id, const Schedule& s, const std::vector<s
         std::vector<int> nodes;
         for (int n : kernel.nodes) nodes.push_back(s.graph.nodes[size_t(n)].out.id);
         Json j;
-        j.str("name", s.kernel_name(int(k))).str("kind", kernel_kind_name(kernel.kind)).raw("nodes", ids(nodes));
+        j.str("name", s.kernel_name(int(k)))
+            .str("kind", kernel_kind_name(kernel.kind))
+            .raw("nodes", ids(nodes));
         j.raw("loads", ids(kernel.loads)).raw("stores", ids(kernel.stores));
         std::vector<std::string> domain;
-        for (int64_t d : kernel.domain) domain.push_back(is_symbol(d) ? quote("s" + std::to_string(symbol_index(d))) : std::to_string(d));
+        for (int64_t d : kernel.domain)
+            domain.push_back(is_symbol(d) ? quote("s" + std::to_string(symbol_index(d)))
+                                          : std::to_string(d));
         j.raw("domain", jit::trace_log::array(domain));
         if (kernel.epilogue_of >= 0) j.str("epilogue_of", s.kernel_name(kernel.epilogue_of));
         if (!kernel.why.empty()) j.str("why", kernel.why);
         kernels.push_back(j.text());
         if (kernel.kind == KernelKind::fallback)
-            not_fused.push_back(Json().str("node", jit::trace_log::node_id(nodes.at(0))).str("why", kernel.why).text());
+            not_fused.push_back(Json()
+                                    .str("node", jit::trace_log::node_id(nodes.at(0)))
+                                    .str("why", kernel.why)
+                                    .text());
     }
     for (const std::string& note : conv_notes)
-        if (note.find(": not fused") != std::string::npos) not_fused.push_back(Json().str("why", "conv epilogue " + note).text());
+        if (note.find(": not fused") != std::string::npos)
+            not_fused.push_back(Json().str("why", "conv epilogue " + note).text());
     Json j;
     j.num("graph", uid).num("backend_graph", id).raw("kernels", jit::trace_log::array(kernels));
-    j.raw("not_fused", jit::trace_log::array(not_fused)).raw("conv_fusions", jit::trace_log::string_array(conv_notes));
+    j.raw("not_fused", jit::trace_log::array(not_fused))
+        .raw("conv_fusions", jit::trace_log::string_array(conv_notes));
     j.str("text", s.print());
     jit::trace_log::emit("schedule", j);
 }
@@ -166,12 +193,18 @@ void trace_source(uint64_t uid, int id, const Schedule& s, const std::string& so
     std::vector<std::string> map;
     for (const Provenance& p : provenance(s, source)) {
         std::vector<std::string> ranges;
-        for (auto [a, b] : p.lines) ranges.push_back("[" + std::to_string(a) + "," + std::to_string(b) + "]");
-        map.push_back(Json().str("node", jit::trace_log::node_id(p.node)).str("kernel", p.kernel).raw("lines", jit::trace_log::array(ranges)).text());
+        for (auto [a, b] : p.lines)
+            ranges.push_back("[" + std::to_string(a) + "," + std::to_string(b) + "]");
+        map.push_back(Json()
+                          .str("node", jit::trace_log::node_id(p.node))
+                          .str("kernel", p.kernel)
+                          .raw("lines", jit::trace_log::array(ranges))
+                          .text());
     }
     Json j;
     j.num("graph", uid).num("backend_graph", id).str("target", cuda ? "cuda" : "cpp");
-    j.str("file", "output_code_" + std::to_string(id) + (cuda ? ".cu" : ".cpp")).str("text", source);
+    j.str("file", "output_code_" + std::to_string(id) + (cuda ? ".cu" : ".cpp"))
+        .str("text", source);
     j.raw("provenance", jit::trace_log::array(map));
     jit::trace_log::emit("source", j);
 }

@@ -22,8 +22,10 @@ struct Provenance {
 std::vector<Provenance> provenance(const Schedule& s, const std::string& source);
 
 // Events ("stage", "schedule", "source"); `uid` is the jit Graph's uid, `id` the inductor's N.
-void trace_stage(uint64_t uid, int id, const std::string& stage, double ms, const std::string& text);
-void trace_schedule(uint64_t uid, int id, const Schedule& s, const std::vector<std::string>& conv_notes);
+void trace_stage(uint64_t uid, int id, const std::string& stage, double ms,
+                 const std::string& text);
+void trace_schedule(uint64_t uid, int id, const Schedule& s,
+                    const std::vector<std::string>& conv_notes);
 void trace_source(uint64_t uid, int id, const Schedule& s, const std::string& source, bool cuda);
 
 }  // namespace kiln::codegen

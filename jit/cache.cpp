@@ -107,7 +107,8 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
         std::shared_lock lock(mu_);
         for (const auto& e : entries_) {
             if (!holds(*e, args, syms)) continue;
-            if (!e->eager_reason.empty()) return run_eagerly(lock, host, &cfg_);  // could not be functionalized
+            if (!e->eager_reason.empty())
+                return run_eagerly(lock, host, &cfg_);  // could not be functionalized
             std::vector<Tensor> out;
             if (!e->rerun && program_run(*e, args, syms, out)) {
                 global().fast_hits.fetch_add(1, std::memory_order_relaxed);
@@ -178,7 +179,8 @@ std::vector<Tensor> CompiledCore::record_new(const Args& args, const HostFn& hos
         if (recompile) ++c.recompiles, c.recompile_reasons.push_back(options_.name + ": " + reason);
     });
     if (trace_log::on()) trace_log::call_result(&cfg_, recompile ? "recompile" : "record");
-    if (recompile && trace_log::on()) trace_log::recompile(&cfg_, e->id, entries_, args, options_, reason);
+    if (recompile && trace_log::on())
+        trace_log::recompile(&cfg_, e->id, entries_, args, options_, reason);
     if (recompile) log_event("recompiles", "recompiling " + options_.name + " (entry " + std::to_string(e->id) + "): " + reason);
     std::string guard_text;
     for (const std::string& l : e->guards.lines(options_.arg_names)) guard_text += "\n  " + l;

@@ -53,8 +53,11 @@ State& state() {
 
 void emit_locked(State& s, std::string_view ev, const Json& fields) {
     if (!s.file) return;
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - s.start).count();
-    std::string line = "{\"ev\":" + quote(ev) + ",\"seq\":" + std::to_string(s.seq++) + ",\"t_us\":" + std::to_string(us);
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - s.start)
+                  .count();
+    std::string line = "{\"ev\":" + quote(ev) + ",\"seq\":" + std::to_string(s.seq++) +
+                       ",\"t_us\":" + std::to_string(us);
     if (!fields.body().empty()) line += "," + fields.body();
     line += "}\n";
     std::fwrite(line.data(), 1, line.size(), s.file);
@@ -76,7 +79,8 @@ std::string fmt(double v) {
 std::string shape_json(const Shape& shape, const std::vector<int>& sym) {
     std::vector<std::string> dims;
     for (size_t d = 0; d < shape.size(); ++d)
-        dims.push_back(d < sym.size() && sym[d] >= 0 ? quote("s" + std::to_string(sym[d])) : std::to_string(shape[d]));
+        dims.push_back(d < sym.size() && sym[d] >= 0 ? quote("s" + std::to_string(sym[d]))
+                                                     : std::to_string(shape[d]));
     return array(dims);
 }
 
@@ -98,7 +102,8 @@ std::string devices() {
     std::string d = "cpu";
     try {
         if (cuda::is_available())
-            for (int i = 0; i < cuda::device_count(); ++i) d += ", cuda:" + std::to_string(i) + " " + cuda::device_name(i);
+            for (int i = 0; i < cuda::device_count(); ++i)
+                d += ", cuda:" + std::to_string(i) + " " + cuda::device_name(i);
     } catch (const Error&) {
     }
     return d;
@@ -106,7 +111,8 @@ std::string devices() {
 
 // The name of argument leaf `g` (as GuardSet::lines names it).
 std::string guard_arg_name(const ArgGuard& g, const std::vector<std::string>& names) {
-    ArgValue probe{.kind = g.kind, .position = g.position, .key = g.key ? &*g.key : nullptr, .index = g.index};
+    ArgValue probe{
+        .kind = g.kind, .position = g.position, .key = g.key ? &*g.key : nullptr, .index = g.index};
     return arg_name(probe, names);
 }
 
@@ -118,9 +124,11 @@ struct Failure {
 Failure first_failure(const Entry& e, const Args& args, const std::vector<std::string>& names) {
     const GuardSet& g = e.guards;
     auto on_off = [](bool b) { return std::string(b ? "enabled" : "disabled"); };
-    if (autograd::grad_enabled() != g.grad_mode) return {"grad_mode", on_off(g.grad_mode), on_off(!g.grad_mode)};
+    if (autograd::grad_enabled() != g.grad_mode)
+        return {"grad_mode", on_off(g.grad_mode), on_off(!g.grad_mode)};
     if (args.size() != g.args.size())
-        return {"number of flattened arguments", std::to_string(g.args.size()), std::to_string(args.size())};
+        return {"number of flattened arguments", std::to_string(g.args.size()),
+                std::to_string(args.size())};
     std::vector<int64_t> syms(g.sym_values.size(), 0);
     for (size_t i = 0; i < args.size(); ++i) {
         const ArgGuard& a = g.args[i];
@@ -129,44 +137,59 @@ Failure first_failure(const Entry& e, const Args& args, const std::vector<std::s
         if (a.kind != v.kind) return {name + " kind", "recorded kind", "another kind"};
         switch (a.kind) {
             case ArgKind::scalar:
-                if (std::memcmp(&a.scalar, &v.scalar, sizeof(double)) != 0 && !(std::isnan(a.scalar) && std::isnan(v.scalar)))
+                if (std::memcmp(&a.scalar, &v.scalar, sizeof(double)) != 0 &&
+                    !(std::isnan(a.scalar) && std::isnan(v.scalar)))
                     return {name + " == " + fmt(a.scalar), fmt(a.scalar), fmt(v.scalar)};
                 continue;
             case ArgKind::integer:
-                if (a.integer != v.integer) return {name + " == " + std::to_string(a.integer), std::to_string(a.integer), std::to_string(v.integer)};
+                if (a.integer != v.integer)
+                    return {name + " == " + std::to_string(a.integer), std::to_string(a.integer),
+                            std::to_string(v.integer)};
                 continue;
             case ArgKind::string:
-                if (a.text != v.text) return {name + " == '" + a.text + "'", a.text, std::string(v.text)};
+                if (a.text != v.text)
+                    return {name + " == '" + a.text + "'", a.text, std::string(v.text)};
                 continue;
             case ArgKind::object:
-                if (a.object != v.object) return {name + " is the same object", "the recorded object", "another object"};
+                if (a.object != v.object)
+                    return {name + " is the same object", "the recorded object", "another object"};
                 continue;
-            case ArgKind::tensor: break;
+            case ArgKind::tensor:
+                break;
         }
         const TensorImpl& t = *v.tensor.impl();
         if (t.dtype != a.dtype) return {name + ".dtype", dtype_name(a.dtype), dtype_name(t.dtype)};
-        if (device_text(v.tensor.device()) != device_text(a.device)) return {name + ".device", device_text(a.device), device_text(v.tensor.device())};
+        if (device_text(v.tensor.device()) != device_text(a.device))
+            return {name + ".device", device_text(a.device), device_text(v.tensor.device())};
         if (v.tensor.requires_grad() != a.requires_grad)
-            return {name + ".requires_grad", a.requires_grad ? "true" : "false", v.tensor.requires_grad() ? "true" : "false"};
-        if (t.shape.size() != a.sizes.size()) return {name + ".dim()", std::to_string(a.sizes.size()), std::to_string(t.shape.size())};
+            return {name + ".requires_grad", a.requires_grad ? "true" : "false",
+                    v.tensor.requires_grad() ? "true" : "false"};
+        if (t.shape.size() != a.sizes.size())
+            return {name + ".dim()", std::to_string(a.sizes.size()),
+                    std::to_string(t.shape.size())};
         for (size_t d = 0; d < t.shape.size(); ++d) {
             std::string size = name + ".size(" + std::to_string(d) + ")";
             int k = a.sym[d];
             if (k < 0 && t.shape[d] != a.sizes[d])
-                return {size + " == " + std::to_string(a.sizes[d]), std::to_string(a.sizes[d]), std::to_string(t.shape[d])};
+                return {size + " == " + std::to_string(a.sizes[d]), std::to_string(a.sizes[d]),
+                        std::to_string(t.shape[d])};
             if (k >= 0 && t.shape[d] < 2)
-                return {size + " >= 2 (s" + std::to_string(k) + ")", std::to_string(a.sizes[d]), std::to_string(t.shape[d])};
+                return {size + " >= 2 (s" + std::to_string(k) + ")", std::to_string(a.sizes[d]),
+                        std::to_string(t.shape[d])};
             if (k >= 0 && syms[size_t(k)] && syms[size_t(k)] != t.shape[d])
-                return {"s" + std::to_string(k) + " == " + size, std::to_string(syms[size_t(k)]), std::to_string(t.shape[d])};
+                return {"s" + std::to_string(k) + " == " + size, std::to_string(syms[size_t(k)]),
+                        std::to_string(t.shape[d])};
             if (k >= 0) syms[size_t(k)] = t.shape[d];
         }
     }
     for (size_t k = 0; k < g.pinned.size(); ++k)
         if (g.pinned[k] && syms[k] != g.pinned[k])
-            return {"s" + std::to_string(k) + " == " + std::to_string(g.pinned[k]), std::to_string(g.pinned[k]), std::to_string(syms[k])};
+            return {"s" + std::to_string(k) + " == " + std::to_string(g.pinned[k]),
+                    std::to_string(g.pinned[k]), std::to_string(syms[k])};
     for (const ValueGuard& vg : e.value_guards)
         if (int64_t now = vg.read(); now != vg.value)
-            return {vg.what + " == " + std::to_string(vg.value), std::to_string(vg.value), std::to_string(now)};
+            return {vg.what + " == " + std::to_string(vg.value), std::to_string(vg.value),
+                    std::to_string(now)};
     return {g.failure(args, names), "", ""};  // aliasing: the guard set's own words
 }
 
@@ -179,11 +202,21 @@ std::string quote(std::string_view s) {
     std::string out = "\"";
     for (unsigned char c : s) {
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            case '\r': out += "\\r"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
             default:
                 if (c < 0x20) {
                     char buf[8];
@@ -238,11 +271,8 @@ void emit(std::string_view ev, const Json& fields) {
 }
 
 void start_from_env() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        const char* dir = std::getenv("KILN_TRACE");
-        if (dir && *dir && !on()) trace_to(dir);
-    });
+    const char* dir = std::getenv("KILN_TRACE");
+    if (dir && *dir && !on()) trace_to(dir);
 }
 
 std::string graph_json(const Graph& g, const std::vector<std::string>* lines) {
@@ -254,8 +284,12 @@ std::string graph_json(const Graph& g, const std::vector<std::string>* lines) {
         for (int a : n.args) inputs.push_back(quote(node_id(a)));
         Json j;
         j.str("id", node_id(int(i))).str("name", n.name);
-        j.str("kind", n.kind == NodeKind::placeholder ? "placeholder" : n.kind == NodeKind::detach ? "detach" : "call");
-        j.str("op", n.kind == NodeKind::call ? op_info(n.op).name : n.kind == NodeKind::detach ? "detach" : "placeholder");
+        j.str("kind", n.kind == NodeKind::placeholder ? "placeholder"
+                      : n.kind == NodeKind::detach    ? "detach"
+                                                      : "call");
+        j.str("op", n.kind == NodeKind::call     ? op_info(n.op).name
+                    : n.kind == NodeKind::detach ? "detach"
+                                                 : "placeholder");
         j.raw("inputs", array(inputs)).raw("shape", shape_json(n.meta.shape, n.meta.sym));
         j.str("dtype", dtype_name(n.meta.dtype)).str("device", device_text(n.meta.device));
         if (n.meta.requires_grad) j.boolean("requires_grad", true);
@@ -266,7 +300,10 @@ std::string graph_json(const Graph& g, const std::vector<std::string>* lines) {
     std::vector<std::string> outputs;
     for (int o : g.outputs()) outputs.push_back(quote(node_id(o)));
     Json j;
-    j.num("graph", g.uid()).num("num_symbols", g.num_symbols()).raw("nodes", array(nodes)).raw("outputs", array(outputs));
+    j.num("graph", g.uid())
+        .num("num_symbols", g.num_symbols())
+        .raw("nodes", array(nodes))
+        .raw("outputs", array(outputs));
     j.str("text", g.str());
     return j.text();
 }
@@ -282,9 +319,13 @@ void call_begin(const void* fn, const CompileOptions& options) {
     f.number = int(s.fns.size()) - 1;
     f.name = options.name;
     Json j;
-    j.num("fn", f.number).str("name", options.name).str("backend", options.backend.fn ? "custom" : options.backend.name);
+    j.num("fn", f.number)
+        .str("name", options.name)
+        .str("backend", options.backend.fn ? "custom" : options.backend.name);
     j.str("mode", options.mode);
-    j.str("dynamic", options.dynamic == Dynamic::auto_ ? "auto" : options.dynamic == Dynamic::always ? "always" : "never");
+    j.str("dynamic", options.dynamic == Dynamic::auto_    ? "auto"
+                     : options.dynamic == Dynamic::always ? "always"
+                                                          : "never");
     j.boolean("fullgraph", options.fullgraph).num("cache_size_limit", options.cache_size_limit);
     j.raw("arg_names", string_array(options.arg_names));
     emit_locked(s, "function", j);
@@ -295,19 +336,26 @@ void call_result(const void* fn, std::string_view result) {
     std::lock_guard lock(s.mu);
     FnStats* f = fn_locked(s, fn);
     if (!f) return;  // the log started mid-call
-    if (result == "hit") ++f->hits;
-    else if (result == "record") ++f->records;
-    else if (result == "recompile") ++f->records, ++f->recompiles;
-    else if (result == "replay") ++f->replays;
-    else if (result == "rerun") ++f->reruns;
-    else if (result == "eager") ++f->eager;
-    else if (result == "eager_fallback") ++f->eager_fallbacks;
+    if (result == "hit")
+        ++f->hits;
+    else if (result == "record")
+        ++f->records;
+    else if (result == "recompile")
+        ++f->records, ++f->recompiles;
+    else if (result == "replay")
+        ++f->replays;
+    else if (result == "rerun")
+        ++f->reruns;
+    else if (result == "eager")
+        ++f->eager;
+    else if (result == "eager_fallback")
+        ++f->eager_fallbacks;
     if (result == "hit") return;
     emit_locked(s, "call", Json().num("fn", f->number).num("call", f->calls).str("result", result));
 }
 
-void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<Entry>>& entries, const Args& args,
-               const CompileOptions& options, const std::string& reason) {
+void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<Entry>>& entries,
+               const Args& args, const CompileOptions& options, const std::string& reason) {
     if (entries.empty()) return;
     const Entry* named = entries.front().get();
     for (const auto& e : entries)
@@ -319,8 +367,12 @@ void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<
     FnStats* f = fn_locked(s, fn);
     Json j;
     j.num("fn", f ? f->number : -1).num("entry", new_entry).num("failed_entry", failed.id);
-    j.str("guard", why.guard).str("old", why.old_value).str("new", why.new_value).str("reason", reason);
-    if (reason.find("become symbolic") != std::string::npos) j.str("note", "the sizes that changed become symbols");
+    j.str("guard", why.guard)
+        .str("old", why.old_value)
+        .str("new", why.new_value)
+        .str("reason", reason);
+    if (reason.find("become symbolic") != std::string::npos)
+        j.str("note", "the sizes that changed become symbols");
     emit_locked(s, "recompile", j);
 }
 
@@ -333,14 +385,20 @@ void entry_recorded(const void* fn, const Entry& e, const CompileOptions& option
     };
     // lines(): one per argument leaf, one per symbol, the relations between symbols, grad mode.
     size_t i = 0;
-    for (; i < g.args.size() && i < lines.size(); ++i) add(lines[i], "argument " + guard_arg_name(g.args[i], options.arg_names), "argument");
+    for (; i < g.args.size() && i < lines.size(); ++i)
+        add(lines[i], "argument " + guard_arg_name(g.args[i], options.arg_names), "argument");
     for (int k = 0; k < g.num_symbols() && i < lines.size(); ++k, ++i)
-        add(lines[i], g.is_pinned(k) ? g.pin_reasons[size_t(k)] : "dynamic shapes (sizes 0 and 1 stay specialized)",
+        add(lines[i],
+            g.is_pinned(k) ? g.pin_reasons[size_t(k)]
+                           : "dynamic shapes (sizes 0 and 1 stay specialized)",
             g.is_pinned(k) ? "pin" : "symbol");
     for (; i < lines.size(); ++i)
-        add(lines[i], lines[i].starts_with("grad_mode") ? "autograd's grad mode when fn was recorded" : "the same symbol at two sizes",
+        add(lines[i],
+            lines[i].starts_with("grad_mode") ? "autograd's grad mode when fn was recorded"
+                                              : "the same symbol at two sizes",
             lines[i].starts_with("grad_mode") ? "grad_mode" : "relation");
-    for (const ValueGuard& vg : e.value_guards) add(vg.what + " == " + std::to_string(vg.value), "a value fn's code read", "value");
+    for (const ValueGuard& vg : e.value_guards)
+        add(vg.what + " == " + std::to_string(vg.value), "a value fn's code read", "value");
 
     std::vector<std::string> symbols;
     for (int k = 0; k < g.num_symbols(); ++k) {
@@ -348,13 +406,17 @@ void entry_recorded(const void* fn, const Entry& e, const CompileOptions& option
         for (size_t a = 0; a < g.args.size() && from.empty(); ++a)
             for (size_t d = 0; d < g.args[a].sym.size(); ++d)
                 if (g.args[a].sym[d] == k) {
-                    from = guard_arg_name(g.args[a], options.arg_names) + ".size(" + std::to_string(d) + ")";
+                    from = guard_arg_name(g.args[a], options.arg_names) + ".size(" +
+                           std::to_string(d) + ")";
                     break;
                 }
         Json sj;
-        sj.str("name", "s" + std::to_string(k)).str("from", from).num("value", g.sym_values[size_t(k)]);
+        sj.str("name", "s" + std::to_string(k))
+            .str("from", from)
+            .num("value", g.sym_values[size_t(k)]);
         sj.boolean("pinned", g.is_pinned(k));
-        if (g.is_pinned(k)) sj.num("pinned_to", g.pinned[size_t(k)]).str("why", g.pin_reasons[size_t(k)]);
+        if (g.is_pinned(k))
+            sj.num("pinned_to", g.pinned[size_t(k)]).str("why", g.pin_reasons[size_t(k)]);
         symbols.push_back(sj.text());
     }
     State& s = state();
@@ -366,7 +428,9 @@ void entry_recorded(const void* fn, const Entry& e, const CompileOptions& option
     if (e.rerun) j.str("rerun", e.rerun_reason);
     if (!e.eager_reason.empty()) j.str("eager", e.eager_reason);
     emit_locked(s, "guards", j);
-    if (!symbols.empty()) emit_locked(s, "symbols", Json().num("fn", number).num("entry", e.id).raw("symbols", array(symbols)));
+    if (!symbols.empty())
+        emit_locked(s, "symbols",
+                    Json().num("fn", number).num("entry", e.id).raw("symbols", array(symbols)));
 }
 
 void recording_started() { t_node_sites.clear(); }
@@ -377,11 +441,13 @@ void node_recorded(int builder_id) {
     if (const HostSiteFn& site = host_site()) t_node_sites[size_t(builder_id)] = site();
 }
 
-void graph_recorded(const void* fn, int entry, int segment, const std::string& title, const Graph& g, const GraphBuilder& b) {
+void graph_recorded(const void* fn, int entry, int segment, const std::string& title,
+                    const Graph& g, const GraphBuilder& b) {
     std::vector<std::string> lines(g.nodes().size());
     for (size_t id = 0; id < t_node_sites.size(); ++id)
         if (!t_node_sites[id].empty())
-            if (int at = b.final_index(int(id)); at >= 0 && size_t(at) < lines.size()) lines[size_t(at)] = t_node_sites[id];
+            if (int at = b.final_index(int(id)); at >= 0 && size_t(at) < lines.size())
+                lines[size_t(at)] = t_node_sites[id];
     std::string body = graph_json(g, &lines);
     State& s = state();
     std::lock_guard lock(s.mu);
@@ -399,7 +465,10 @@ void graph_break(const void* fn, int entry, const BreakInfo& brk) {
     std::lock_guard lock(s.mu);
     FnStats* f = fn_locked(s, fn);
     Json j;
-    j.num("fn", f ? f->number : -1).num("entry", entry).str("kind", escape_name(brk.kind)).str("reason", brk.reason);
+    j.num("fn", f ? f->number : -1)
+        .num("entry", entry)
+        .str("kind", escape_name(brk.kind))
+        .str("reason", brk.reason);
     j.str("line", brk.location).str("hint", brk.hint);
     emit_locked(s, "break", j);
 }
@@ -409,9 +478,14 @@ void runs_eagerly(const void* fn, int entry, const std::string& why) {
     std::lock_guard lock(s.mu);
     FnStats* f = fn_locked(s, fn);
     Json j;
-    j.num("fn", f ? f->number : -1).num("entry", entry).str("kind", "runs eagerly").str("reason", why);
+    j.num("fn", f ? f->number : -1)
+        .num("entry", entry)
+        .str("kind", "runs eagerly")
+        .str("reason", why);
     if (const HostSiteFn& site = host_site()) j.str("line", site());
-    j.str("hint", "the entry runs eagerly on every call: keep in-place ops off tensors that need grad or share storage");
+    j.str("hint",
+          "the entry runs eagerly on every call: keep in-place ops off tensors that need grad or "
+          "share storage");
     emit_locked(s, "break", j);
 }
 
@@ -420,7 +494,10 @@ void symbol_pinned(const void* fn, int entry, int sym, int64_t value, const std:
     std::lock_guard lock(s.mu);
     FnStats* f = fn_locked(s, fn);
     Json j;
-    j.num("fn", f ? f->number : -1).num("entry", entry).str("symbol", "s" + std::to_string(sym)).num("value", value);
+    j.num("fn", f ? f->number : -1)
+        .num("entry", entry)
+        .str("symbol", "s" + std::to_string(sym))
+        .num("value", value);
     j.str("why", why);
     if (const HostSiteFn& site = host_site()) j.str("line", site());
     emit_locked(s, "pin", j);
@@ -432,27 +509,37 @@ void aot_planned(const Graph& forward, const aot::AotPlan& p, const aot::Partiti
     for (size_t k = 0; k < part.saved.size(); ++k) {
         int n = part.saved[k];
         const aot::SavedInfo& info = p.memory.compiled[k];
-        saved.push_back(Json().str("id", node_id(n)).str("name", info.name).num("bytes", info.bytes).text());
+        saved.push_back(
+            Json().str("id", node_id(n)).str("name", info.name).num("bytes", info.bytes).text());
         fw_saved.push_back(quote(node_id(p.forward->outputs()[size_t(p.num_outputs) + k])));
     }
     for (int i = 0; i < p.backward->num_inputs(); ++i)
         if (p.backward->nodes()[size_t(i)].source == "saved") bw_saved.push_back(quote(node_id(i)));
     for (size_t i = 0; i < part.in_forward.size() && i < part.in_backward.size(); ++i) {
         bool is_saved = std::find(part.saved.begin(), part.saved.end(), int(i)) != part.saved.end();
-        if (part.in_forward[i] && part.in_backward[i] && !is_saved && joint.nodes()[i].kind == NodeKind::call)
+        if (part.in_forward[i] && part.in_backward[i] && !is_saved &&
+            joint.nodes()[i].kind == NodeKind::call)
             recomputed.push_back(quote(node_id(int(i))));
     }
     std::vector<std::string> eager;
-    for (const aot::SavedInfo& e : p.memory.eager) eager.push_back(Json().str("name", e.name).num("bytes", e.bytes).text());
+    for (const aot::SavedInfo& e : p.memory.eager)
+        eager.push_back(Json().str("name", e.name).num("bytes", e.bytes).text());
     Json j;
-    j.num("graph", forward.uid()).raw("joint", graph_json(joint)).raw("forward", graph_json(*p.forward));
-    j.raw("backward", graph_json(*p.backward)).raw("saved", array(saved)).num("saved_bytes", p.memory.compiled_bytes());
-    j.raw("forward_saved", array(fw_saved)).raw("backward_saved", array(bw_saved)).raw("recomputed", array(recomputed));
+    j.num("graph", forward.uid())
+        .raw("joint", graph_json(joint))
+        .raw("forward", graph_json(*p.forward));
+    j.raw("backward", graph_json(*p.backward))
+        .raw("saved", array(saved))
+        .num("saved_bytes", p.memory.compiled_bytes());
+    j.raw("forward_saved", array(fw_saved))
+        .raw("backward_saved", array(bw_saved))
+        .raw("recomputed", array(recomputed));
     j.raw("eager_saved", array(eager)).num("eager_saved_bytes", p.memory.eager_bytes());
     State& s = state();
     std::lock_guard lock(s.mu);
     if (auto it = s.fn_of_graph.find(forward.uid()); it != s.fn_of_graph.end())
-        for (const Graph* g : {&joint, p.forward.get(), p.backward.get()}) s.fn_of_graph[g->uid()] = it->second;
+        for (const Graph* g : {&joint, p.forward.get(), p.backward.get()})
+            s.fn_of_graph[g->uid()] = it->second;
     emit_locked(s, "aot", j);
 }
 
@@ -461,7 +548,11 @@ void backend_choice(uint64_t graph_uid, int backend_graph_id, const std::string&
     std::lock_guard lock(s.mu);
     if (auto it = s.fn_of_graph.find(graph_uid); it != s.fn_of_graph.end())
         if (FnStats* f = fn_locked(s, it->second)) f->backend_choice[backend_graph_id] = choice;
-    emit_locked(s, "backend", Json().num("graph", graph_uid).num("backend_graph", backend_graph_id).str("choice", choice));
+    emit_locked(s, "backend",
+                Json()
+                    .num("graph", graph_uid)
+                    .num("backend_graph", backend_graph_id)
+                    .str("choice", choice));
 }
 
 }  // namespace trace_log
@@ -470,17 +561,21 @@ void backend_choice(uint64_t graph_uid, int backend_graph_id, const std::string&
 void trace_to(const std::string& dir) {
     namespace fs = std::filesystem;
     trace_stop();
-    KILN_CHECK(!dir.empty(), "trace_to: the trace directory is empty (give KILN_TRACE=DIR or trace_to(DIR) a directory)");
+    KILN_CHECK(!dir.empty(),
+               "trace_to: the trace directory is empty (give KILN_TRACE=DIR or trace_to(DIR) a "
+               "directory)");
     std::error_code ec;
     fs::create_directories(dir, ec);
-    KILN_CHECK(!ec && fs::is_directory(dir), "trace_to: can't create the trace directory '", dir, "': ",
-               ec ? ec.message() : "it is not a directory");
+    KILN_CHECK(!ec && fs::is_directory(dir), "trace_to: can't create the trace directory '", dir,
+               "': ", ec ? ec.message() : "it is not a directory");
     trace_log::State& s = trace_log::state();
     std::lock_guard lock(s.mu);
-    std::string name = "trace_" + std::to_string(getpid()) + (s.logs_started ? "." + std::to_string(s.logs_started) : "") + ".jsonl";
+    std::string name = "trace_" + std::to_string(getpid()) +
+                       (s.logs_started ? "." + std::to_string(s.logs_started) : "") + ".jsonl";
     std::string path = (fs::path(dir) / name).string();
     FILE* f = std::fopen(path.c_str(), "w");
-    KILN_CHECK(f != nullptr, "trace_to: can't write the trace file '", path, "': ", std::strerror(errno));
+    KILN_CHECK(f != nullptr, "trace_to: can't write the trace file '", path,
+               "': ", std::strerror(errno));
     (void)counters();  // constructed before the handler is registered, so alive when it runs
     static bool at_exit = (std::atexit([] { trace_stop(); }), true);
     (void)at_exit;
@@ -492,7 +587,9 @@ void trace_to(const std::string& dir) {
     s.fns.clear();
     s.fn_of_graph.clear();
     trace_log::Json j;
-    j.num("pid", int64_t(getpid())).raw("argv", trace_log::argv_json()).str("device", trace_log::devices());
+    j.num("pid", int64_t(getpid()))
+        .raw("argv", trace_log::argv_json())
+        .str("device", trace_log::devices());
     j.num("format", 1);
     trace_log::emit_locked(s, "trace_start", j);
     trace_log::enabled.store(true);
@@ -509,15 +606,26 @@ void trace_stop() {
         trace_log::Json choice;
         for (const auto& [id, c] : f->backend_choice) choice.str(std::to_string(id), c);
         trace_log::Json j;
-        j.num("fn", f->number).str("name", f->name).num("calls", f->calls).num("hits", f->hits).num("records", f->records);
+        j.num("fn", f->number)
+            .str("name", f->name)
+            .num("calls", f->calls)
+            .num("hits", f->hits)
+            .num("records", f->records);
         j.num("recompiles", f->recompiles).num("replays", f->replays).num("reruns", f->reruns);
-        j.num("eager_runs", f->eager).num("eager_fallbacks", f->eager_fallbacks).raw("backend_choice", choice.text());
+        j.num("eager_runs", f->eager)
+            .num("eager_fallbacks", f->eager_fallbacks)
+            .raw("backend_choice", choice.text());
         trace_log::emit_locked(s, "counters", j);
     }
     Counters c = counters();
     trace_log::Json t;
-    t.num("compiles", c.compiles).num("recompiles", c.recompiles).num("cache_hits", c.cache_hits).num("replays", c.replays);
-    t.num("reruns", c.reruns).num("graphs_compiled", c.graphs_compiled).num("graph_breaks", c.graph_breaks);
+    t.num("compiles", c.compiles)
+        .num("recompiles", c.recompiles)
+        .num("cache_hits", c.cache_hits)
+        .num("replays", c.replays);
+    t.num("reruns", c.reruns)
+        .num("graphs_compiled", c.graphs_compiled)
+        .num("graph_breaks", c.graph_breaks);
     t.num("eager_fallbacks", c.eager_fallbacks).num("eager_runs", c.eager_runs);
     trace_log::emit_locked(s, "totals", t);
     trace_log::emit_locked(s, "trace_end", {});

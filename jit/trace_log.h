@@ -44,8 +44,8 @@ class Json {
     Json& str(std::string_view key, std::string_view value);
     Json& num(std::string_view key, double value);
     template <class I>
-        requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
-    Json& num(std::string_view key, I value) {
+    requires(std::is_integral_v<I> && !std::is_same_v<I, bool>) Json& num(std::string_view key,
+                                                                          I value) {
         return raw(key, std::to_string(value));
     }
     Json& boolean(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
@@ -64,7 +64,7 @@ std::string string_array(const std::vector<std::string>& items);
 // --- on/off
 extern std::atomic<bool> enabled;
 inline bool on() { return enabled.load(std::memory_order_relaxed); }
-// Starts the log from KILN_TRACE, once per process (compile() calls it).
+// Starts a log in KILN_TRACE when it is set and no log is open (each compile() calls it).
 void start_from_env();
 // Writes one event: {"ev":ev,"seq":..,"t_us":.., <fields>} (nothing when the log is off).
 void emit(std::string_view ev, const Json& fields);
@@ -81,16 +81,16 @@ void call_begin(const void* fn, const CompileOptions& options);
 void call_result(const void* fn, std::string_view result);
 // A recompile: the first failing guard of the entry that `reason` names ("entry 2: ...", else
 // the first), with the value recorded and the value now.
-void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<Entry>>& entries, const Args& args,
-               const CompileOptions& options, const std::string& reason);
+void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<Entry>>& entries,
+               const Args& args, const CompileOptions& options, const std::string& reason);
 // An entry's recording ended: its guards (with where each came from) and symbols.
 void entry_recorded(const void* fn, const Entry& e, const CompileOptions& options);
 // The tracer started a graph / recorded node `builder_id` (its user line: jit::host_site()).
 void recording_started();
 void node_recorded(int builder_id);
 // A segment's graph, before its backend compiles it.
-void graph_recorded(const void* fn, int entry, int segment, const std::string& title, const Graph& g,
-                    const GraphBuilder& b);
+void graph_recorded(const void* fn, int entry, int segment, const std::string& title,
+                    const Graph& g, const GraphBuilder& b);
 void graph_break(const void* fn, int entry, const BreakInfo& brk);
 void runs_eagerly(const void* fn, int entry, const std::string& why);
 void symbol_pinned(const void* fn, int entry, int sym, int64_t value, const std::string& why);

@@ -530,8 +530,10 @@ class Tracer final : public DispatchHook {
             seg.output_slots.push_back(s);
             bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
         }
-        std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " + std::to_string(e_.num_segments + 1);
-        if (trace_log::on()) trace_log::graph_recorded(&cfg_, e_.id, e_.num_segments + 1, title, *seg.graph, *b_);
+        std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " +
+                            std::to_string(e_.num_segments + 1);
+        if (trace_log::on())
+            trace_log::graph_recorded(&cfg_, e_.id, e_.num_segments + 1, title, *seg.graph, *b_);
         seg.run = backend_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options);
         ++stats_.graphs_compiled;
         log_event("graphs", "compiled " + title + ":\n" + seg.graph->str());
