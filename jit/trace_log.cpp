@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "autograd/node.h"
 #include "jit/aot/aot.h"
@@ -44,7 +45,10 @@ struct State {
     int logs_started = 0;  // in this process: the second log in one directory gets a suffix
     std::chrono::steady_clock::time_point start;
     std::map<const void*, FnStats> fns;
+    std::vector<FnStats> retired;  // functions whose core died and whose address came back
     std::map<uint64_t, const void*> fn_of_graph;  // graph uid -> compiled function
+    std::map<std::tuple<const void*, int, int>, std::string>
+        pin_lines;  // (fn, entry, symbol) -> script line
 };
 State& state() {
     static State* s = new State;  // leaked: background builds may log after statics die
@@ -313,10 +317,15 @@ void call_begin(const void* fn, const CompileOptions& options) {
     State& s = state();
     std::lock_guard lock(s.mu);
     auto [it, fresh] = s.fns.try_emplace(fn);
+    if (!fresh && it->second.name != options.name) {  // another function at a dead one's address
+        s.retired.push_back(std::move(it->second));
+        it->second = FnStats{};
+        fresh = true;
+    }
     FnStats& f = it->second;
     ++f.calls;
     if (!fresh) return;
-    f.number = int(s.fns.size()) - 1;
+    f.number = int(s.fns.size() + s.retired.size()) - 1;
     f.name = options.name;
     Json j;
     j.num("fn", f.number)
@@ -380,8 +389,18 @@ void entry_recorded(const void* fn, const Entry& e, const CompileOptions& option
     const GuardSet& g = e.guards;
     std::vector<std::string> lines = g.lines(options.arg_names);
     std::vector<std::string> guards;
-    auto add = [&](const std::string& text, const std::string& source, std::string_view kind) {
-        guards.push_back(Json().str("text", text).str("kind", kind).str("source", source).text());
+    auto add = [&](const std::string& text, const std::string& source, std::string_view kind,
+                   std::string line = "") {
+        Json j;
+        j.str("text", text).str("kind", kind).str("source", source);
+        if (!line.empty()) j.str("line", line);
+        guards.push_back(j.text());
+    };
+    auto pin_line = [&](int k) {
+        State& s = state();
+        std::lock_guard lock(s.mu);
+        auto it = s.pin_lines.find({fn, e.id, k});
+        return it == s.pin_lines.end() ? std::string() : it->second;
     };
     // lines(): one per argument leaf, one per symbol, the relations between symbols, grad mode.
     size_t i = 0;
@@ -391,7 +410,7 @@ void entry_recorded(const void* fn, const Entry& e, const CompileOptions& option
         add(lines[i],
             g.is_pinned(k) ? g.pin_reasons[size_t(k)]
                            : "dynamic shapes (sizes 0 and 1 stay specialized)",
-            g.is_pinned(k) ? "pin" : "symbol");
+            g.is_pinned(k) ? "pin" : "symbol", g.is_pinned(k) ? pin_line(k) : "");
     for (; i < lines.size(); ++i)
         add(lines[i],
             lines[i].starts_with("grad_mode") ? "autograd's grad mode when fn was recorded"
@@ -499,7 +518,10 @@ void symbol_pinned(const void* fn, int entry, int sym, int64_t value, const std:
         .str("symbol", "s" + std::to_string(sym))
         .num("value", value);
     j.str("why", why);
-    if (const HostSiteFn& site = host_site()) j.str("line", site());
+    if (const HostSiteFn& site = host_site()) {
+        j.str("line", site());
+        s.pin_lines[{fn, entry, sym}] = site();
+    }
     emit_locked(s, "pin", j);
 }
 
@@ -585,7 +607,9 @@ void trace_to(const std::string& dir) {
     s.seq = 0;
     s.start = std::chrono::steady_clock::now();
     s.fns.clear();
+    s.retired.clear();
     s.fn_of_graph.clear();
+    s.pin_lines.clear();
     trace_log::Json j;
     j.num("pid", int64_t(getpid()))
         .raw("argv", trace_log::argv_json())
@@ -600,8 +624,9 @@ void trace_stop() {
     std::lock_guard lock(s.mu);
     if (!s.file) return;
     trace_log::enabled.store(false);
-    std::vector<const trace_log::FnStats*> order(s.fns.size());
+    std::vector<const trace_log::FnStats*> order(s.fns.size() + s.retired.size());
     for (const auto& [key, f] : s.fns) order[size_t(f.number)] = &f;
+    for (const trace_log::FnStats& f : s.retired) order[size_t(f.number)] = &f;
     for (const trace_log::FnStats* f : order) {
         trace_log::Json choice;
         for (const auto& [id, c] : f->backend_choice) choice.str(std::to_string(id), c);

@@ -77,6 +77,50 @@ BOOST_AUTO_TEST_CASE(kiln_run_trace_writes_the_log_with_script_lines) {
     fs::remove_all(dir);
 }
 
+// A size read as a number under dynamic shapes pins its symbol: the pin and its guard name
+// the script's line, not the interpreter's.
+BOOST_AUTO_TEST_CASE(a_pinned_size_carries_the_script_line) {
+    fs::path dir = fs::temp_directory_path() / ("kiln-cli-trace-pin-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "pin.kn") << "def f(x):\n"
+                                     "    n = x.shape[0]\n"
+                                     "    return x * n\n"
+                                     "g = compile(f, backend=\"eager\")\n"
+                                     "g(randn(10))\n"
+                                     "print(g(randn(8)).shape)\n";
+    Ran r = run_kiln("run --trace " + (dir / "logs").string() + " " + (dir / "pin.kn").string());
+    BOOST_TEST(r.status == 0, r.output);
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir / "logs")) files.push_back(e.path());
+    BOOST_REQUIRE(files.size() == 1u);
+    std::ifstream in(files[0]);
+    int pins = 0, pin_guards = 0, recompiles = 0;
+    for (std::string line; std::getline(in, line);) {
+        kiln_test::Json e = kiln_test::parse_json(line);
+        if (e["ev"].s() == "pin") {
+            ++pins;
+            BOOST_TEST(e["symbol"].s() == "s0");
+            BOOST_TEST(e["value"].n() == 8);
+            BOOST_TEST(e["line"].s().find("pin.kn:2") != std::string::npos, e["line"].s());
+        }
+        if (e["ev"].s() == "recompile") {
+            ++recompiles;
+            BOOST_TEST(e["guard"].s() == "x.size(0) == 10");
+        }
+        if (e["ev"].s() == "guards")
+            for (const kiln_test::Json& g : e["guards"].items)
+                if (g["kind"].s() == "pin") {
+                    ++pin_guards;
+                    BOOST_TEST(g["line"].s().find("pin.kn:2") != std::string::npos, g["line"].s());
+                }
+    }
+    BOOST_TEST(pins == 1);
+    BOOST_TEST(pin_guards == 1);
+    BOOST_TEST(recompiles == 1);
+    fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(kiln_run_trace_into_a_file_path_fails_clearly) {
     fs::path dir = fs::temp_directory_path() / ("kiln-cli-trace-bad-" + std::to_string(getpid()));
     fs::create_directories(dir);
