@@ -1,6 +1,7 @@
 // The structured compile log: the file, the JSON writer and the jit/ events (docs/trace.md).
 #include "jit/trace_log.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,7 +43,8 @@ struct State {
     FILE* file = nullptr;
     std::string path;
     int64_t seq = 0;
-    int logs_started = 0;  // in this process: the second log in one directory gets a suffix
+    int logs_started = 0;  // by process `pid`: its second log in one directory gets a suffix
+    pid_t pid = 0;
     std::chrono::steady_clock::time_point start;
     std::map<const void*, FnStats> fns;
     std::vector<FnStats> retired;  // functions whose core died and whose address came back
@@ -592,6 +594,7 @@ void trace_to(const std::string& dir) {
                "': ", ec ? ec.message() : "it is not a directory");
     trace_log::State& s = trace_log::state();
     std::lock_guard lock(s.mu);
+    if (s.pid != getpid()) s.pid = getpid(), s.logs_started = 0;
     std::string name = "trace_" + std::to_string(getpid()) +
                        (s.logs_started ? "." + std::to_string(s.logs_started) : "") + ".jsonl";
     std::string path = (fs::path(dir) / name).string();
@@ -600,7 +603,16 @@ void trace_to(const std::string& dir) {
                "': ", std::strerror(errno));
     (void)counters();  // constructed before the handler is registered, so alive when it runs
     static bool at_exit = (std::atexit([] { trace_stop(); }), true);
-    (void)at_exit;
+    // A forked child writes no line into its parent's log (KILN_TRACE starts its own).
+    static bool at_fork = (pthread_atfork(nullptr, nullptr,
+                                          [] {
+                                              trace_log::State& c = trace_log::state();
+                                              if (c.file) std::fclose(c.file);
+                                              c.file = nullptr;
+                                              trace_log::enabled.store(false);
+                                          }),
+                           true);
+    (void)at_exit, (void)at_fork;
     ++s.logs_started;
     s.file = f;
     s.path = path;

@@ -1,6 +1,7 @@
 // The structured compile log (jit/trace_log.h, docs/trace.md): every event kind appears for a
 // function that has it and parses back with the documented fields; provenance points into the
 // source; KILN_TRACE and trace_to start it; a bad directory is a clear error.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -331,6 +332,69 @@ BOOST_AUTO_TEST_CASE(a_directory_that_cannot_be_made_is_a_clear_error) {
     }
     BOOST_TEST(!jit::trace_log::on());
     BOOST_CHECK_THROW(jit::trace_to(""), Error);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_kiln_trace_makes_compile_fail_clearly) {
+    TempDir dir("badenv");
+    fs::create_directories(dir.path);
+    std::ofstream(dir.path / "a_file") << "x";
+    std::string bad = (dir.path / "a_file" / "trace").string();
+    kiln_test::ScopedEnv env("KILN_TRACE", bad);
+    try {
+        auto f = compile([](Tensor x) { return x + 1; }, {.backend = "eager"});
+        BOOST_FAIL("compile accepted KILN_TRACE=" << bad);
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()).find("can't create the trace directory '" + bad + "'") !=
+                       std::string::npos,
+                   e.what());
+    }
+}
+
+// Every line is flushed as it is written: a process that dies mid-run (no exit handlers)
+// leaves the events up to its death, each line whole.
+BOOST_AUTO_TEST_CASE(a_process_that_dies_keeps_its_log) {
+    jit::reset();
+    TempDir dir("crash");
+    fs::create_directories(dir.path);
+    pid_t child = fork();
+    BOOST_REQUIRE(child >= 0);
+    if (child == 0) {
+        jit::trace_to(dir.path.string());
+        auto f = compile([](Tensor x) { return x * 3; }, {.backend = "eager", .name = "dies"});
+        f(full({4}, 1.0));
+        _exit(7);  // no atexit handlers: as a crash would end it
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    BOOST_TEST(WEXITSTATUS(status) == 7);
+    std::vector<Json> log =
+        read_log((dir.path / ("trace_" + std::to_string(child) + ".jsonl")).string());
+    std::set<std::string> kinds;
+    for (const Json& e : log) kinds.insert(e["ev"].s());
+    BOOST_TEST(kinds.count("graph") == 1);
+    BOOST_TEST(kinds.count("guards") == 1);
+    BOOST_TEST(kinds.count("trace_end") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_forked_child_writes_nothing_into_its_parents_log) {
+    jit::reset();
+    TempDir dir("fork");
+    jit::trace_to(dir.path.string());
+    std::string file = jit::trace_path();
+    pid_t child = fork();
+    BOOST_REQUIRE(child >= 0);
+    if (child == 0) {
+        auto f = compile([](Tensor x) { return x * 3; }, {.backend = "eager", .name = "in_child"});
+        f(full({4}, 1.0));
+        _exit(jit::trace_path().empty() ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    BOOST_TEST(WEXITSTATUS(status) == 0);
+    jit::trace_stop();
+    std::vector<Json> log = read_log(file);
+    BOOST_TEST(of_kind(log, "function").empty());
+    BOOST_TEST(of_kind(log, "trace_end").size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(json_strings_are_escaped) {
