@@ -147,6 +147,67 @@ void trace_stage(uint64_t uid, int id, const std::string& stage, double ms,
     jit::trace_log::emit("stage", j);
 }
 
+namespace {
+
+std::string dims_text(const Shape& d, size_t from, size_t to) {
+    std::string out = "[";
+    for (size_t i = from; i < to; ++i)
+        out += (i > from ? ", " : "") +
+               (is_symbol(d[i]) ? "s" + std::to_string(symbol_index(d[i])) : std::to_string(d[i]));
+    return out + "]";
+}
+
+// "pointwise [16, 8]", "row [16] x [8]" (rows, then the reduced dims), as Schedule::print says it.
+std::string loop_text(const Kernel& k) {
+    std::string kind = kernel_kind_name(k.kind);
+    if (k.kind != KernelKind::row) return kind + " " + dims_text(k.domain, 0, k.domain.size());
+    size_t rows = size_t(k.outer_dims);
+    return kind + " " + dims_text(k.domain, 0, rows) + " x " +
+           dims_text(k.domain, rows, k.domain.size());
+}
+
+// Why a value computed by kernel `a` reaches kernel `b` through memory rather than inside one
+// loop, read off the two kernels (the scheduler keeps no reasons of its own).
+std::string why_apart(const Schedule& s, int a, int b) {
+    const Kernel &ka = s.kernels[size_t(a)], &kb = s.kernels[size_t(b)];
+    if (ka.kind == KernelKind::fallback) return "its producer runs its eager kernel: " + ka.why;
+    if (kb.kind == KernelKind::fallback) return "its reader runs its eager kernel: " + kb.why;
+    if (ka.kind == KernelKind::blas || kb.kind == KernelKind::blas)
+        return "a matmul is a library call (BLAS), not a loop";
+    if (ka.kind != kb.kind || ka.domain != kb.domain || ka.outer_dims != kb.outer_dims)
+        return "different loops: " + loop_text(ka) + " and " + loop_text(kb);
+    return "the scheduler started a new kernel (same loop)";
+}
+
+// Producer -> reader edges between kernels, once per (value, reading kernel); a blas kernel's
+// fused epilogue reads its output in the same step and is not listed.
+std::vector<std::string> cross_kernel_edges(const Schedule& s) {
+    std::vector<std::string> out;
+    std::set<std::pair<int, int>> seen;
+    for (size_t k = 0; k < s.kernels.size(); ++k)
+        for (int n : s.kernels[k].nodes) {
+            const LNode& node = s.graph.nodes[size_t(n)];
+            for (int v : node.inputs) {
+                auto info = s.values.find(v);
+                if (info == s.values.end() || !s.producer.count(v)) continue;  // a graph input
+                int a = info->second.kernel;
+                if (a < 0 || a == int(k) || s.kernels[k].epilogue_of == a ||
+                    !seen.insert({v, int(k)}).second)
+                    continue;
+                Json j;
+                j.str("a", jit::trace_log::node_id(v))
+                    .str("b", jit::trace_log::node_id(node.out.id));
+                j.str("a_kernel", s.kernel_name(a))
+                    .str("b_kernel", s.kernel_name(int(k)))
+                    .str("why", why_apart(s, a, int(k)));
+                out.push_back(j.text());
+            }
+        }
+    return out;
+}
+
+}  // namespace
+
 void trace_schedule(uint64_t uid, int id, const Schedule& s,
                     const std::vector<std::string>& conv_notes) {
     auto ids = [&](const std::vector<int>& values) {
@@ -154,7 +215,7 @@ void trace_schedule(uint64_t uid, int id, const Schedule& s,
         for (int v : values) out.push_back(quote(jit::trace_log::node_id(v)));
         return jit::trace_log::array(out);
     };
-    std::vector<std::string> kernels, not_fused;
+    std::vector<std::string> kernels, not_fused = cross_kernel_edges(s);
     for (size_t k = 0; k < s.kernels.size(); ++k) {
         const Kernel& kernel = s.kernels[k];
         std::vector<int> nodes;

@@ -283,6 +283,40 @@ BOOST_AUTO_TEST_CASE(provenance_names_nodes_of_the_compiled_graph_and_lines_of_i
     jit::reset();
 }
 
+// not_fused: each value that one kernel writes and another reads, and why they are two.
+BOOST_AUTO_TEST_CASE(not_fused_names_the_values_between_kernels_and_why) {
+    jit::reset();
+    TempDir dir("apart");
+    jit::trace_to(dir.path.string());
+    std::string file = jit::trace_path();
+    auto rows = compile([](Tensor x, Tensor y) { return (exp(x).sum({1}) + 1).unsqueeze(1) * y; },
+                        {.name = "rows"});
+    rows(randn({16, 8}), randn({16, 8}));
+    auto gemm = compile([](Tensor x, Tensor w) { return (matmul(x, w) + 1).sum({0}) * 2 + exp(w); },
+                        {.name = "gemm"});
+    gemm(randn({16, 8}), randn({8, 8}));
+    jit::trace_stop();
+
+    std::vector<Json> log = read_log(file);
+    std::map<double, std::set<std::string>> ids;
+    for (const Json* e : of_kind(log, "graph"))
+        for (const Json& n : (*e)["nodes"].items) ids[(*e)["graph"].n()].insert(n["id"].s());
+    std::set<std::string> whys;
+    for (const Json* e : of_kind(log, "schedule")) {
+        BOOST_REQUIRE(ids.count((*e)["graph"].n()) == 1);
+        for (const Json& nf : (*e)["not_fused"].items) {
+            BOOST_TEST(ids[(*e)["graph"].n()].count(nf["a"].s()) == 1);
+            BOOST_TEST(ids[(*e)["graph"].n()].count(nf["b"].s()) == 1);
+            BOOST_TEST(nf["a_kernel"].s() != nf["b_kernel"].s());
+            whys.insert(nf["why"].s());
+        }
+    }
+    BOOST_TEST(whys.count("different loops: row [16] x [8] and pointwise [16, 8]") == 1);  // rows
+    BOOST_TEST(whys.count("different loops: row [8] x [16] and pointwise [8, 8]") == 1);   // gemm
+    BOOST_TEST(whys.count("a matmul is a library call (BLAS), not a loop") == 1);          // gemm
+    jit::reset();
+}
+
 BOOST_AUTO_TEST_CASE(kiln_trace_env_starts_a_log_at_compile) {
     jit::reset();
     TempDir dir("env");
