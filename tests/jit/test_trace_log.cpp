@@ -317,6 +317,74 @@ BOOST_AUTO_TEST_CASE(not_fused_names_the_values_between_kernels_and_why) {
     jit::reset();
 }
 
+// Each way a call is served is a "call" event (hits only counted) and a counter.
+BOOST_AUTO_TEST_CASE(call_results_are_logged_and_counted_by_kind) {
+    jit::reset();
+    TempDir dir("calls");
+    jit::trace_to(dir.path.string());
+    std::string file = jit::trace_path();
+    auto branch = compile(
+        [](Tensor x) {
+            if (jit::cond(x.sum() > 0)) return x * 2;
+            return x * 3;
+        },
+        {.backend = "eager", .name = "branch"});
+    branch(full({4}, 1.0));   // record
+    branch(full({4}, -1.0));  // replay: the other outcome
+    branch(full({4}, 1.0));   // hit
+    auto reads = compile(
+        [](Tensor x) {
+            float v = x.sum().item<float>();  // host code consumes a value: re-run every call
+            return v > 0 ? x * 2 : x * 3;
+        },
+        {.backend = "eager", .name = "reads"});
+    reads(full({4}, 1.0));  // record
+    reads(full({4}, 1.0));  // rerun
+    auto limited = compile([](Tensor x) { return x + 1; }, {.backend = "eager",
+                                                            .dynamic = jit::Dynamic::never,
+                                                            .cache_size_limit = 1,
+                                                            .name = "limited"});
+    limited(full({4}, 1.0));  // record
+    limited(full({5}, 1.0));  // eager_fallback (warns once)
+    auto views = compile(
+        [](Tensor x) {
+            Tensor head = x.slice(0, 0, 2);
+            head.mul_(10);  // an in-place write through a view: the entry runs eagerly
+            return x * 1;
+        },
+        {.backend = "eager", .name = "views"});
+    views(full({4}, 1.0));  // record (goes eager)
+    views(full({4}, 1.0));  // eager
+    jit::trace_stop();
+
+    std::vector<Json> log = read_log(file);
+    std::map<std::string, std::vector<std::string>> results;  // fn name -> call results
+    std::map<double, std::string> names;
+    for (const Json* e : of_kind(log, "function")) names[(*e)["fn"].n()] = (*e)["name"].s();
+    for (const Json* e : of_kind(log, "call"))
+        results[names[(*e)["fn"].n()]].push_back((*e)["result"].s());
+    BOOST_TEST((results["branch"] == std::vector<std::string>{"record", "replay"}));
+    BOOST_TEST((results["reads"] == std::vector<std::string>{"record", "rerun"}));
+    BOOST_TEST((results["limited"] == std::vector<std::string>{"record", "eager_fallback"}));
+    BOOST_TEST((results["views"] == std::vector<std::string>{"record", "eager"}));
+    std::map<std::string, const Json*> counters;
+    for (const Json* e : of_kind(log, "counters")) counters[(*e)["name"].s()] = e;
+    BOOST_TEST((*counters["branch"])["hits"].n() == 1);
+    BOOST_TEST((*counters["branch"])["replays"].n() == 1);
+    BOOST_TEST((*counters["reads"])["reruns"].n() == 1);
+    BOOST_TEST((*counters["limited"])["eager_fallbacks"].n() == 1);
+    BOOST_TEST((*counters["views"])["eager_runs"].n() == 1);
+    bool went_eager = false;
+    for (const Json* e : of_kind(log, "break"))
+        went_eager = went_eager || ((*e)["kind"].s() == "runs eagerly" &&
+                                    (*e)["reason"].s().find("in-place") != std::string::npos);
+    BOOST_TEST(went_eager);
+    bool rerun_said = false;
+    for (const Json* e : of_kind(log, "guards")) rerun_said = rerun_said || (*e).has("rerun");
+    BOOST_TEST(rerun_said);
+    jit::reset();
+}
+
 BOOST_AUTO_TEST_CASE(kiln_trace_env_starts_a_log_at_compile) {
     jit::reset();
     TempDir dir("env");
