@@ -187,7 +187,11 @@ std::vector<Tensor> CompiledCore::record_new(const Args& args, const HostFn& hos
     log_event("guards", "guards of " + options_.name + " entry " + std::to_string(e->id) + ":" + guard_text);
     auto start = std::chrono::steady_clock::now();
     std::vector<Tensor> out = trace(*e, args, e->guards.sym_values, host);
-    if (trace_log::on()) trace_log::entry_recorded(&cfg_, *e, options_);
+    if (trace_log::on())
+        trace_log::entry_recorded(
+            &cfg_, *e, options_,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
     if (log_enabled("compile")) {
         char line[200];
         std::snprintf(line, sizeof line, "%s entry %d: first call %.1f ms (tracing, backend compiles, running)", options_.name.c_str(),

@@ -387,7 +387,8 @@ void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<
     emit_locked(s, "recompile", j);
 }
 
-void entry_recorded(const void* fn, const Entry& e, const CompileOptions& options) {
+void entry_recorded(const void* fn, const Entry& e, const CompileOptions& options,
+                    double first_call_ms) {
     const GuardSet& g = e.guards;
     std::vector<std::string> lines = g.lines(options.arg_names);
     std::vector<std::string> guards;
@@ -445,7 +446,10 @@ void entry_recorded(const void* fn, const Entry& e, const CompileOptions& option
     FnStats* f = fn_locked(s, fn);
     int number = f ? f->number : -1;
     Json j;
-    j.num("fn", number).num("entry", e.id).raw("guards", array(guards));
+    j.num("fn", number)
+        .num("entry", e.id)
+        .num("first_call_ms", first_call_ms)
+        .raw("guards", array(guards));
     if (e.rerun) j.str("rerun", e.rerun_reason);
     if (!e.eager_reason.empty()) j.str("eager", e.eager_reason);
     emit_locked(s, "guards", j);

@@ -83,8 +83,10 @@ void call_result(const void* fn, std::string_view result);
 // the first), with the value recorded and the value now.
 void recompile(const void* fn, int new_entry, const std::vector<std::unique_ptr<Entry>>& entries,
                const Args& args, const CompileOptions& options, const std::string& reason);
-// An entry's recording ended: its guards (with where each came from) and symbols.
-void entry_recorded(const void* fn, const Entry& e, const CompileOptions& options);
+// An entry's recording ended, `first_call_ms` after the call began (tracing, backend
+// compiles, running): its guards (with where each came from) and symbols.
+void entry_recorded(const void* fn, const Entry& e, const CompileOptions& options,
+                    double first_call_ms);
 // The tracer started a graph / recorded node `builder_id` (its user line: jit::host_site()).
 void recording_started();
 void node_recorded(int builder_id);

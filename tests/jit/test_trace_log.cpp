@@ -178,6 +178,7 @@ BOOST_AUTO_TEST_CASE(every_event_kind_appears_and_parses_back_with_its_fields) {
         }
     BOOST_TEST(argument_guard);
     BOOST_TEST(pin_guard);
+    for (const Json* e : of_kind(log, "guards")) BOOST_TEST((*e)["first_call_ms"].n() > 0);
 
     // AOT: halves whose saved tensors exist and weigh their bytes
     auto aots = of_kind(log, "aot");
