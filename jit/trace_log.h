@@ -3,6 +3,8 @@
 // (graphs, guards, breaks, recompiles, symbols, AOT halves, pipeline stages, schedule,
 // generated source with provenance, counters), for `kiln report` to render.
 //
+// jit/trace_log.cpp writes the file and counts calls; jit/trace_events.cpp builds the events of
+// jit/; jit/trace_json.cpp is the JSON writer; codegen/trace_codegen.cpp adds the inductor's.
 // The hooks elsewhere are one line each: `if (trace_log::on()) trace_log::graph_recorded(...)`.
 // Off (the default), each costs one relaxed load of a bool.
 #pragma once
