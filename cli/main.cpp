@@ -14,6 +14,7 @@
 #include "cli/repl.h"
 #include "cli/report/report.h"
 #include "jit/backends.h"
+#include "jit/trace_log.h"
 
 namespace {
 
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
     CLI::App* run = app.add_subcommand("run", "run a kiln script");
     run->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     run->add_option("--backend", backend, "the backend compile() uses when a script does not name one");
+    std::string trace_dir;
+    run->add_option(
+        "--trace", trace_dir,
+        "write the compile log (docs/trace.md) to DIR/trace_<pid>.jsonl, as KILN_TRACE=DIR does");
     CLI::App* explain = app.add_subcommand("explain", "run a script, then explain a function on its last call");
     explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     explain->add_option("function", function, "the function's name")->required();
@@ -116,6 +121,14 @@ int main(int argc, char** argv) {
     interp::Interp in(std::cout);
     in.default_backend = backend;
     interp::install_interrupt_handler();  // Ctrl-C: KeyboardInterrupt, not death by signal
+    if (*run && !trace_dir.empty()) {
+        try {
+            jit::trace_to(trace_dir);
+        } catch (const kiln::Error& e) {
+            std::cerr << "kiln run --trace: " << e.what() << "\n";
+            return 2;
+        }
+    }
     if (*run) return run_file(in, file);
     if (*explain) return explain_function(in, file, function);
     // The REPL's :code reads what backends dump; give them a place unless the user chose one.

@@ -22,6 +22,7 @@
 #include "codegen/toolchain.h"
 #include "jit/aot/aot.h"
 #include "jit/log.h"
+#include "jit/trace_log.h"
 
 namespace kiln::codegen {
 namespace {
@@ -68,6 +69,9 @@ void record(uint64_t owner, const CompiledGraphInfo& info) {
 OnChoiceReport report_choice(uint64_t owner, int id) {
     return [owner, id](const ChoiceReport& r) {
         log_event("choice", "inductor graph " + std::to_string(id) + ": " + r.str());
+        if (jit::trace_log::on())
+            jit::trace_log::emit(
+                "choice", jit::trace_log::Json().num("backend_graph", id).str("text", r.str()));
         std::lock_guard lock(infos().mu);
         auto update = [&](CompiledGraphInfo& info) {
             auto it =
@@ -191,6 +195,10 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
     info.stages = plan.stages;
     record(owner, info);
     dump(info);
+    if (jit::trace_log::on())
+        jit::trace_log::backend_choice(
+            graph->uid(), info.id,
+            plan.buildable() ? "generated" : "interpreted: " + info.why_interpreted);
     if (!plan.buildable()) {
         ++stats().graphs_interpreted;
         return interpreted(std::move(graph));
@@ -217,6 +225,9 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
             info.interpreted = true;
             info.why_interpreted = "the build failed";
             record(owner, info);
+            if (jit::trace_log::on())
+                jit::trace_log::backend_choice(state->graph->uid(), info.id,
+                                               "interpreted: the build failed");
         }
     };
     // Checked before the build, so that a bad KILN_CHOOSE is an error of this compile.

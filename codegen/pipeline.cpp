@@ -15,18 +15,20 @@
 #include "codegen/fuse_conv.h"
 #include "codegen/lower_graph.h"
 #include "codegen/toolchain.h"
+#include "codegen/trace_codegen.h"
 #include "jit/log.h"
+#include "jit/trace_log.h"
 
 namespace kiln::codegen {
 namespace {
 
 // Times the stages of one graph and shows what each made: KILN_LOGS=passes prints it,
-// KILN_DEBUG_DIR keeps it as graph_N.<stage>.txt. The text is made only when one of them
-// is on, and its making is not counted in the stage's time.
+// KILN_DEBUG_DIR keeps it as graph_N.<stage>.txt, KILN_TRACE logs it (a "stage" event). The
+// text is made only when one of them is on, and its making is not counted in the stage's time.
 class StageLog {
    public:
-    explicit StageLog(int id)
-        : id_(id), shown_(log_enabled("passes") || !jit::debug_dir().empty()) {}
+    StageLog(int id, uint64_t graph_uid)
+        : id_(id), uid_(graph_uid), shown_(log_enabled("passes") || !jit::debug_dir().empty()) {}
 
     // Ends the stage that began at the previous done() (or at construction).
     void done(const std::string& stage, const std::function<std::string()>& output,
@@ -35,9 +37,11 @@ class StageLog {
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
                 .count();
         times.push_back({stage, ms});
+        bool traced = jit::trace_log::on();
+        std::string text = shown_ || traced ? output() : "";
+        if (traced) trace_stage(uid_, id_, stage, ms, text);
         if (shown_) {
             if (file.empty()) file = "graph_" + std::to_string(id_) + "." + stage + ".txt";
-            std::string text = output();
             jit::debug_dump(file, text);
             char head[160];
             std::snprintf(head, sizeof head, "inductor graph %d, stage %s: %.3f ms (%s)\n", id_,
@@ -54,6 +58,7 @@ class StageLog {
 
    private:
     int id_;
+    uint64_t uid_;
     bool shown_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
@@ -117,7 +122,8 @@ std::string lines(const std::vector<std::string>& notes) {
 
 Plan plan_graph(const jit::Graph& graph, int id) {
     Plan plan;
-    StageLog log(id);
+    plan.graph_uid = graph.uid();
+    StageLog log(id, graph.uid());
     auto interpreted = [&](std::string why) {  // nothing to build: the interpreter runs the graph
         plan.why_interpreted = std::move(why);
         plan.stages = log.times;
@@ -143,6 +149,7 @@ Plan plan_graph(const jit::Graph& graph, int id) {
         // (epilogue.cpp).
         plan.schedule = fuse_epilogues(std::move(plan.schedule));
         log.done("3_epilogues", [&] { return plan.schedule.print(); });
+        if (jit::trace_log::on()) trace_schedule(graph.uid(), id, plan.schedule, plan.conv_fusions);
         const Schedule& s = plan.schedule;
         plan.generated_kernels = count_generated(s);
         for (const Kernel& k : s.kernels)
@@ -163,6 +170,7 @@ Plan plan_graph(const jit::Graph& graph, int id) {
         log.done(
             "4_emit", [&] { return plan.source; },
             "output_code_" + std::to_string(id) + (cuda ? ".cu" : ".cpp"));
+        if (jit::trace_log::on()) trace_source(graph.uid(), id, s, plan.source, cuda);
     } catch (const Error& e) {
         return interpreted(std::string("the scheduler refused it: ") + e.what());
     }
@@ -171,7 +179,7 @@ Plan plan_graph(const jit::Graph& graph, int id) {
 }
 
 Built build_plan(Plan plan, int id) {
-    StageLog log(id);
+    StageLog log(id, plan.graph_uid);
     size_t nodes = plan.schedule.graph.nodes.size();
     Built built;
     // 5. build(target) + load: compiler or kernel cache, dlopen (cpu_backend.cpp, toolchain.cpp);

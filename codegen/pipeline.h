@@ -33,6 +33,7 @@ struct Plan {
     std::vector<std::string> conv_fusions;  // fuse_conv's notes, one per conv2d
     std::vector<std::string> fallbacks;     // "gather_3: gather has no generated form (...)"
     std::vector<StageTime> stages;          // in order
+    uint64_t graph_uid = 0;                 // the jit Graph's uid (the trace log's graph id)
     bool buildable() const { return why_interpreted.empty(); }
 };
 

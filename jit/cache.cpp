@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "jit/log.h"
+#include "jit/trace_log.h"
 
 namespace kiln::jit {
 namespace {
@@ -37,8 +38,9 @@ bool holds(const Entry& e, const Args& args, std::vector<int64_t>& syms) {
 
 // An entry kiln could not functionalize: fn runs eagerly, outside the cache's lock.
 template <class Lock>
-std::vector<Tensor> run_eagerly(Lock& lock, const HostFn& host) {
+std::vector<Tensor> run_eagerly(Lock& lock, const HostFn& host, const void* fn) {
     lock.unlock();
+    if (trace_log::on()) trace_log::call_result(fn, "eager");
     count([](Counters& c) { ++c.eager_runs; });
     return host();
 }
@@ -76,6 +78,7 @@ void register_core(const std::shared_ptr<CompiledCore>& core) {
 }
 
 CompiledCore::CompiledCore(CompileOptions options) : options_(std::move(options)) {
+    trace_log::start_from_env();  // KILN_TRACE=DIR (docs/trace.md)
     KILN_CHECK(options_.backend.fn || has_backend(options_.backend.name), "compile: unknown backend '", options_.backend.name,
                "'; known: eager, aot_eager, inductor, or a callback");
     KILN_CHECK(valid_mode(options_.mode), "compile: unknown mode '", options_.mode,
@@ -99,14 +102,17 @@ void CompiledCore::clear() {
 
 std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     std::vector<int64_t> syms;
+    if (trace_log::on()) trace_log::call_begin(&cfg_, options_);
     {
         std::shared_lock lock(mu_);
         for (const auto& e : entries_) {
             if (!holds(*e, args, syms)) continue;
-            if (!e->eager_reason.empty()) return run_eagerly(lock, host);  // could not be functionalized
+            if (!e->eager_reason.empty())
+                return run_eagerly(lock, host, &cfg_);  // could not be functionalized
             std::vector<Tensor> out;
             if (!e->rerun && program_run(*e, args, syms, out)) {
                 global().fast_hits.fetch_add(1, std::memory_order_relaxed);
+                if (trace_log::on()) trace_log::call_result(&cfg_, "hit");
                 return out;
             }
             break;  // re-run entry or an unseen branch: needs the exclusive path
@@ -115,8 +121,9 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     std::unique_lock lock(mu_);
     for (const auto& e : entries_) {
         if (!holds(*e, args, syms)) continue;
-        if (!e->eager_reason.empty()) return run_eagerly(lock, host);
+        if (!e->eager_reason.empty()) return run_eagerly(lock, host, &cfg_);
         count([&](Counters& c) { ++(e->rerun ? c.reruns : c.replays); if (e->rerun) ++c.cache_hits; });
+        if (trace_log::on()) trace_log::call_result(&cfg_, e->rerun ? "rerun" : "replay");
         return trace(*e, args, syms, host);
     }
     // An undefined tensor argument has nothing to guard: fn runs as eager runs it (its
@@ -126,6 +133,7 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
     auto eager_only = [](const ArgValue& a) { return a.kind == ArgKind::tensor && !a.tensor.defined(); };
     if (std::any_of(args.begin(), args.end(), eager_only)) {
         count([](Counters& c) { ++c.eager_fallbacks; });
+        if (trace_log::on()) trace_log::call_result(&cfg_, "eager_fallback");
         lock.unlock();
         return host();
     }
@@ -138,6 +146,7 @@ std::vector<Tensor> CompiledCore::call(const Args& args, const HostFn& host) {
             warned_ = true;
         }
         count([](Counters& c) { ++c.eager_fallbacks; });
+        if (trace_log::on()) trace_log::call_result(&cfg_, "eager_fallback");
         lock.unlock();
         return host();
     }
@@ -169,12 +178,20 @@ std::vector<Tensor> CompiledCore::record_new(const Args& args, const HostFn& hos
         ++c.compiles;
         if (recompile) ++c.recompiles, c.recompile_reasons.push_back(options_.name + ": " + reason);
     });
+    if (trace_log::on()) trace_log::call_result(&cfg_, recompile ? "recompile" : "record");
+    if (recompile && trace_log::on())
+        trace_log::recompile(&cfg_, e->id, entries_, args, options_, reason);
     if (recompile) log_event("recompiles", "recompiling " + options_.name + " (entry " + std::to_string(e->id) + "): " + reason);
     std::string guard_text;
     for (const std::string& l : e->guards.lines(options_.arg_names)) guard_text += "\n  " + l;
     log_event("guards", "guards of " + options_.name + " entry " + std::to_string(e->id) + ":" + guard_text);
     auto start = std::chrono::steady_clock::now();
     std::vector<Tensor> out = trace(*e, args, e->guards.sym_values, host);
+    if (trace_log::on())
+        trace_log::entry_recorded(
+            &cfg_, *e, options_,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
     if (log_enabled("compile")) {
         char line[200];
         std::snprintf(line, sizeof line, "%s entry %d: first call %.1f ms (tracing, backend compiles, running)", options_.name.c_str(),

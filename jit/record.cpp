@@ -59,6 +59,7 @@ int Tracer::record_detach(int arg, const Tensor& out) {
 
 void Tracer::start_record() {
     b_ = std::make_unique<GraphBuilder>(int(syms_.size()));
+    if (trace_log::on()) trace_log::recording_started();
     in_slots_.clear();
     in_examples_.clear();
     slot_ph_.clear();
@@ -70,6 +71,7 @@ void Tracer::start_record() {
 int Tracer::record_node(int id, const Tensor& out) {
     node_out_.resize(id + 1);
     node_out_[id] = out.impl_ptr();
+    if (trace_log::on()) trace_log::node_recorded(id);
     return id;
 }
 

@@ -119,6 +119,7 @@ Segment* Tracer::end_record(bool is_return, const std::vector<Tensor>& ts, const
         seg->brk = *brk;
         e_.breaks.push_back(*brk);
         ++stats_.breaks;
+        if (trace_log::on()) trace_log::graph_break(&cfg_, e_.id, *brk);
         if (brk->kind != Escape::bool_conversion)
             mark_rerun(escape_name(brk->kind) + " at " + brk->location);
         log_event("breaks", "graph break in " + cfg_.fn_name + " (entry " + std::to_string(e_.id) +
@@ -181,10 +182,11 @@ void Tracer::compile_into(Segment& seg, const std::vector<int>& outs) {
         seg.output_slots.push_back(s);
         bind(Tensor(node_out_[id].lock()), RefKind::slot, s);
     }
-    seg.run = backend_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options);
-    ++stats_.graphs_compiled;
     std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " +
                         std::to_string(e_.num_segments + 1);
+    if (trace_log::on()) trace_log::graph_recorded(&cfg_, e_.id, e_.num_segments + 1, title, *seg.graph, *b_);
+    seg.run = backend_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options);
+    ++stats_.graphs_compiled;
     log_event("graphs", "compiled " + title + ":\n" + seg.graph->str());
     debug_dump(title + ".txt", seg.graph->str() + "\n" + seg.graph->tabular());
     debug_dump(title + ".dot", seg.graph->to_dot());

@@ -51,6 +51,7 @@ void Tracer::size_read(const Tensor& t, int64_t dim, const std::source_location&
 void Tracer::pin(int k, const std::string& why) {
     if (k < 0 || e_.guards.is_pinned(k)) return;
     e_.guards.pin(k, syms_[size_t(k)], why);
+    if (trace_log::on()) trace_log::symbol_pinned(&cfg_, e_.id, k, syms_[size_t(k)], why);
     log_event("guards", cfg_.fn_name + " entry " + std::to_string(e_.id) + ": s" +
                             std::to_string(k) + " pinned to " + std::to_string(syms_[size_t(k)]) +
                             " (" + why + ")");

@@ -162,6 +162,7 @@ void Tracer::go_eager(const std::string& why) {
         fail("compile(fullgraph=true): ", cfg_.fn_name, " can't be captured whole: ", why);
     passthrough_ = true;
     e_.eager_reason = why;
+    if (trace_log::on()) trace_log::runs_eagerly(&cfg_, e_.id, why);
     log_event("breaks", cfg_.fn_name + " entry " + std::to_string(e_.id) +
                             " runs eagerly from now on: " + why);
 }

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "jit/sym_shapes.h"
+#include "jit/trace_log.h"
 #include "jit/tracer.h"
 
 namespace kiln::jit::tracing {

@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "jit/aot/partition.h"
 #include "jit/log.h"
+#include "jit/trace_log.h"
 
 namespace kiln::jit::aot {
 namespace {
@@ -213,6 +214,7 @@ AotPlan plan(const Graph& fw, std::span<const Tensor> examples) {
 
     p.memory.eager = eager_saved(fw, examples);
     for (int s : part.saved) p.memory.compiled.push_back({g.nodes()[s].name, g.nodes()[s].meta.shape, meta_bytes(g.nodes()[s].meta)});
+    if (trace_log::on()) trace_log::aot_planned(fw, p, part);
     if (log_enabled("aot")) {
         std::ostringstream os;
         os << "joint graph:\n" << g << "forward graph:\n" << *p.forward << "backward graph:\n" << *p.backward << p.memory.str();
