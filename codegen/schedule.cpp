@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tensor/error.h"
+#include "tensor/view_rules.h"
 
 namespace kiln::codegen {
 
@@ -386,42 +387,36 @@ struct Scheduler {
         s.values[n.out.id] = {Home::inlined, best, best_role == Role::per_row, {}};
     }
 
-    // Views become index math over the buffer underneath; those index math cannot express
-    // (reshaping a non-contiguous view) run eagerly instead.
+    // Views become index math over the buffer underneath, by the view rules of
+    // tensor/view_rules.h; those index math cannot express (reshaping a non-contiguous view)
+    // run eagerly instead, as does contiguous, which copies.
     bool view_access(const LNode& n, const Shape& from, Access& a) {
         const Shape& to = n.out.shape;
         const Attrs& at = n.attrs;
-        switch (n.op) {
-            case OpId::permute: {
-                std::vector<SizeExpr> strides;
-                for (int64_t d : at.dims) strides.push_back(a.strides[normalize_dim(d, int64_t(from.size()), "permute")]);
-                a.strides = strides;
-                return true;
-            }
-            case OpId::expand: {
-                size_t lead = to.size() - from.size();
-                std::vector<SizeExpr> strides(lead, SizeExpr{0, {}});
-                for (size_t i = 0; i < from.size(); ++i)
-                    strides.push_back(from[i] == to[lead + i] ? a.strides[i] : SizeExpr{0, {}});
-                a.strides = strides;
-                return true;
-            }
-            case OpId::slice: {
-                int64_t d = normalize_dim(at.dim, int64_t(from.size()), "slice");
-                int64_t size = from[d];
-                if (is_symbol(size) || at.step <= 0) return false;
-                auto clamp = [size](int64_t v) { return std::clamp(v < 0 ? v + size : v, int64_t(0), size); };
-                int64_t start = clamp(at.start);
-                a.offset.push_back(SizeExpr{start, {}} * a.strides[d]);
-                a.strides[d] = SizeExpr{at.step, {}} * a.strides[d];
-                return true;
-            }
-            case OpId::reshape:
-                if (a.strides != contiguous_stride_exprs(from)) return false;
-                a.strides = contiguous_stride_exprs(to);
-                return true;
-            default: return false;
+        ViewRule rule = view_rule(n.op, at, from.size(), to.size());
+        if (rule.kind == ViewRule::Kind::regroup) {
+            if (a.strides != contiguous_stride_exprs(from)) return false;
+            a.strides = contiguous_stride_exprs(to);
+            return true;
         }
+        if (rule.kind != ViewRule::Kind::dims || rule.copies) return false;
+        std::vector<SizeExpr> strides;
+        for (size_t i = 0; i < to.size(); ++i)
+            strides.push_back(rule.broadcasts(from, to, i) ? SizeExpr{0, {}}
+                                                           : a.strides[size_t(rule.from[i])]);
+        if (rule.sliced >= 0) {
+            size_t d = size_t(rule.sliced);
+            int64_t size = from[d];
+            if (is_symbol(size) || at.step <= 0) return false;
+            auto clamp = [size](int64_t v) {
+                return std::clamp(v < 0 ? v + size : v, int64_t(0), size);
+            };
+            int64_t start = clamp(at.start);
+            a.offset.push_back(SizeExpr{start, {}} * a.strides[d]);
+            strides[d] = SizeExpr{at.step, {}} * a.strides[d];
+        }
+        a.strides = strides;
+        return true;
     }
 
     void place_extern(int index, const LNode& n, KernelKind kind) {

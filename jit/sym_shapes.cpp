@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 
+#include "tensor/view_rules.h"
+
 namespace kiln::jit {
 namespace {
 
@@ -179,11 +181,10 @@ std::vector<int> reshape(Rule& r, const Attrs& a, const ValueMeta& x) {
     return pin_all(), sym;  // 3*s0 or s0*s1: not one symbol
 }
 
-std::vector<int> expand(Rule& r, const Attrs& a, const ValueMeta& x) {
+std::vector<int> expand(Rule& r, const Attrs& a, const ValueMeta& x, const ViewRule& v) {
     std::vector<int> sym(a.shape.size(), -1);
-    int64_t lead = int64_t(a.shape.size()) - int64_t(x.shape.size());
     for (size_t i = 0; i < a.shape.size(); ++i) {
-        int64_t j = int64_t(i) - lead;
+        int j = v.from[i];
         Dim have = j >= 0 ? dim_of(x, size_t(j)) : Dim{1, -1};
         if (a.shape[i] == -1) {
             sym[i] = have.sym;
@@ -200,16 +201,13 @@ std::vector<int> expand(Rule& r, const Attrs& a, const ValueMeta& x) {
     return sym;
 }
 
-std::vector<int> slice(Rule& r, const Attrs& a, const ValueMeta& x) {
-    std::vector<int> sym = x.sym;
-    sym.resize(x.shape.size(), -1);
-    if (x.shape.empty()) return sym;
-    size_t d = size_t(normalize_dim(a.dim, int64_t(x.shape.size()), "slice"));
+// Dim d of a slice: the input's symbol only when the slice is the whole dim.
+void slice_dim(Rule& r, const Attrs& a, std::vector<int>& sym, size_t d) {
     int k = sym[d];
     int end = r.attr_sym(AttrField::end);
     if (k < 0) {
         r.pin(end);  // an end that follows a symbol, on a static dim: clamping depends on its value
-        return sym;
+        return;
     }
     bool to_the_end = r.patch(AttrField::end) ? end == k : a.end >= (int64_t(1) << 62);
     if (!(a.start == 0 && a.step == 1 && to_the_end)) {  // s0 - 1, s0 / 2 ...: pin
@@ -217,6 +215,16 @@ std::vector<int> slice(Rule& r, const Attrs& a, const ValueMeta& x) {
         r.pin(end);
         sym[d] = -1;
     }
+}
+
+// A view whose dims each read one input dim (tensor/view_rules.h): permute, slice,
+// contiguous take that dim's symbol; expand and a slice's dim have rules of their own.
+std::vector<int> view_dims(Rule& r, OpId op, const Attrs& a, const ValueMeta& x,
+                           const ViewRule& v) {
+    if (op == OpId::expand) return expand(r, a, x, v);
+    std::vector<int> sym;
+    for (int j : v.from) sym.push_back(j < 0 ? -1 : dim_of(x, size_t(j)).sym);
+    if (v.sliced >= 0) slice_dim(r, a, sym, size_t(v.sliced));
     return sym;
 }
 
@@ -289,15 +297,16 @@ SymShape infer_sym_shape(OpId op, const Attrs& a, std::span<const AttrPatch> pat
                 sym = factory(r, a);
             }
             break;
-        case OpKind::view:
-            if (op == OpId::reshape) sym = reshape(r, a, in[0]);
-            else if (op == OpId::expand) sym = expand(r, a, in[0]);
-            else if (op == OpId::slice) sym = slice(r, a, in[0]);
-            else if (op == OpId::contiguous) sym = in[0].sym;
-            else if (op == OpId::permute) {
-                for (int64_t d : a.dims) sym.push_back(dim_of(in[0], size_t(normalize_dim(d, int64_t(in[0].shape.size()), "permute"))).sym);
-            } else known = false;
+        case OpKind::view: {
+            ViewRule v = view_rule(op, a, in[0].shape.size(), out.size());
+            if (v.kind == ViewRule::Kind::regroup)
+                sym = reshape(r, a, in[0]);
+            else if (v.kind == ViewRule::Kind::dims)
+                sym = view_dims(r, op, a, in[0], v);
+            else
+                known = false;
             break;
+        }
         case OpKind::other:
             if (op == OpId::cat) sym = cat(r, a, in, out);
             else if (op == OpId::gather || op == OpId::scatter_add)
