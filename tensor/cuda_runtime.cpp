@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <sstream>
 
@@ -391,8 +392,11 @@ namespace {
 struct CubinCache {
     std::mutex mu;
     CubinStore store;
-    std::atomic<int64_t> compiles{0}, disk_hits{0};
+    std::atomic<int64_t> compiles{0}, disk_hits{0}, module_loads{0}, nvrtc_ns{0}, load_ns{0};
 };
+int64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+}
 CubinCache& cubin_cache() {
     static CubinCache* c = new CubinCache;  // leaked: used until exit
     return *c;
@@ -404,7 +408,11 @@ void set_cubin_store(CubinStore store) {
     cubin_cache().store = std::move(store);
 }
 
-CompileStats compile_stats() { return {cubin_cache().compiles.load(), cubin_cache().disk_hits.load()}; }
+CompileStats compile_stats() {
+    CubinCache& c = cubin_cache();
+    return {c.compiles.load(), c.disk_hits.load(), c.module_loads.load(), double(c.nvrtc_ns.load()) * 1e-9,
+            double(c.load_ns.load()) * 1e-9};
+}
 
 // The options every kernel compiles with (after --gpu-architecture); part of the cache key.
 constexpr const char* kNvrtcOptions[] = {"--std=c++17", "-default-device"};
@@ -440,9 +448,12 @@ static std::string compile_with_nvrtc(const std::string& source, const std::stri
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
     NvrtcLibrary& lib = nvrtc_library();
     KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+    auto start = std::chrono::steady_clock::now();
     if (ptx_only) {  // compile-only tests: never cached
+        std::string ptx = compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
         ++cubin_cache().compiles;
-        return compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
+        cubin_cache().nvrtc_ns += nanoseconds_since(start);
+        return ptx;
     }
     NvrtcTarget target = nvrtc_target(arch);
     CubinStore store;
@@ -453,13 +464,17 @@ std::string compile_cubin(const std::string& source, const std::string& name, in
     std::string key;
     if (store.load) {  // what decides the bytes: the compiler, the target, the options, the text
         key = cubin_cache_key(source, name, target);
-        if (std::optional<std::string> cached = store.load(key)) {
+        std::optional<std::string> cached = store.load(key);
+        cubin_cache().load_ns += nanoseconds_since(start);
+        if (cached) {
             ++cubin_cache().disk_hits;
             return *cached;
         }
     }
+    start = std::chrono::steady_clock::now();
     std::string binary = compile_with_nvrtc(source, name, target);
     ++cubin_cache().compiles;
+    cubin_cache().nvrtc_ns += nanoseconds_since(start);
     if (!key.empty() && store.save) store.save(key, binary);
     return binary;
 }
@@ -503,7 +518,10 @@ void* kernel(const std::string& source, const std::string& name) {
             r.modules.erase(source);
             throw;
         }
+        auto start = std::chrono::steady_clock::now();
         CUresult loaded = r.cu.cuModuleLoadData(&module, cubin.data());
+        ++cubin_cache().module_loads;
+        cubin_cache().load_ns += nanoseconds_since(start);
         if (loaded != 0) r.modules.erase(source);
         check(loaded, "loading a compiled kernel (cuModuleLoadData)");
     }

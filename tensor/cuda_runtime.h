@@ -56,6 +56,9 @@ void set_cubin_store(CubinStore store);
 struct CompileStats {
     int64_t nvrtc_compiles = 0;  // cubins and PTX built by NVRTC in this process
     int64_t disk_hits = 0;       // cubins loaded from the store instead
+    int64_t module_loads = 0;    // cuModuleLoadData calls
+    double nvrtc_seconds = 0;    // wall time in NVRTC
+    double load_seconds = 0;     // wall time reading the store and in cuModuleLoadData
 };
 CompileStats compile_stats();
 std::string nvrtc_unavailable_reason();
