@@ -2,8 +2,6 @@
 #include "jit/backends.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -12,7 +10,6 @@
 
 #include "autograd/node.h"
 #include "jit/aot/aot.h"
-#include "jit/log.h"
 
 namespace kiln::jit {
 namespace {
@@ -126,16 +123,8 @@ CompiledFn backend_compile(const Backend& backend, std::shared_ptr<const Graph> 
     t_backend_options = options;
     CompiledFn fn = factory(*graph, examples);
     KILN_CHECK(fn != nullptr, "compile: backend '", backend.name, "' returned nothing runnable");
-    // The compiled function may refer to the graph: keep it alive alongside. Its first call
-    // is the first-call report's "first run".
-    auto ran = std::make_shared<std::atomic<bool>>(false);
-    return [graph, fn = std::move(fn), ran](std::span<const Tensor> in) {
-        if (ran->load(std::memory_order_relaxed) || ran->exchange(true)) return fn(in);
-        auto first = std::chrono::steady_clock::now();
-        std::vector<Tensor> out = fn(in);
-        add_stage_time(Stage::first_run, std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count());
-        return out;
-    };
+    // The compiled function may refer to the graph: keep it alive alongside.
+    return [graph, fn = std::move(fn)](std::span<const Tensor> in) { return fn(in); };
 }
 
 namespace {

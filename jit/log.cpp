@@ -84,6 +84,8 @@ StageClock& stage_clock() {
 
 void print_stage_totals() { log_event("compile", stage_totals_text()); }
 
+// Planning, compiling, loading, first runs and waits for background builds added so far by
+// this thread: what of a first call (on this thread) was not tracing.
 thread_local double t_accounted_seconds = 0;
 
 }  // namespace
@@ -103,6 +105,13 @@ void add_stage_time(Stage stage, double seconds) {
         c.report_registered = true;
         std::atexit(print_stage_totals);
     }
+}
+
+void add_build_wait(double seconds) {
+    t_accounted_seconds += seconds;
+    StageClock& c = stage_clock();
+    std::lock_guard lock(c.mu);
+    c.totals.waited_seconds += seconds;
 }
 
 StageTotals stage_totals() {
@@ -140,8 +149,9 @@ std::string stage_totals_text() {
         text += part;
         total += t.seconds[k];
     }
-    char end[48];
-    std::snprintf(end, sizeof end, "; total %.3f s", total);
+    char end[160];
+    std::snprintf(end, sizeof end, "; total %.3f s (compiles may overlap); first calls waited %.3f s for background builds",
+                  total, t.waited_seconds);
     return text + end;
 }
 

@@ -19,7 +19,7 @@ void log_reload();
 //   tracing    recording fn (it runs eagerly meanwhile) and building the joint graph: a
 //              first call's time less what the backends took and the compiled code's runs
 //   planning   the inductor's lower/fuse/schedule/emit (codegen/pipeline.cpp)
-//   compiling  the C++ compiler and NVRTC
+//   compiling  the C++ compiler and NVRTC (wall time; builds in the background may overlap)
 //   loading    kernel cache checks and reads, dlopen, cuModuleLoadData
 //   first_run  the first call of each compiled graph
 enum class Stage { tracing, planning, compiling, loading, first_run };
@@ -29,14 +29,18 @@ void add_stage_time(Stage stage, double seconds);
 struct StageTotals {
     double seconds[kStageCount] = {};
     int64_t events[kStageCount] = {};  // how many times each stage ran
+    double waited_seconds = 0;         // calls waiting for background builds (add_build_wait)
 };
 // Totals since start (or the last reset), NVRTC's compiles and CUDA module loads included.
 StageTotals stage_totals();
 void reset_stage_totals();  // for tests
-// Seconds of planning, compiling, loading and first runs added so far by this thread, plus
-// NVRTC's and CUDA module loads' (any thread): a first call's time less the growth of this
-// is its tracing.
+// Seconds of planning, compiling, loading, first runs and build waits added so far by this
+// thread, NVRTC's and CUDA module loads' included: a first call's time less the growth of
+// this is its tracing, a compiled graph's first call less it is its first run.
 double accounted_stage_seconds();
+// A call waited this long for a background build (codegen::launch): no stage of its own (the
+// build's compiler time is "compiling"), shown beside the totals.
+void add_build_wait(double seconds);
 // "first calls, per stage: tracing 1.234 s (2), planning ..., total 4.567 s".
 std::string stage_totals_text();
 

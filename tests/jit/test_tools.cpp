@@ -91,6 +91,7 @@ BOOST_AUTO_TEST_CASE(first_call_stage_totals_split_the_first_call) {
     double first_call = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     f(x);  // the compiled graph's first run, if the first call ran eagerly while tracing
     StageTotals t = stage_totals();
+    BOOST_TEST_MESSAGE("first call " << first_call << " s; " << stage_totals_text());
     for (Stage s : {Stage::tracing, Stage::planning, Stage::compiling, Stage::loading, Stage::first_run})
         BOOST_TEST_CONTEXT(stage_name(s)) {
             BOOST_TEST(t.events[int(s)] >= 1);
