@@ -15,8 +15,8 @@
 #include <set>
 #include <sstream>
 
-#include "codegen/prelude.h"
 #include "codegen/kernel_view.h"
+#include "codegen/prelude.h"
 #include "codegen/same_code.h"
 #include "tensor/error.h"
 
@@ -639,7 +639,8 @@ std::string emit(const std::vector<const Schedule*>& schedules) {
     std::ostringstream body;
     SeenKernels seen;
     for (const Schedule* s : schedules) emit_schedule(*s, body, seen);
-    os << cpu_prelude_for(body.str()) << body.str();  // the includes this body needs (codegen/prelude.h)
+    os << cpu_prelude_for(body.str())
+       << body.str();  // the includes this body needs (codegen/prelude.h)
     os << "}  // namespace kiln_math\n";
     return os.str();
 }

@@ -7,12 +7,12 @@
 //    math table that only xsimd has in SIMD form (exp, log, tanh, erf, pow, floor, ...).
 //    Parsing those headers costs ~0.8 s of CPU here, so they come from a precompiled header
 //    (codegen/toolchain.cpp), and loading that 96 MB header still costs ~0.2 s per compile.
-//  - lean: no standard header beyond <cstdint>, <initializer_list>, <limits> and <type_traits>; the batch type
-//    is a GCC/Clang vector (__attribute__((vector_size))) as wide as xsimd's default batch,
-//    with what the remaining ops need (+ - * /, comparisons, select, abs, sqrt, maximum,
-//    minimum, sign, neg, fmod, remainder, casts). Every lane gives the same bits as the full
-//    prelude's (tests/codegen/test_prelude.cpp), and the kernels compile without the
-//    precompiled header (kLeanKernelMarker, codegen/toolchain.h).
+//  - lean: no standard header beyond <cstdint>, <initializer_list>, <limits> and
+//    <type_traits>; the batch type is a GCC/Clang vector (__attribute__((vector_size))) as
+//    wide as xsimd's default batch, with what the remaining ops need (+ - * /, comparisons,
+//    select, abs, sqrt, maximum, minimum, sign, neg, fmod, remainder, casts). Every lane
+//    gives the same bits as the full prelude's (tests/codegen/test_prelude.cpp), and the
+//    kernels compile without the precompiled header (kLeanKernelMarker, codegen/toolchain.h).
 #pragma once
 
 namespace kiln::codegen {

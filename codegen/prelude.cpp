@@ -43,7 +43,8 @@ bool needs_full_prelude(std::string_view body) {
         while (j < body.size() && word_char(body[j])) ++j;
         size_t k = j;
         while (k < body.size() && body[k] == ' ') ++k;
-        if (k < body.size() && body[k] == '(' && names.count(body.substr(i, j - i)) != 0) return true;
+        if (k < body.size() && body[k] == '(' && names.count(body.substr(i, j - i)) != 0)
+            return true;
         i = j;
     }
     return false;

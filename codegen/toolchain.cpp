@@ -397,7 +397,8 @@ std::shared_ptr<CompiledLibrary> compile_library(const fs::path& dir, const Buil
     auto start = std::chrono::steady_clock::now();
     cache_publish(temp, so_path);
     auto library = std::make_shared<CompiledLibrary>(so_path, source_path);
-    add_stage_time(Stage::loading, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    add_stage_time(Stage::loading,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return library;
 }
 
@@ -471,8 +472,12 @@ std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
     fs::path dir = cache_dir();
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<CompiledLibrary> library = load_from_disk(dir, plan);
-    if (library) add_stage_time(Stage::loading, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    else library = compile_library(dir, plan, source, options);
+    if (library)
+        add_stage_time(
+            Stage::loading,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    else
+        library = compile_library(dir, plan, source, options);
     return remember_loaded(plan.key, std::move(library));
 }
 

@@ -176,12 +176,15 @@ std::vector<Tensor> CompiledCore::record_new(const Args& args, const HostFn& hos
     auto start = std::chrono::steady_clock::now();
     double accounted = accounted_stage_seconds();
     std::vector<Tensor> out = trace(*e, args, e->guards.sym_values, host);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    add_stage_time(Stage::tracing, std::max(0.0, seconds - (accounted_stage_seconds() - accounted)));
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    add_stage_time(Stage::tracing,
+                   std::max(0.0, seconds - (accounted_stage_seconds() - accounted)));
     if (log_enabled("compile")) {
         char line[200];
-        std::snprintf(line, sizeof line, "%s entry %d: first call %.1f ms (tracing, backend compiles, running)", options_.name.c_str(),
-                      e->id, seconds * 1e3);
+        std::snprintf(line, sizeof line,
+                      "%s entry %d: first call %.1f ms (tracing, backend compiles, running)",
+                      options_.name.c_str(), e->id, seconds * 1e3);
         log_event("compile", line);
     }
     entries_.push_back(std::move(e));

@@ -91,7 +91,8 @@ thread_local double t_accounted_seconds = 0;
 }  // namespace
 
 const char* stage_name(Stage stage) {
-    static const char* const names[kStageCount] = {"tracing", "planning", "compiling", "loading", "first run"};
+    static const char* const names[kStageCount] = {"tracing", "planning", "compiling", "loading",
+                                                   "first run"};
     return names[int(stage)];
 }
 
@@ -144,14 +145,16 @@ std::string stage_totals_text() {
     double total = 0;
     for (int k = 0; k < kStageCount; ++k) {
         char part[96];
-        std::snprintf(part, sizeof part, "%s %s %.3f s (%lld)", k ? "," : "", stage_name(Stage(k)), t.seconds[k],
-                      static_cast<long long>(t.events[k]));
+        std::snprintf(part, sizeof part, "%s %s %.3f s (%lld)", k ? "," : "", stage_name(Stage(k)),
+                      t.seconds[k], static_cast<long long>(t.events[k]));
         text += part;
         total += t.seconds[k];
     }
     char end[160];
-    std::snprintf(end, sizeof end, "; total %.3f s (compiles may overlap); first calls waited %.3f s for background builds",
-                  total, t.waited_seconds);
+    std::snprintf(
+        end, sizeof end,
+        "; total %.3f s (compiles may overlap); first calls waited %.3f s for background builds",
+        total, t.waited_seconds);
     return text + end;
 }
 

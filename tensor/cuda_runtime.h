@@ -42,7 +42,8 @@ NvrtcTarget nvrtc_target(int arch);
 std::string nvrtc_version();  // "13.0"; throws kiln::Error if NVRTC cannot load
 // The disk cache key of a kernel: NVRTC's version, the target, NVRTC's options, the kernel's
 // name and its source (everything that decides the bytes).
-std::string cubin_cache_key(const std::string& source, const std::string& name, const NvrtcTarget& target);
+std::string cubin_cache_key(const std::string& source, const std::string& name,
+                            const NvrtcTarget& target);
 
 // Where cubins persist between processes: `load(key)` returns a stored cubin or nothing,
 // `save(key, bytes)` stores one; the key holds everything that decides the bytes (NVRTC's

@@ -3,18 +3,16 @@
 // same bits as under the full (xsimd) prelude on IEEE special values; the lean prelude is
 // chosen exactly when no kernel calls an xsimd-only function; a lean kernel compiles without
 // the precompiled header.
-#include <boost/test/unit_test.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <xsimd/xsimd.hpp>
 
 #include "codegen/emit_cpp.h"
@@ -35,7 +33,8 @@ struct TempCache {
     fs::path dir;
     kiln_test::ScopedEnv env;
     explicit TempCache(const std::string& name)
-        : dir(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))), env("KILN_CACHE_DIR", dir.string()) {
+        : dir(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))),
+          env("KILN_CACHE_DIR", dir.string()) {
         toolchain_forget_loaded();
     }
     ~TempCache() {
@@ -57,8 +56,8 @@ std::vector<OpId> lean_ops() {
     std::vector<OpId> ops;
     for (int k = 0; k < kOpCount; ++k) {
         const OpInfo& info = op_info(OpId(k));
-        if (info.kind == OpKind::pointwise && info.math != nullptr && (info.arity == 1 || info.arity == 2) &&
-            !needs_full_prelude(info.math))
+        if (info.kind == OpKind::pointwise && info.math != nullptr &&
+            (info.arity == 1 || info.arity == 2) && !needs_full_prelude(info.math))
             ops.push_back(OpId(k));
     }
     return ops;
@@ -90,12 +89,16 @@ extern "C" void folds(const float* x, float* out, int64_t n) {
                 "    for (; j + W <= n; j += W) {\n"
                 "        B xv = B::load_unaligned(x + j), yv = B::load_unaligned(y + j);\n"
                 "        (void)yv;\n"
-                "        put(" + math_text(math, "xv", "yv") + ", out + j);\n"
+                "        put(" +
+                math_text(math, "xv", "yv") +
+                ", out + j);\n"
                 "    }\n"
                 "    for (; j < n; ++j) {\n"
                 "        float xs = x[j], ys = y[j];\n"
                 "        (void)ys;\n"
-                "        out[j] = float(" + math_text(math, "xs", "ys") + ");\n"
+                "        out[j] = float(" +
+                math_text(math, "xs", "ys") +
+                ");\n"
                 "    }\n"
                 "}\n";
     }
@@ -109,7 +112,8 @@ size_t first_difference(const std::vector<float>& a, const std::vector<float>& b
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) return true;
+    if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0)
+        return true;
     for (size_t k = 0; k < std::min(a.size(), b.size()); ++k)
         if (std::memcmp(&a[k], &b[k], sizeof(float)) != 0) {
             BOOST_TEST_MESSAGE("first difference at " << k << ": " << a[k] << " vs " << b[k]);
@@ -126,27 +130,35 @@ BOOST_AUTO_TEST_CASE(lean_ops_give_the_full_preludes_bits_on_special_values) {
     TempCache cache("kiln-prelude-test");
     std::vector<OpId> ops = lean_ops();
     // The lean prelude serves the arithmetic, comparisons, relu, abs, sqrt, fmod, ...
-    for (const char* name : {"add", "div", "relu", "abs", "sign", "sqrt", "rsqrt", "maximum", "fmod", "remainder", "lt", "ne", "neg"})
-        BOOST_TEST_CONTEXT(name) { BOOST_TEST((std::find(ops.begin(), ops.end(), op_by_name(name)) != ops.end())); }
+    for (const char* name : {"add", "div", "relu", "abs", "sign", "sqrt", "rsqrt", "maximum",
+                             "fmod", "remainder", "lt", "ne", "neg"})
+        BOOST_TEST_CONTEXT(name) {
+            BOOST_TEST((std::find(ops.begin(), ops.end(), op_by_name(name)) != ops.end()));
+        }
     std::string body = test_body(ops);
     auto full = build_library(std::string(kPreludeFull) + kPreludeCommon + body, options(false));
     auto lean = build_library(std::string(kPreludeLean) + kPreludeCommon + body, options(false));
     using Lanes = int64_t (*)();
-    BOOST_TEST(reinterpret_cast<Lanes>(lean->symbol("lanes"))() == int64_t(xsimd::batch<float>::size));
-    BOOST_TEST(reinterpret_cast<Lanes>(full->symbol("lanes"))() == int64_t(xsimd::batch<float>::size));
+    BOOST_TEST(reinterpret_cast<Lanes>(lean->symbol("lanes"))() ==
+               int64_t(xsimd::batch<float>::size));
+    BOOST_TEST(reinterpret_cast<Lanes>(full->symbol("lanes"))() ==
+               int64_t(xsimd::batch<float>::size));
 
     auto [xs, ys] = kiln_test::special_pairs();
-    for (int k = 0; k < 7; ++k) xs.push_back(xs[size_t(k) * 21]), ys.push_back(ys[size_t(k) * 13]);  // a scalar tail
+    for (int k = 0; k < 7; ++k)
+        xs.push_back(xs[size_t(k) * 21]), ys.push_back(ys[size_t(k) * 13]);  // a scalar tail
     const int64_t n = int64_t(xs.size());
     using OpFn = void (*)(const float*, const float*, float*, int64_t);
-    for (OpId op : ops)
-        BOOST_TEST_CONTEXT(op_name(op)) {
+    for (OpId op : ops) BOOST_TEST_CONTEXT(op_name(op)) {
             std::string entry = "op_" + std::string(op_name(op));
             std::vector<float> want(size_t(n), 7.0f), got(size_t(n), 7.0f);
             reinterpret_cast<OpFn>(full->symbol(entry))(xs.data(), ys.data(), want.data(), n);
             reinterpret_cast<OpFn>(lean->symbol(entry))(xs.data(), ys.data(), got.data(), n);
-            BOOST_TEST(same_bits(got, want), "lean vs full, x = " << xs[first_difference(got, want)] << ", y = " << ys[first_difference(got, want)]
-                                                                  << ": " << got[first_difference(got, want)] << " vs " << want[first_difference(got, want)]);
+            BOOST_TEST(same_bits(got, want),
+                       "lean vs full, x = " << xs[first_difference(got, want)]
+                                            << ", y = " << ys[first_difference(got, want)] << ": "
+                                            << got[first_difference(got, want)] << " vs "
+                                            << want[first_difference(got, want)]);
         }
     using CastFn = void (*)(const float*, int64_t*, float*, int64_t);
     std::vector<int64_t> want_i(static_cast<size_t>(n)), got_i(static_cast<size_t>(n));
@@ -179,7 +191,9 @@ BOOST_AUTO_TEST_CASE(the_lean_prelude_is_chosen_unless_a_kernel_calls_an_xsimd_f
 // for it; a full one builds it.
 BOOST_AUTO_TEST_CASE(lean_kernels_compile_without_the_precompiled_header) {
     TempCache cache("kiln-prelude-pch");
-    std::string body = "extern \"C\" float twice(float x) { return float(B(x).v[0] * 2.0f); }\n}  // namespace kiln_math\n";
+    std::string body =
+        "extern \"C\" float twice(float x) { return float(B(x).v[0] * 2.0f); }\n}  // namespace "
+        "kiln_math\n";
     std::string source = "// Generated by the test\n" + cpu_prelude_for(body) + body;
     BOOST_TEST_REQUIRE(is_lean_kernel(source));
     ToolchainStats before = toolchain_stats();

@@ -83,16 +83,20 @@ BOOST_AUTO_TEST_CASE(kiln_logs_compile_times_the_first_call_and_each_build) {
 BOOST_AUTO_TEST_CASE(first_call_stage_totals_split_the_first_call) {
     jit::reset();
     reset_stage_totals();
-    const double fresh = 2.0 + double(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003) / 1e7;
-    auto f = compile([fresh](Tensor a) { return (a * fresh).relu() + 1.0; }, {.backend = "inductor", .name = "staged"});
+    const double fresh =
+        2.0 + double(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003) / 1e7;
+    auto f = compile([fresh](Tensor a) { return (a * fresh).relu() + 1.0; },
+                     {.backend = "inductor", .name = "staged"});
     Tensor x = randn({64});
     auto start = std::chrono::steady_clock::now();
     f(x);
-    double first_call = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double first_call =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     f(x);  // the compiled graph's first run, if the first call ran eagerly while tracing
     StageTotals t = stage_totals();
     BOOST_TEST_MESSAGE("first call " << first_call << " s; " << stage_totals_text());
-    for (Stage s : {Stage::tracing, Stage::planning, Stage::compiling, Stage::loading, Stage::first_run})
+    for (Stage s :
+         {Stage::tracing, Stage::planning, Stage::compiling, Stage::loading, Stage::first_run})
         BOOST_TEST_CONTEXT(stage_name(s)) {
             BOOST_TEST(t.events[int(s)] >= 1);
             BOOST_TEST(t.seconds[int(s)] > 0.0);
@@ -106,7 +110,8 @@ BOOST_AUTO_TEST_CASE(first_call_stage_totals_split_the_first_call) {
     BOOST_TEST(later.events[int(Stage::first_run)] == t.events[int(Stage::first_run)]);
     BOOST_TEST(later.events[int(Stage::tracing)] == t.events[int(Stage::tracing)]);
     std::string text = stage_totals_text();
-    for (const char* part : {"tracing ", "planning ", "compiling ", "loading ", "first run ", "total "})
+    for (const char* part :
+         {"tracing ", "planning ", "compiling ", "loading ", "first run ", "total "})
         BOOST_TEST_CONTEXT(part) { BOOST_TEST(text.find(part) != std::string::npos); }
 }
 
