@@ -124,9 +124,15 @@ Plan plan_graph(const jit::Graph& graph, int id) {
     Plan plan;
     plan.graph_uid = graph.uid();
     StageLog log(id, graph.uid());
+    auto planned = [&] {  // the stages' times, kept and added to the first-call report
+        plan.stages = log.times;
+        double ms = 0;
+        for (const StageTime& t : plan.stages) ms += t.ms;
+        add_stage_time(Stage::planning, ms / 1e3);
+    };
     auto interpreted = [&](std::string why) {  // nothing to build: the interpreter runs the graph
         plan.why_interpreted = std::move(why);
-        plan.stages = log.times;
+        planned();
         return std::move(plan);
     };
     // 0. lower: the JIT's Graph -> LGraph, ops over values of known shape (lower_graph.cpp).
@@ -174,7 +180,7 @@ Plan plan_graph(const jit::Graph& graph, int id) {
     } catch (const Error& e) {
         return interpreted(std::string("the scheduler refused it: ") + e.what());
     }
-    plan.stages = log.times;
+    planned();
     return plan;
 }
 

@@ -228,6 +228,7 @@ ProcessResult run_compiler(const std::vector<std::string>& argv) {
     char line[160];
     std::snprintf(line, sizeof line, "the C++ compiler built %s in %.2f s", output.c_str(), seconds.count());
     log_event("compile", line);
+    add_stage_time(Stage::compiling, seconds.count());
     update_stats([&](ToolchainStats& stats) {
         stats.compiler_calls++;
         stats.compile_seconds_total += seconds.count();
@@ -393,8 +394,12 @@ std::shared_ptr<CompiledLibrary> compile_library(const fs::path& dir, const Buil
         result = run_compiler(argv);
     }
     if (!succeeded(result)) fail_compile(result, source_path, argv);
+    auto start = std::chrono::steady_clock::now();
     cache_publish(temp, so_path);
-    return std::make_shared<CompiledLibrary>(so_path, source_path);
+    auto library = std::make_shared<CompiledLibrary>(so_path, source_path);
+    add_stage_time(Stage::loading,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return library;
 }
 
 // nullptr on a miss. A corrupt or foreign entry is deleted, never loaded.
@@ -450,13 +455,29 @@ void* CompiledLibrary::symbol(const std::string& name) const {
     return address;
 }
 
+bool is_lean_kernel(const std::string& source) {
+    size_t at = source.find(kLeanKernelMarker);
+    return at != std::string::npos && at < 512;  // in the first lines, before any kernel
+}
+
 std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
-                                               const BuildOptions& options) {
+                                               const BuildOptions& requested) {
+    BuildOptions options = requested;
+    if (is_lean_kernel(source)) {
+        options.use_pch = false;
+        options.extra_flags.push_back("-fno-math-errno");
+    }
     BuildPlan plan = make_plan(source, options);
     if (auto library = find_loaded(plan.key)) return library;
     fs::path dir = cache_dir();
+    auto start = std::chrono::steady_clock::now();
     std::shared_ptr<CompiledLibrary> library = load_from_disk(dir, plan);
-    if (!library) library = compile_library(dir, plan, source, options);
+    if (library)
+        add_stage_time(
+            Stage::loading,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    else
+        library = compile_library(dir, plan, source, options);
     return remember_loaded(plan.key, std::move(library));
 }
 

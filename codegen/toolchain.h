@@ -38,6 +38,13 @@ struct BuildOptions {
     bool use_pch = true;                   // -include the precompiled kiln_pch header
 };
 
+// A generated source whose first lines hold this line includes only light headers (the lean
+// prelude, codegen/emit_cpp_prelude.h): it compiles without the precompiled header, whose
+// loading would cost more than parsing it, and with -fno-math-errno (so a sqrt of a vector
+// is one instruction; errno is never read by kernels, and no result changes).
+inline constexpr const char* kLeanKernelMarker = "// kiln: lean kernel (no precompiled header)\n";
+bool is_lean_kernel(const std::string& source);
+
 // Compiles source with $CXX (else `c++`), or reuses it from this process or the disk cache.
 // Throws kiln::Error if the compiler is missing, if the source does not compile (the
 // message holds the first ~40 lines of compiler output and the path of the kept source),

@@ -186,16 +186,21 @@ std::vector<Tensor> CompiledCore::record_new(const Args& args, const HostFn& hos
     for (const std::string& l : e->guards.lines(options_.arg_names)) guard_text += "\n  " + l;
     log_event("guards", "guards of " + options_.name + " entry " + std::to_string(e->id) + ":" + guard_text);
     auto start = std::chrono::steady_clock::now();
+    double accounted = accounted_stage_seconds();
     std::vector<Tensor> out = trace(*e, args, e->guards.sym_values, host);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    add_stage_time(Stage::tracing,
+                   std::max(0.0, seconds - (accounted_stage_seconds() - accounted)));
     if (trace_log::on())
         trace_log::entry_recorded(
             &cfg_, *e, options_,
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                .count());
+            seconds * 1e3);
     if (log_enabled("compile")) {
         char line[200];
-        std::snprintf(line, sizeof line, "%s entry %d: first call %.1f ms (tracing, backend compiles, running)", options_.name.c_str(),
-                      e->id, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        std::snprintf(line, sizeof line,
+                      "%s entry %d: first call %.1f ms (tracing, backend compiles, running)",
+                      options_.name.c_str(), e->id, seconds * 1e3);
         log_event("compile", line);
     }
     entries_.push_back(std::move(e));

@@ -5,8 +5,9 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <map>
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -147,7 +148,8 @@ struct NvrtcLibrary {
             int count = 0;
             if (rtc.nvrtcGetNumSupportedArchs(&count) == 0 && count > 0) {
                 supported_archs.resize(size_t(count));
-                if (rtc.nvrtcGetSupportedArchs(supported_archs.data()) != 0) supported_archs.clear();
+                if (rtc.nvrtcGetSupportedArchs(supported_archs.data()) != 0)
+                    supported_archs.clear();
             }
         }
     }
@@ -410,8 +412,13 @@ namespace {
 struct CubinCache {
     std::mutex mu;
     CubinStore store;
-    std::atomic<int64_t> compiles{0}, disk_hits{0};
+    std::atomic<int64_t> compiles{0}, disk_hits{0}, module_loads{0}, nvrtc_ns{0}, load_ns{0};
 };
+int64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                start)
+        .count();
+}
 CubinCache& cubin_cache() {
     static CubinCache* c = new CubinCache;  // leaked: used until exit
     return *c;
@@ -423,14 +430,19 @@ void set_cubin_store(CubinStore store) {
     cubin_cache().store = std::move(store);
 }
 
-CompileStats compile_stats() { return {cubin_cache().compiles.load(), cubin_cache().disk_hits.load()}; }
+CompileStats compile_stats() {
+    CubinCache& c = cubin_cache();
+    return {c.compiles.load(), c.disk_hits.load(), c.module_loads.load(),
+            double(c.nvrtc_ns.load()) * 1e-9, double(c.load_ns.load()) * 1e-9};
+}
 
 // The options every kernel compiles with (after --gpu-architecture); part of the cache key.
 constexpr const char* kNvrtcOptions[] = {"--std=c++17", "-default-device"};
 
 NvrtcTarget nvrtc_target(int arch) {
     const std::vector<int>& known = nvrtc_library().supported_archs;
-    if (known.empty() || std::find(known.begin(), known.end(), arch) != known.end() || arch < known.front())
+    if (known.empty() || std::find(known.begin(), known.end(), arch) != known.end() ||
+        arch < known.front())
         return {"sm_" + std::to_string(arch), false};
     // A device newer than this NVRTC: PTX for the newest architecture it knows, which the
     // driver compiles for the device when the module loads (PTX runs forward, cubins do not).
@@ -447,21 +459,27 @@ std::string nvrtc_version() {
     return std::to_string(major) + "." + std::to_string(minor);
 }
 
-std::string cubin_cache_key(const std::string& source, const std::string& name, const NvrtcTarget& target) {
+std::string cubin_cache_key(const std::string& source, const std::string& name,
+                            const NvrtcTarget& target) {
     std::string options;
     for (const char* option : kNvrtcOptions) options += std::string(" ") + option;
-    return "kiln-cubin-v2 nvrtc " + nvrtc_version() + " --gpu-architecture=" + target.arch + options + " " +
-           (target.ptx ? "ptx" : "cubin") + " " + name + "\n" + source;
+    return "kiln-cubin-v2 nvrtc " + nvrtc_version() + " --gpu-architecture=" + target.arch +
+           options + " " + (target.ptx ? "ptx" : "cubin") + " " + name + "\n" + source;
 }
 
-static std::string compile_with_nvrtc(const std::string& source, const std::string& name, const NvrtcTarget& target);
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
+                                      const NvrtcTarget& target);
 
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
     NvrtcLibrary& lib = nvrtc_library();
     KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+    auto start = std::chrono::steady_clock::now();
     if (ptx_only) {  // compile-only tests: never cached
+        std::string ptx =
+            compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
         ++cubin_cache().compiles;
-        return compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
+        cubin_cache().nvrtc_ns += nanoseconds_since(start);
+        return ptx;
     }
     NvrtcTarget target = nvrtc_target(arch);
     CubinStore store;
@@ -472,18 +490,23 @@ std::string compile_cubin(const std::string& source, const std::string& name, in
     std::string key;
     if (store.load) {  // what decides the bytes: the compiler, the target, the options, the text
         key = cubin_cache_key(source, name, target);
-        if (std::optional<std::string> cached = store.load(key)) {
+        std::optional<std::string> cached = store.load(key);
+        cubin_cache().load_ns += nanoseconds_since(start);
+        if (cached) {
             ++cubin_cache().disk_hits;
             return *cached;
         }
     }
+    start = std::chrono::steady_clock::now();
     std::string binary = compile_with_nvrtc(source, name, target);
     ++cubin_cache().compiles;
+    cubin_cache().nvrtc_ns += nanoseconds_since(start);
     if (!key.empty() && store.save) store.save(key, binary);
     return binary;
 }
 
-static std::string compile_with_nvrtc(const std::string& source, const std::string& name, const NvrtcTarget& target) {
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
+                                      const NvrtcTarget& target) {
     NvrtcLibrary& lib = nvrtc_library();
     const Nvrtc& rtc = lib.rtc;
     nvrtcProgram prog = nullptr;
@@ -499,12 +522,13 @@ static std::string compile_with_nvrtc(const std::string& source, const std::stri
     if (log_size) rtc.nvrtcGetProgramLog(prog, log.data());
     if (res != 0) {
         rtc.nvrtcDestroyProgram(&prog);
-        fail("NVRTC could not compile kernel ", name, " for ", target.arch, ": ", rtc.nvrtcGetErrorString(res), "\n", log,
-             "\nsource:\n", source);
+        fail("NVRTC could not compile kernel ", name, " for ", target.arch, ": ",
+             rtc.nvrtcGetErrorString(res), "\n", log, "\nsource:\n", source);
     }
     size_t size = 0;
     (target.ptx ? rtc.nvrtcGetPTXSize : rtc.nvrtcGetCUBINSize)(prog, &size);
-    std::string binary(size, '\0');  // PTX's size counts its terminating NUL, which cuModuleLoadData needs
+    std::string binary(
+        size, '\0');  // PTX's size counts its terminating NUL, which cuModuleLoadData needs
     (target.ptx ? rtc.nvrtcGetPTX : rtc.nvrtcGetCUBIN)(prog, binary.data());
     rtc.nvrtcDestroyProgram(&prog);
     return binary;
@@ -522,7 +546,10 @@ void* kernel(const std::string& source, const std::string& name) {
             r.modules.erase(source);
             throw;
         }
+        auto start = std::chrono::steady_clock::now();
         CUresult loaded = r.cu.cuModuleLoadData(&module, cubin.data());
+        ++cubin_cache().module_loads;
+        cubin_cache().load_ns += nanoseconds_since(start);
         if (loaded != 0) r.modules.erase(source);
         check(loaded, "loading a compiled kernel (cuModuleLoadData)");
     }

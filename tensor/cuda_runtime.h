@@ -43,7 +43,8 @@ NvrtcTarget nvrtc_target(int arch);
 std::string nvrtc_version();  // "13.0"; throws kiln::Error if NVRTC cannot load
 // The disk cache key of a kernel: NVRTC's version, the target, NVRTC's options, the kernel's
 // name and its source (everything that decides the bytes).
-std::string cubin_cache_key(const std::string& source, const std::string& name, const NvrtcTarget& target);
+std::string cubin_cache_key(const std::string& source, const std::string& name,
+                            const NvrtcTarget& target);
 
 // Where cubins persist between processes: `load(key)` returns a stored cubin or nothing,
 // `save(key, bytes)` stores one; the key holds everything that decides the bytes (NVRTC's
@@ -57,6 +58,9 @@ void set_cubin_store(CubinStore store);
 struct CompileStats {
     int64_t nvrtc_compiles = 0;  // cubins and PTX built by NVRTC in this process
     int64_t disk_hits = 0;       // cubins loaded from the store instead
+    int64_t module_loads = 0;    // cuModuleLoadData calls
+    double nvrtc_seconds = 0;    // wall time in NVRTC
+    double load_seconds = 0;     // wall time reading the store and in cuModuleLoadData
 };
 CompileStats compile_stats();
 std::string nvrtc_unavailable_reason();

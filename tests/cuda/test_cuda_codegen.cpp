@@ -4,13 +4,13 @@
 // compiled to PTX for compute_90. On a GPU machine the same programs run on the device and
 // must equal eager CPU autograd, and compile() with CUDA tensors goes through the generated
 // kernels (the seed programs, a training step, softmax and layernorm one kernel each).
-#include <boost/test/unit_test.hpp>
+#include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 #include <iostream>
 #include <optional>
 
@@ -21,13 +21,13 @@
 #include "codegen/lower_graph.h"
 #include "jit/aot/aot.h"
 #include "kiln.h"
-#include "tests/cuda/needs_gpu.h"
-#include "tests/scoped_env.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tests/codegen/compare.h"
 #include "tests/codegen/lgraph_builder.h"
 #include "tests/codegen/random_programs.h"
+#include "tests/cuda/needs_gpu.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
@@ -252,7 +252,9 @@ BOOST_AUTO_TEST_CASE(cubin_cache_round_trip_and_damage_on_disk) {
             fs::remove_all(dir, ec);
         }
     } cleanup{dir};
-    std::string source = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] += 1.0f; }  // " + dir.string() + "\n";
+    std::string source =
+        "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] += 1.0f; }  // " + dir.string() +
+        "\n";
     cuda::detail::NvrtcTarget target = cuda::detail::nvrtc_target(90);
     BOOST_TEST(target.arch == "sm_90");
     BOOST_TEST(!target.ptx);
@@ -261,7 +263,9 @@ BOOST_AUTO_TEST_CASE(cubin_cache_round_trip_and_damage_on_disk) {
     BOOST_TEST(key.find("--gpu-architecture=sm_90") != std::string::npos);
     BOOST_TEST(key.find("--std=c++17") != std::string::npos);
     std::string first = cuda::detail::compile_cubin(source, "k", 90);
-    BOOST_TEST(first.compare(0, 4, "\x7f" "ELF") == 0);  // a cubin is an ELF image
+    BOOST_TEST(first.compare(0, 4,
+                             "\x7f"
+                             "ELF") == 0);  // a cubin is an ELF image
     std::vector<fs::path> cubins;
     for (const auto& e : fs::directory_iterator(dir))
         if (e.path().extension() == ".cubin") cubins.push_back(e.path());
@@ -275,13 +279,16 @@ BOOST_AUTO_TEST_CASE(cubin_cache_round_trip_and_damage_on_disk) {
             auto before = cuda::detail::compile_stats();
             BOOST_TEST((cuda::detail::compile_cubin(source, "k", 90) == first));
             auto after = cuda::detail::compile_stats();
-            BOOST_TEST(after.nvrtc_compiles == before.nvrtc_compiles + 1);  // not loaded: compiled again
+            BOOST_TEST(after.nvrtc_compiles ==
+                       before.nvrtc_compiles + 1);  // not loaded: compiled again
             BOOST_TEST(after.disk_hits == before.disk_hits);
-            BOOST_TEST((cuda::detail::compile_cubin(source, "k", 90) == first));  // and the rewritten entry loads
+            BOOST_TEST((cuda::detail::compile_cubin(source, "k", 90) ==
+                        first));  // and the rewritten entry loads
             BOOST_TEST(cuda::detail::compile_stats().disk_hits == after.disk_hits + 1);
         }
     };
-    damage_then_expect_recompile("truncated", [&](const fs::path& path) { fs::resize_file(path, first.size() / 2); });
+    damage_then_expect_recompile(
+        "truncated", [&](const fs::path& path) { fs::resize_file(path, first.size() / 2); });
     damage_then_expect_recompile("one byte flipped", [&](const fs::path& path) {
         std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
         file.seekp(std::streamoff(first.size() / 3));
@@ -308,7 +315,9 @@ BOOST_AUTO_TEST_CASE(devices_newer_than_nvrtc_get_cached_ptx) {
     cuda::detail::NvrtcTarget target = cuda::detail::nvrtc_target(kFuture);
     BOOST_TEST(target.ptx);
     BOOST_TEST(target.arch.rfind("compute_", 0) == 0);
-    std::string source = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 3.0f; }  // " + dir.string() + "\n";
+    std::string source =
+        "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 3.0f; }  // " + dir.string() +
+        "\n";
     auto before = cuda::detail::compile_stats();
     std::string ptx = cuda::detail::compile_cubin(source, "k", kFuture);
     BOOST_TEST(ptx.find(".target sm_" + target.arch.substr(8)) != std::string::npos);

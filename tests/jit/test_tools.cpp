@@ -77,6 +77,44 @@ BOOST_AUTO_TEST_CASE(kiln_logs_compile_times_the_first_call_and_each_build) {
     BOOST_CHECK(log.find("first call", log.find("first call") + 1) == std::string::npos);
 }
 
+// The per-stage totals that KILN_LOGS=compile prints at exit: a compiled function's first
+// call is split into tracing, planning, compiling (a fresh source: the compiler runs),
+// loading and the first run of each compiled graph; later calls add nothing.
+BOOST_AUTO_TEST_CASE(first_call_stage_totals_split_the_first_call) {
+    jit::reset();
+    reset_stage_totals();
+    const double fresh =
+        2.0 + double(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003) / 1e7;
+    auto f = compile([fresh](Tensor a) { return (a * fresh).relu() + 1.0; },
+                     {.backend = "inductor", .name = "staged"});
+    Tensor x = randn({64});
+    auto start = std::chrono::steady_clock::now();
+    f(x);
+    double first_call =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    f(x);  // the compiled graph's first run, if the first call ran eagerly while tracing
+    StageTotals t = stage_totals();
+    BOOST_TEST_MESSAGE("first call " << first_call << " s; " << stage_totals_text());
+    for (Stage s :
+         {Stage::tracing, Stage::planning, Stage::compiling, Stage::loading, Stage::first_run})
+        BOOST_TEST_CONTEXT(stage_name(s)) {
+            BOOST_TEST(t.events[int(s)] >= 1);
+            BOOST_TEST(t.seconds[int(s)] > 0.0);
+        }
+    double in_first_call = t.seconds[int(Stage::tracing)] + t.seconds[int(Stage::planning)] +
+                           t.seconds[int(Stage::compiling)] + t.seconds[int(Stage::loading)];
+    BOOST_TEST(in_first_call <= first_call + t.seconds[int(Stage::first_run)] + 1e-3);
+    f(x);
+    f(x);
+    StageTotals later = stage_totals();
+    BOOST_TEST(later.events[int(Stage::first_run)] == t.events[int(Stage::first_run)]);
+    BOOST_TEST(later.events[int(Stage::tracing)] == t.events[int(Stage::tracing)]);
+    std::string text = stage_totals_text();
+    for (const char* part :
+         {"tracing ", "planning ", "compiling ", "loading ", "first run ", "total "})
+        BOOST_TEST_CONTEXT(part) { BOOST_TEST(text.find(part) != std::string::npos); }
+}
+
 BOOST_AUTO_TEST_CASE(kiln_logs_prints_graphs_guards_breaks_recompiles) {
     jit::reset();
     setenv("KILN_LOGS", "graphs,guards,breaks,recompiles", 1);

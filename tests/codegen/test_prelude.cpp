@@ -1,0 +1,208 @@
+// The two preludes of generated CPU kernels (codegen/emit_cpp_prelude.h, codegen/prelude.h):
+// every table op the lean prelude serves gives, lane for lane and in the scalar tail, the
+// same bits as under the full (xsimd) prelude on IEEE special values; the lean prelude is
+// chosen exactly when no kernel calls an xsimd-only function; a lean kernel compiles without
+// the precompiled header.
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+#include <xsimd/xsimd.hpp>
+
+#include "codegen/emit_cpp.h"
+#include "codegen/emit_cpp_prelude.h"
+#include "codegen/prelude.h"
+#include "codegen/toolchain.h"
+#include "tensor/ops.h"
+#include "tests/scoped_env.h"
+#include "tests/tensor/special_values.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+using namespace kiln::codegen;
+
+namespace {
+
+struct TempCache {
+    fs::path dir;
+    kiln_test::ScopedEnv env;
+    explicit TempCache(const std::string& name)
+        : dir(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))),
+          env("KILN_CACHE_DIR", dir.string()) {
+        toolchain_forget_loaded();
+    }
+    ~TempCache() {
+        toolchain_forget_loaded();
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+};
+
+BuildOptions options(bool use_pch) {
+    BuildOptions o;
+    o.include_dirs = {KILN_SOURCE_DIR};
+    o.use_pch = use_pch;
+    return o;
+}
+
+// The table's pointwise ops whose math the lean prelude serves.
+std::vector<OpId> lean_ops() {
+    std::vector<OpId> ops;
+    for (int k = 0; k < kOpCount; ++k) {
+        const OpInfo& info = op_info(OpId(k));
+        if (info.kind == OpKind::pointwise && info.math != nullptr &&
+            (info.arity == 1 || info.arity == 2) && !needs_full_prelude(info.math))
+            ops.push_back(OpId(k));
+    }
+    return ops;
+}
+
+// One entry per op: the SIMD body over whole batches, then the scalar tail, as the emitter
+// runs them; and casts, folds and the batch width.
+std::string test_body(const std::vector<OpId>& ops) {
+    std::string body = R"(
+inline void put(B v, float* p) { v.store_unaligned(p); }
+inline void put(BB v, float* p) { convert<float>(v).store_unaligned(p); }
+extern "C" int64_t lanes() { return W; }
+extern "C" void casts(const float* x, int64_t* i, float* b, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) i[j] = convert<int64_t>(x[j]), b[j] = convert<bool>(x[j]) ? 1.0f : 0.0f;
+    for (int64_t j = 0; j + W <= n; j += W) put(convert<bool>(B::load_unaligned(x + j)), b + n + j);
+}
+extern "C" void folds(const float* x, float* out, int64_t n) {
+    for (int64_t j = 0; j + W <= n; j += W) {
+        B v = B::load_unaligned(x + j);
+        out[3 * (j / W)] = fold_sum(v, 0.5f), out[3 * (j / W) + 1] = fold_max(v, -1.0f), out[3 * (j / W) + 2] = fold_min(v, 1.0f);
+    }
+}
+)";
+    for (OpId op : ops) {
+        const char* math = op_info(op).math;
+        body += "extern \"C\" void op_" + std::string(op_name(op)) +
+                "(const float* x, const float* y, float* out, int64_t n) {\n"
+                "    int64_t j = 0;\n"
+                "    for (; j + W <= n; j += W) {\n"
+                "        B xv = B::load_unaligned(x + j), yv = B::load_unaligned(y + j);\n"
+                "        (void)yv;\n"
+                "        put(" +
+                math_text(math, "xv", "yv") +
+                ", out + j);\n"
+                "    }\n"
+                "    for (; j < n; ++j) {\n"
+                "        float xs = x[j], ys = y[j];\n"
+                "        (void)ys;\n"
+                "        out[j] = float(" +
+                math_text(math, "xs", "ys") +
+                ");\n"
+                "    }\n"
+                "}\n";
+    }
+    return body + "}  // namespace kiln_math\n";
+}
+
+size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    for (size_t k = 0; k < std::min(a.size(), b.size()); ++k)
+        if (std::memcmp(&a[k], &b[k], sizeof(float)) != 0) return k;
+    return 0;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0)
+        return true;
+    for (size_t k = 0; k < std::min(a.size(), b.size()); ++k)
+        if (std::memcmp(&a[k], &b[k], sizeof(float)) != 0) {
+            BOOST_TEST_MESSAGE("first difference at " << k << ": " << a[k] << " vs " << b[k]);
+            break;
+        }
+    return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(prelude)
+
+BOOST_AUTO_TEST_CASE(lean_ops_give_the_full_preludes_bits_on_special_values) {
+    TempCache cache("kiln-prelude-test");
+    std::vector<OpId> ops = lean_ops();
+    // The lean prelude serves the arithmetic, comparisons, relu, abs, sqrt, fmod, ...
+    for (const char* name : {"add", "div", "relu", "abs", "sign", "sqrt", "rsqrt", "maximum",
+                             "fmod", "remainder", "lt", "ne", "neg"})
+        BOOST_TEST_CONTEXT(name) {
+            BOOST_TEST((std::find(ops.begin(), ops.end(), op_by_name(name)) != ops.end()));
+        }
+    std::string body = test_body(ops);
+    auto full = build_library(std::string(kPreludeFull) + kPreludeCommon + body, options(false));
+    auto lean = build_library(std::string(kPreludeLean) + kPreludeCommon + body, options(false));
+    using Lanes = int64_t (*)();
+    BOOST_TEST(reinterpret_cast<Lanes>(lean->symbol("lanes"))() ==
+               int64_t(xsimd::batch<float>::size));
+    BOOST_TEST(reinterpret_cast<Lanes>(full->symbol("lanes"))() ==
+               int64_t(xsimd::batch<float>::size));
+
+    auto [xs, ys] = kiln_test::special_pairs();
+    for (int k = 0; k < 7; ++k)
+        xs.push_back(xs[size_t(k) * 21]), ys.push_back(ys[size_t(k) * 13]);  // a scalar tail
+    const int64_t n = int64_t(xs.size());
+    using OpFn = void (*)(const float*, const float*, float*, int64_t);
+    for (OpId op : ops) BOOST_TEST_CONTEXT(op_name(op)) {
+            std::string entry = "op_" + std::string(op_name(op));
+            std::vector<float> want(size_t(n), 7.0f), got(size_t(n), 7.0f);
+            reinterpret_cast<OpFn>(full->symbol(entry))(xs.data(), ys.data(), want.data(), n);
+            reinterpret_cast<OpFn>(lean->symbol(entry))(xs.data(), ys.data(), got.data(), n);
+            BOOST_TEST(same_bits(got, want),
+                       "lean vs full, x = " << xs[first_difference(got, want)]
+                                            << ", y = " << ys[first_difference(got, want)] << ": "
+                                            << got[first_difference(got, want)] << " vs "
+                                            << want[first_difference(got, want)]);
+        }
+    using CastFn = void (*)(const float*, int64_t*, float*, int64_t);
+    std::vector<int64_t> want_i(static_cast<size_t>(n)), got_i(static_cast<size_t>(n));
+    std::vector<float> want_b(size_t(2 * n)), got_b(size_t(2 * n));
+    reinterpret_cast<CastFn>(full->symbol("casts"))(xs.data(), want_i.data(), want_b.data(), n);
+    reinterpret_cast<CastFn>(lean->symbol("casts"))(xs.data(), got_i.data(), got_b.data(), n);
+    BOOST_TEST((got_i == want_i));
+    BOOST_TEST(same_bits(got_b, want_b));
+    using FoldFn = void (*)(const float*, float*, int64_t);
+    std::vector<float> want_f(size_t(3 * n), 7.0f), got_f(size_t(3 * n), 7.0f);
+    reinterpret_cast<FoldFn>(full->symbol("folds"))(xs.data(), want_f.data(), n);
+    reinterpret_cast<FoldFn>(lean->symbol("folds"))(xs.data(), got_f.data(), n);
+    BOOST_TEST(same_bits(got_f, want_f));
+}
+
+BOOST_AUTO_TEST_CASE(the_lean_prelude_is_chosen_unless_a_kernel_calls_an_xsimd_function) {
+    BOOST_TEST(!needs_full_prelude("auto exp_3 = sub_2 * B(2.0f); auto r = maximum(x, zero(x));"));
+    BOOST_TEST(!needs_full_prelude("auto s = sqrt(x) + abs(y); B::load_unaligned(p); fmod(x, y);"));
+    BOOST_TEST(needs_full_prelude("auto exp_3 = exp(sub_2);"));
+    BOOST_TEST(needs_full_prelude("auto t = 1.f / (1.f + exp (-x));"));
+    BOOST_TEST(needs_full_prelude("auto p = pow(x, y);"));
+    BOOST_TEST(needs_full_prelude("auto f = floor(x);"));
+    BOOST_TEST(is_lean_kernel(cpu_prelude_for("auto r = x + y;")));
+    BOOST_TEST(!is_lean_kernel(cpu_prelude_for("auto r = tanh(x);")));
+    kiln_test::ScopedEnv off("KILN_LEAN_PRELUDE", "0");
+    BOOST_TEST(!is_lean_kernel(cpu_prelude_for("auto r = x + y;")));
+}
+
+// A lean kernel never builds or loads the precompiled header, even where the caller asks
+// for it; a full one builds it.
+BOOST_AUTO_TEST_CASE(lean_kernels_compile_without_the_precompiled_header) {
+    TempCache cache("kiln-prelude-pch");
+    std::string body =
+        "extern \"C\" float twice(float x) { return float(B(x).v[0] * 2.0f); }\n}  // namespace "
+        "kiln_math\n";
+    std::string source = "// Generated by the test\n" + cpu_prelude_for(body) + body;
+    BOOST_TEST_REQUIRE(is_lean_kernel(source));
+    ToolchainStats before = toolchain_stats();
+    auto library = build_library(source, options(true));
+    BOOST_TEST(reinterpret_cast<float (*)(float)>(library->symbol("twice"))(1.5f) == 3.0f);
+    BOOST_TEST(toolchain_stats().pch_builds == before.pch_builds);
+    BOOST_TEST(toolchain_stats().compiler_calls == before.compiler_calls + 1);
+    for (const auto& entry : fs::directory_iterator(cache.dir))
+        BOOST_TEST(entry.path().filename().string().find("kiln_pch") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
