@@ -239,10 +239,11 @@ void emit_kernels(const std::vector<const Schedule*>& schedules, const KernelWri
                 os << writer.host(s, int(k));
                 continue;
             }
-            std::string text = writer.kernel(s, int(k));
+            std::ostringstream text;
+            writer.kernel(s, int(k), text);
             auto [first, fresh] =
-                seen.try_emplace(same_code.canonical(int(k), text), s.kernel_name(int(k)));
-            os << (fresh ? text : writer.repeat(s, int(k), first->second));
+                seen.try_emplace(same_code.canonical(int(k), text.str()), s.kernel_name(int(k)));
+            os << (fresh ? text.str() : writer.repeat(s, int(k), first->second));
         }
     }
 }

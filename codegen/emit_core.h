@@ -125,7 +125,7 @@ class KernelEmitterCore : protected KernelView {
 // an earlier one's code, and a kernel that runs on the host.
 struct KernelWriter {
     virtual ~KernelWriter() = default;
-    virtual std::string kernel(const Schedule& s, int k) const = 0;
+    virtual void kernel(const Schedule& s, int k, std::ostream& os) const = 0;
     virtual std::string repeat(const Schedule& s, int k, const std::string& first) const = 0;
     virtual std::string host(const Schedule& s, int k) const = 0;
 };

@@ -440,10 +440,8 @@ class KernelEmitter : KernelEmitterCore {
 };
 
 struct CppKernels : KernelWriter {
-    std::string kernel(const Schedule& s, int k) const override {
-        std::ostringstream text;
-        KernelEmitter(s, k, text).emit();
-        return text.str();
+    void kernel(const Schedule& s, int k, std::ostream& os) const override {
+        KernelEmitter(s, k, os).emit();
     }
     // Its entry points call the first one's.
     std::string repeat(const Schedule& s, int k, const std::string& first) const override {

@@ -20,10 +20,9 @@
 namespace kiln::codegen {
 
 namespace {
+
 // How the source names a kernel that repeats an earlier one's code (cuda_kernel_entry reads it).
 constexpr const char* kSameCodeAs = ": the same code as ";
-}  // namespace
-namespace {
 
 using namespace emit_detail;
 
@@ -444,10 +443,8 @@ template <class T> __device__ inline T block_min(T v, T* shared) { return block_
 
 // The runner launches the first kernel's function for a repeat (cuda_kernel_entry).
 struct CudaKernels : KernelWriter {
-    std::string kernel(const Schedule& s, int k) const override {
-        std::ostringstream text;
-        CudaKernelEmitter(s, k, text).emit();
-        return text.str();
+    void kernel(const Schedule& s, int k, std::ostream& os) const override {
+        CudaKernelEmitter(s, k, os).emit();
     }
     std::string repeat(const Schedule& s, int k, const std::string& first) const override {
         return "// " + s.kernel_name(k) + kSameCodeAs + first + ", on its own buffers\n\n";
