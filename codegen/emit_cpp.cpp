@@ -8,7 +8,7 @@
 #include "codegen/emit_cpp.h"
 
 #include <algorithm>
-#include <set>
+#include <cmath>
 #include <sstream>
 
 #include "codegen/emit_core.h"

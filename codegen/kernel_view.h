@@ -206,13 +206,6 @@ class KernelView {
         return true;
     }
 
-    bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {
-        for (int index : nodes)
-            for (int v : node(index).inputs)
-                if (values.count(v)) return true;
-        return false;
-    }
-
     const Schedule& s_;
     const Kernel& k_;
     int index_;
