@@ -2,88 +2,23 @@
 // pool: a pointwise kernel runs over chunks of elements (or over rows when broadcasting
 // needs index math), a row kernel over rows, making one pass along the row per group of
 // reductions and a last pass for what it stores. Every pass has an xsimd body and a scalar
-// tail built from the very same statements, one per node, named after the node.
+// tail built from the very same statements, one per node, named after the node. The
+// statements, passes and kernel deduplication come from the emitter core (emit_core.h);
+// this dialect writes the loops, xsimd batches and the thread pool's entry points.
 #include "codegen/emit_cpp.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <set>
 #include <sstream>
 
-#include "codegen/kernel_view.h"
+#include "codegen/emit_core.h"
 #include "codegen/prelude.h"
-#include "codegen/same_code.h"
-#include "tensor/error.h"
 
 namespace kiln::codegen {
-
-std::string finite_double_literal(double value) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    std::string text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    return value < 0 ? "(" + text + ")" : text;
-}
-
-std::string math_text(const std::string& math, const std::string& x, const std::string& y) {
-    std::string out;
-    size_t i = 0;
-    auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    while (i < math.size()) {
-        char c = math[i];
-        size_t j = i + 1;
-        if (std::isdigit(static_cast<unsigned char>(c))) {  // a literal such as 1.f: copy whole
-            while (j < math.size() && (word_char(math[j]) || math[j] == '.')) ++j;
-            out += math.substr(i, j - i);
-        } else if (word_char(c)) {
-            while (j < math.size() && word_char(math[j])) ++j;
-            std::string word = math.substr(i, j - i);
-            out += word == "x" ? x : word == "y" ? y : word;
-        } else {
-            out += c;
-        }
-        i = j;
-    }
-    return out;
-}
 
 namespace {
 
 using namespace emit_detail;
-
-std::string float_literal(double value) {
-    float f = float(value);
-    if (std::isnan(f)) return "std::numeric_limits<float>::quiet_NaN()";
-    if (std::isinf(f)) return f > 0 ? "std::numeric_limits<float>::infinity()" : "(-std::numeric_limits<float>::infinity())";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", double(f));
-    std::string text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    text += "f";
-    return f < 0 ? "(" + text + ")" : text;
-}
-
-std::string double_literal(double value) {
-    if (std::isnan(value)) return "std::numeric_limits<double>::quiet_NaN()";
-    if (std::isinf(value))
-        return value > 0 ? "std::numeric_limits<double>::infinity()"
-                         : "(-std::numeric_limits<double>::infinity())";
-    return finite_double_literal(value);
-}
-
-// A scalar operand in the dtype the node computes in, converted as eager converts it.
-std::string scalar_literal(double value, DType dtype) {
-    if (dtype == DType::float64) return double_literal(value);
-    if (dtype != DType::int64) return float_literal(value);
-    int64_t v = kiln::cast_value<int64_t>(value);
-    if (v == std::numeric_limits<int64_t>::min()) return "std::numeric_limits<int64_t>::min()";
-    return "int64_t(" + std::to_string(v) + ")";
-}
 
 // The C++ type of one element of a dtype in generated code.
 const char* cpp_type(DType d) {
@@ -100,39 +35,36 @@ const char* cpp_type(DType d) {
     return "?";
 }
 
-struct Reduction {
-    std::string init;  // identity element
-    const char* fold;  // folds a batch into a float accumulator
-    OpId op;
-    DType dtype;  // the accumulator's: the reduction's output dtype
-    std::string update(const std::string& acc, const std::string& v) const {
-        if (op == OpId::sum && dtype == DType::int64)  // wraps on overflow, as eager's
-            return "int64_t(wrap_int64(" + acc + ") + wrap_int64(" + v + "))";
-        return op == OpId::sum    ? acc + " + " + v
-               : op == OpId::amax ? "maximum(" + acc + ", " + v + ")"
-                                  : "minimum(" + acc + ", " + v + ")";
-    }
-};
-Reduction reduction_of(OpId op, DType dtype) {
-    const char* fold = op == OpId::sum ? "fold_sum" : op == OpId::amax ? "fold_max" : "fold_min";
+// The identity an accumulator of dtype `dtype` (the reduction's output dtype) starts from.
+std::string reduction_identity(OpId op, DType dtype) {
     std::string type = dtype == DType::float64 ? "double" : "float";
-    std::string init;
     if (dtype == DType::int64)
-        init = op == OpId::sum    ? "int64_t(0)"
+        return op == OpId::sum    ? "int64_t(0)"
                : op == OpId::amax ? "std::numeric_limits<int64_t>::min()"
                                   : "std::numeric_limits<int64_t>::max()";
-    else if (dtype == DType::boolean)  // amax is any, amin is all
-        init = op == OpId::amin ? "true" : "false";
-    else
-        init = op == OpId::sum    ? (dtype == DType::float64 ? "0.0" : "0.0f")
-               : op == OpId::amax ? "(-std::numeric_limits<" + type + ">::infinity())"
-                                  : "std::numeric_limits<" + type + ">::infinity()";
-    return {init, fold, op, dtype};
+    if (dtype == DType::boolean)  // amax is any, amin is all
+        return op == OpId::amin ? "true" : "false";
+    return op == OpId::sum    ? (dtype == DType::float64 ? "0.0" : "0.0f")
+           : op == OpId::amax ? "(-std::numeric_limits<" + type + ">::infinity())"
+                              : "std::numeric_limits<" + type + ">::infinity()";
 }
 
-class KernelEmitter : KernelView {
+// Folds a batch accumulator's lanes into the scalar one (emit_cpp_prelude.h).
+const char* reduction_fold(OpId op) {
+    return op == OpId::sum ? "fold_sum" : op == OpId::amax ? "fold_max" : "fold_min";
+}
+
+// One step of an accumulator of dtype `dtype`: an int64 sum wraps on overflow, as eager's.
+std::string reduction_update(OpId op, DType dtype, const std::string& acc, const std::string& v) {
+    if (op == OpId::sum && dtype == DType::int64)
+        return "int64_t(wrap_int64(" + acc + ") + wrap_int64(" + v + "))";
+    return reduction_combine(op, acc, v);
+}
+
+class KernelEmitter : KernelEmitterCore {
    public:
-    KernelEmitter(const Schedule& s, int index, std::ostream& os) : KernelView(s, index, 0), os_(os) {}
+    KernelEmitter(const Schedule& s, int index, std::ostream& os)
+        : KernelEmitterCore(s, index, 0, os) {}
 
     void emit() {
         choose_loop();
@@ -207,18 +139,14 @@ class KernelEmitter : KernelView {
     }
 
    private:
-    std::ostream& os_;
     bool flat_ = false;     // no rows: [begin, end) are element indices
     bool vector_ = true;    // float lanes: every element load constant or contiguous, every value
                             // float32 or bool
     bool float32_ = true;   // every value float32 or bool (else the loops are scalar)
-    bool strided_ = false;  // some element load is strided: the loop computes the k_d
     // Strided rows whose last row dim is contiguous (a column sum, a bias gradient): tiles of
     // up to kTile consecutive rows at once, lanes across rows, accumulators in arrays.
     bool tile_ = false;
     static constexpr int kTile = 128;
-    std::set<int> row_scope_loads_;
-
 
     std::string describe() const {
         std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
@@ -242,10 +170,7 @@ class KernelEmitter : KernelView {
 
     void emit_row_indices(const std::string& indent) {
         os_ << indent << "int64_t rest = row;\n";
-        for (int d = outer_ - 1; d > 0; --d)
-            os_ << indent << "const int64_t i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
-                << to_cpp(size_expr(k_.domain[d])) << ";\n";
-        if (outer_ > 0) os_ << indent << "const int64_t i0 = rest;\n";
+        if (outer_ > 0) emit_split(indent, "rest", 'i', outer_ - 1, 0);
     }
 
 
@@ -259,103 +184,92 @@ class KernelEmitter : KernelView {
         if (k_.kind == KernelKind::row) {
             outer_ = k_.outer_dims;
             choose_run();
-            strided_ = !all_contiguous();
-            vector_ = float32_ && !strided_;
-            tile_ = strided_ && tile_fits();
+            bool strided = !all_contiguous();
+            vector_ = float32_ && !strided;
+            tile_ = strided && tile_fits();
             return;
         }
         outer_ = run_from_ = 0, flat_ = true;  // best case: one flat loop over all elements
         if (all_contiguous()) return void(vector_ = float32_);
         flat_ = false, outer_ = run_from_ = std::max(rank_ - 1, 0);
-        strided_ = !all_contiguous();
-        vector_ = float32_ && !strided_;
+        vector_ = float32_ && all_contiguous();
     }
 
-    // ---- statements
+    // ---- what the core asks of this dialect
 
-    std::string operand(int v, bool vec, bool along_row) const {
-        if (per_row(v) && vec && along_row)
+    const char* type(DType d) const override { return cpp_type(d); }
+    const char* index_type() const override { return "int64_t"; }
+    std::string special_literal(double value, DType d) const override {
+        std::string limits = std::string("std::numeric_limits<") + cpp_type(d) + ">::";
+        if (std::isnan(value)) return limits + "quiet_NaN()";
+        return value > 0 ? limits + "infinity()" : "(-" + limits + "infinity())";
+    }
+    std::string int64_literal(double value) const override {  // as eager converts it
+        int64_t v = kiln::cast_value<int64_t>(value);
+        if (v == std::numeric_limits<int64_t>::min()) return "std::numeric_limits<int64_t>::min()";
+        return "int64_t(" + std::to_string(v) + ")";
+    }
+    std::string reduction_identity(OpId op, DType d) const override {
+        return codegen::reduction_identity(op, d);
+    }
+    // In lanes, a per-row value is broadcast to a batch.
+    std::string operand(int v, bool lanes) const override {
+        if (per_row(v) && lanes)
             return (dtype(v) == DType::boolean ? "BB(" : "B(") + s_.value_name(v) + ")";
         return s_.value_name(v);
     }
-
-    // Operands are converted to the dtype the node computes in; int64 math runs on
-    // wrap_int64, as eager's does (overflow wraps around).
-    std::string expression(const LNode& n, bool vec, bool along_row) const {
-        const OpInfo& op = op_info(n.op);
-        DType compute = compute_dtype(n);
-        bool ints = compute == DType::int64 && op.math && !is_compare(n.op);
-        std::string scalar = scalar_literal(n.attrs.scalar, compute);
-        if (vec) scalar = "B(" + scalar + ")";
-        std::vector<std::string> xs;
-        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar);
-        for (size_t i = 0; i < n.inputs.size(); ++i) {
-            std::string x = operand(n.inputs[i], vec, along_row);
-            DType want = operand_dtype(n, i, compute);
-            if (dtype(n.inputs[i]) != want)
-                x = std::string("convert<") + cpp_type(want) + ">(" + x + ")";
-            xs.push_back(x);
-        }
-        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar);
-        if (ints)
+    std::string scalar_operand(const std::string& literal, bool lanes) const override {
+        return lanes ? "B(" + literal + ")" : literal;
+    }
+    std::string convert(const std::string& x, DType to) const override {
+        return std::string("convert<") + cpp_type(to) + ">(" + x + ")";
+    }
+    std::string select(const std::string& c, const std::string& a,
+                       const std::string& b) const override {
+        return "select(" + c + ", " + a + ", " + b + ")";
+    }
+    // int64 math runs on wrap_int64, as eager's does (overflow wraps around).
+    static bool int_math(const LNode& n, DType compute) {
+        return compute == DType::int64 && op_info(n.op).math && !is_compare(n.op);
+    }
+    void prepare_operands(std::vector<std::string>& xs, const LNode& n,
+                          DType compute) const override {
+        if (int_math(n, compute))
             for (std::string& x : xs) x = "wrap_int64(" + x + ")";
-        if (n.op == OpId::where) return "select(" + xs[0] + ", " + xs[1] + ", " + xs[2] + ")";
-        if (!op.math) return xs[0];  // contiguous / cast: the (converted) value itself
-        std::string math = math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
-        if (ints) return "int64_t(wrap_int64(" + math + "))";
+    }
+    std::string result(const std::string& math, const LNode& n, DType compute) const override {
+        if (int_math(n, compute)) return "int64_t(wrap_int64(" + math + "))";
         if (compute == DType::float64 && !is_compare(n.op)) return "double(" + math + ")";
         return math;
     }
-
-    // Element j of the run (k_d for strided loads) of value v's buffer.
-    static std::string index_text(const LoadPlan& p) {
-        std::string index = p.base + mid_terms(p);
-        if (p.kind == LoadKind::contiguous) index += " + j";
-        if (p.kind == LoadKind::strided)
-            for (const auto& [dim, stride] : p.inner)
-                index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
-        if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
-        return index;
+    std::string declare(int, bool per_row_value) const override {
+        return per_row_value ? "const auto " : "auto ";
     }
 
+    // Value v at element j: one element, or a batch of W (a tile's lanes run across rows:
+    // contiguous along them, or one value).
     std::string load_text(int v, const LoadPlan& p, bool vec) const {
-        if (tile_ && vec &&
-            !is_constant(v)) {  // lanes across rows: contiguous along them, or one value
-            std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr",
-                        index = index_text(p);
-            bool is_bool = dtype(v) == DType::boolean;
-            if (p.last_row_stride == SizeExpr{1, {}})
-                return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr + " + " + index + ")";
-            return (is_bool ? "BB(" : "B(") + ptr + "[" + index + "])";
-        }
-        if (is_constant(v)) {
-            const LNode& n = node(s_.producer.at(v));
-            std::string value = n.out.dtype == DType::boolean ? (n.attrs.scalar != 0 ? "true" : "false")
-                                                              : scalar_literal(n.attrs.scalar, n.out.dtype);
-            return vec ? (n.out.dtype == DType::boolean ? "BB(" : "B(") + value + ")" : value;
-        }
-        std::string ptr = s_.value_name(s_.values.at(v).access.buffer) + "_ptr";
-        std::string index = index_text(p);
-        if (!vec) return ptr + "[" + index + "]";
         bool is_bool = dtype(v) == DType::boolean;
-        if (p.kind == LoadKind::contiguous)
-            return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr + " + " + index + ")";
-        return (is_bool ? "BB(" : "B(") + ptr + "[" + index + "])";
+        if (is_constant(v))
+            return vec ? (is_bool ? "BB(" : "B(") + constant_text(v) + ")" : constant_text(v);
+        std::string index = index_text(p);
+        if (!vec) return ptr(v) + "[" + index + "]";
+        bool contiguous =
+            tile_ ? p.last_row_stride == SizeExpr{1, {}} : p.kind == LoadKind::contiguous;
+        if (contiguous)
+            return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr(v) + " + " + index + ")";
+        return (is_bool ? "BB(" : "B(") + ptr(v) + "[" + index + "])";
     }
-
 
     // One loop along the row: computes `reductions` and writes `stores` (element values).
-    void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores,
-                   const std::string& from, const std::string& to) {
-        std::vector<int> targets = reductions;
-        for (int v : stores) targets.push_back(s_.producer.at(v));
-        std::vector<int> body = element_closure(targets);
+    void emit_pass(const std::string& ind, const std::vector<int>& reductions,
+                   const std::vector<int>& stores, const std::string& from, const std::string& to) {
         std::string names;
-        for (int t : targets) names += " " + s_.value_name(node(t).out.id);
+        std::vector<int> body = pass_body(reductions, stores, names);
         os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            std::string init = reduction_of(node(r).op, node(r).out.dtype).init;
+            std::string init = reduction_identity(node(r).op, node(r).out.dtype);
             if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
             os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
         }
@@ -364,102 +278,60 @@ class KernelEmitter : KernelView {
             os_ << ind << "for (int64_t mid = 0; mid < mid_size; ++mid) {\n";
             in = ind + "    ";
             os_ << in << "int64_t rest_m = mid;\n";
-            for (int d = run_from_ - 1; d > outer_; --d)
-                os_ << in << "const int64_t k" << d << " = rest_m % "
-                    << to_cpp(size_expr(k_.domain[d]))
-                    << "; rest_m /= " << to_cpp(size_expr(k_.domain[d])) << ";\n";
-            os_ << in << "const int64_t k" << outer_ << " = rest_m;\n";
+            emit_split(in, "rest_m", 'k', run_from_ - 1, outer_);
         }
         if (vector_) {
             os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
-            emit_loop_body(in + "    ", body, reductions, stores, true);
+            emit_element(in + "    ", body, reductions, stores, true);
             os_ << in << "}\n";
         }
         os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
             << "; ++j) {\n";
-        emit_loop_body(in + "    ", body, reductions, stores, false);
+        emit_element(in + "    ", body, reductions, stores, false);
         os_ << in << "}\n";
         if (run_from_ > outer_) os_ << ind << "}\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             if (vector_)
-                os_ << ind << name << " = " << reduction_of(node(r).op, node(r).out.dtype).fold
-                    << "(" << name << "_vec, " << name << ");\n";
+                os_ << ind << name << " = " << reduction_fold(node(r).op) << "(" << name << "_vec, "
+                    << name << ");\n";
             emit_row_store(ind, node(r).out.id);
         }
     }
 
-    void emit_loop_body(const std::string& ind, const std::vector<int>& body,
-                        const std::vector<int>& reductions, const std::vector<int>& stores,
-                        bool vec) {
-        if (strided_ && rank_ - outer_ > 1) {  // strided loads need the index within the row
-            os_ << ind << "int64_t rest_j = j;\n";
-            for (int d = rank_ - 1; d > outer_; --d)
-                os_ << ind << "const int64_t k" << d << " = rest_j % " << to_cpp(size_expr(k_.domain[d])) << "; rest_j /= "
-                    << to_cpp(size_expr(k_.domain[d])) << ";\n";
-            os_ << ind << "const int64_t k" << outer_ << " = rest_j;\n";
-        } else if (strided_ && rank_ > outer_) {
-            os_ << ind << "const int64_t k" << outer_ << " = j;\n";
-        }
-        std::set<int> loaded;
-        auto load = [&](int v) {
-            if (in_kernel(v) || !loaded.insert(v).second) return;
-            os_ << ind << "auto " << s_.value_name(v) << " = " << load_text(v, plan_load(v, rank_, false), vec) << ";\n";
-        };
-        std::vector<int> all = body;
-        all.insert(all.end(), reductions.begin(), reductions.end());
-        for (int index : all)
-            for (int v : node(index).inputs) load(v);
-        for (int index : body)
-            os_ << ind << "auto " << s_.value_name(node(index).out.id) << " = " << expression(node(index), vec, true) << ";\n";
-        for (int r : reductions) {
-            std::string acc = s_.value_name(node(r).out.id) + (vec ? "_vec" : "");
-            std::string x = operand(node(r).inputs[0], vec, true);
-            if (dtype(node(r).inputs[0]) !=
-                node(r).out.dtype)  // a sum of bools counts them in int64
-                x = std::string("convert<") + cpp_type(node(r).out.dtype) + ">(" + x + ")";
-            Reduction red = reduction_of(node(r).op, node(r).out.dtype);
-            std::string tile = s_.value_name(node(r).out.id) + "_tile";
-            if (tile_ && vec)
-                os_ << ind << "(" << red.update("B::load_unaligned(" + tile + " + t)", x)
-                    << ").store_unaligned(" << tile << " + t);\n";
-            else if (tile_)
-                os_ << ind << tile << "[t] = " << red.update(tile + "[t]", x) << ";\n";
-            else
-                os_ << ind << acc << " = " << red.update(acc, x) << ";\n";
-        }
-        for (int v : stores) {
-            std::string at =
-                index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
-            std::string ptr = s_.value_name(v) + "_ptr";
-            if (vec && dtype(v) == DType::boolean)
-                os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at
-                    << ");\n";
-            else if (vec)
-                os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at
-                    << ");\n";
-            else
-                os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
-        }
+    void emit_load(const std::string& ind, int v, const LoadPlan& p, bool vec) override {
+        os_ << ind << "auto " << s_.value_name(v) << " = " << load_text(v, p, vec) << ";\n";
     }
 
-    void emit_row_store(const std::string& ind, int v) {
-        if (std::find(k_.stores.begin(), k_.stores.end(), v) == k_.stores.end()) return;
-        LoadPlan p = plan_load(v, s_.value(v).shape.size(), true);
-        os_ << ind << s_.value_name(v) << "_ptr[" << p.base << "] = " << s_.value_name(v) << ";\n";
+    // A tile's accumulators are arrays, one element a row.
+    void emit_reduction_update(const std::string& ind, int r, bool vec) override {
+        const LNode& n = node(r);
+        std::string acc = s_.value_name(n.out.id) + (vec ? "_vec" : "");
+        std::string x = operand(n.inputs[0], vec);
+        if (dtype(n.inputs[0]) != n.out.dtype)  // a sum of bools counts them in int64
+            x = convert(x, n.out.dtype);
+        std::string tile = s_.value_name(n.out.id) + "_tile";
+        if (tile_ && vec)
+            os_ << ind << "("
+                << reduction_update(n.op, n.out.dtype, "B::load_unaligned(" + tile + " + t)", x)
+                << ").store_unaligned(" << tile << " + t);\n";
+        else if (tile_)
+            os_ << ind << tile << "[t] = " << reduction_update(n.op, n.out.dtype, tile + "[t]", x)
+                << ";\n";
+        else
+            os_ << ind << acc << " = " << reduction_update(n.op, n.out.dtype, acc, x) << ";\n";
     }
 
-    // A value computed once per row (a reduction's result, or math on such results).
-    void emit_per_row_node(const std::string& ind, int index) {
-        const LNode& n = node(index);
-        for (int v : n.inputs) {
-            if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
-            LoadPlan p = plan_load(v, n.out.shape.size(), true);
-            os_ << ind << "const " << cpp_type(dtype(v)) << " " << s_.value_name(v) << " = "
-                << load_text(v, p, false) << ";\n";
-        }
-        os_ << ind << "const auto " << s_.value_name(n.out.id) << " = " << expression(n, false, false) << ";\n";
-        emit_row_store(ind, n.out.id);
+    void emit_store(const std::string& ind, int v, bool vec) override {
+        std::string at =
+            index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
+        std::string ptr = s_.value_name(v) + "_ptr";
+        if (vec && dtype(v) == DType::boolean)
+            os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at << ");\n";
+        else if (vec)
+            os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at << ");\n";
+        else
+            os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
     }
 
     // ---- tiles of rows (lanes across rows)
@@ -508,9 +380,8 @@ class KernelEmitter : KernelView {
             if (is_reduction(index)) reductions.push_back(index);
         for (int v : k_.stores)
             if (!per_row(v)) stores.push_back(v);
-        std::vector<int> targets = reductions;
-        for (int v : stores) targets.push_back(s_.producer.at(v));
-        std::vector<int> body = element_closure(targets);
+        std::string names;
+        std::vector<int> body = pass_body(reductions, stores, names);
         os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         for (int r : reductions)
             os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id)
@@ -519,27 +390,24 @@ class KernelEmitter : KernelView {
             << " = first .. first + lanes - 1\n";
         os_ << "        [[maybe_unused]] int64_t rest = row;\n";
         os_ << "        const int64_t first = rest % " << size_o << "; rest /= " << size_o << ";\n";
-        for (int d = o - 1; d > 0; --d)
-            os_ << "        const int64_t i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d]))
-                << "; rest /= " << to_cpp(size_expr(k_.domain[d])) << ";\n";
-        if (o > 0) os_ << "        const int64_t i0 = rest;\n";
+        if (o > 0) emit_split("        ", "rest", 'i', o - 1, 0);
         os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, "
             << size_o << " - first});\n";
         for (int r : reductions)
             os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
-                << "_tile[t] = " << reduction_of(node(r).op, node(r).out.dtype).init << ";\n";
+                << "_tile[t] = " << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
         os_ << "        // pass along the rows\n";
         os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
         os_ << "            int64_t t = 0;\n";
         if (float32_) {
             os_ << "            for (; t + W <= lanes; t += W) {\n";
             os_ << "                const int64_t i" << o << " = first + t;\n";
-            emit_loop_body("                ", body, reductions, stores, true);
+            emit_element("                ", body, reductions, stores, true);
             os_ << "            }\n";
         }
         os_ << "            for (; t < lanes; ++t) {\n";
         os_ << "                const int64_t i" << o << " = first + t;\n";
-        emit_loop_body("                ", body, reductions, stores, false);
+        emit_element("                ", body, reductions, stores, false);
         os_ << "            }\n";
         os_ << "        }\n";
         os_ << "        for (int64_t t = 0; t < lanes; ++t) {  // per-row values\n";
@@ -559,88 +427,59 @@ class KernelEmitter : KernelView {
         os_ << "    }\n";
     }
 
-    // Reductions are grouped into one pass while none needs another's result.
+    // The row's steps in order (emit_core.h): passes along it and values once per row.
     void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {
         row_scope_loads_.clear();
-        std::vector<int> pending;
-        std::set<int> pending_values;
-        auto flush = [&] {
-            if (!pending.empty()) emit_pass(ind, pending, {}, from, to);
-            pending.clear(), pending_values.clear();
-        };
-        for (int index : k_.nodes) {
-            int out = node(index).out.id;
-            if (is_reduction(index)) {
-                std::vector<int> needs = element_closure({index});
-                needs.push_back(index);
-                if (reads_any(needs, pending_values)) flush();
-                pending.push_back(index), pending_values.insert(out);
-            } else if (per_row(out)) {
-                if (reads_any({index}, pending_values)) flush();
-                emit_per_row_node(ind, index);
-            }
+        for (const Step& step : row_steps()) {
+            if (step.pass)
+                emit_pass(ind, step.reductions, step.stores, from, to);
+            else
+                emit_per_row_node(ind, step.node);
         }
-        std::vector<int> stores;
-        for (int v : k_.stores)
-            if (!per_row(v)) stores.push_back(v);
-        std::vector<int> store_nodes;
-        for (int v : stores) store_nodes.push_back(s_.producer.at(v));
-        if (!stores.empty() && !reads_any(element_closure(store_nodes), pending_values)) {
-            emit_pass(ind, pending, stores, from, to);
-            return;
-        }
-        flush();
-        if (!stores.empty()) emit_pass(ind, {}, stores, from, to);
     }
 };
 
-void emit_schedule(const Schedule& s, std::ostream& os, SeenKernels& seen) {
-    os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": " << s.graph.nodes.size() << " nodes, "
-       << s.kernels.size() << " kernels\n";
-    SameCode same_code(s);
-    for (size_t k = 0; k < s.kernels.size(); ++k) {
-        const Kernel& kernel = s.kernels[k];
-        if (kernel.kind == KernelKind::pointwise || kernel.kind == KernelKind::row) {
-            std::ostringstream text;
-            KernelEmitter(s, int(k), text).emit();
-            std::string name = s.kernel_name(int(k));
-            auto [first, fresh] = seen.try_emplace(same_code.canonical(int(k), text.str()), name);
-            if (fresh) {
-                os << text.str();
-            } else {
-                os << "// " << name << ": the same code as " << first->second << ", on its own buffers\n"
-                   << "extern \"C\" void " << name << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n"
-                   << "    " << first->second << "(buffers, symbols, parallel);\n}\n";
-                if (kernel.epilogue_of >= 0)  // the first is an epilogue too: its text had the same entry
-                    os << "extern \"C\" void " << name
-                       << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t row_end) {\n"
-                       << "    " << first->second << "_rows(buffers, symbols, row_begin, row_end);\n}\n";
-                os << "\n";
-            }
-        } else {
-            std::string blas = " runs on the host (cblas_sgemm)";
-            if (s.has_epilogue(int(k)))
-                blas +=
-                    " by blocks of rows, each followed by " + s.kernel_name(int(k) + 1) + "_rows";
-            os << "// " << s.kernel_name(int(k)) << ": "
-               << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
-               << (kernel.kind == KernelKind::blas
-                       ? blas + "\n\n"
-                       : " runs on the host (eager dispatcher): " + kernel.why + "\n\n");
-        }
+struct CppKernels : KernelWriter {
+    void kernel(const Schedule& s, int k, std::ostream& os) const override {
+        KernelEmitter(s, k, os).emit();
     }
-}
+    // Its entry points call the first one's.
+    std::string repeat(const Schedule& s, int k, const std::string& first) const override {
+        std::string name = s.kernel_name(k);
+        std::string out =
+            "// " + name + ": the same code as " + first + ", on its own buffers\n" +
+            "extern \"C\" void " + name +
+            "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n" + "    " +
+            first + "(buffers, symbols, parallel);\n}\n";
+        if (s.kernels[k].epilogue_of >=
+            0)  // the first is an epilogue too: its text had the same entry
+            out +=
+                "extern \"C\" void " + name +
+                "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t "
+                "row_end) {\n    " +
+                first + "_rows(buffers, symbols, row_begin, row_end);\n}\n";
+        return out + "\n";
+    }
+    std::string host(const Schedule& s, int k) const override {
+        const Kernel& kernel = s.kernels[k];
+        std::string head =
+            "// " + s.kernel_name(k) + ": " + s.value_name(s.graph.nodes[kernel.nodes[0]].out.id);
+        if (kernel.kind != KernelKind::blas)
+            return head + " runs on the host (eager dispatcher): " + kernel.why + "\n\n";
+        std::string blas = " runs on the host (cblas_sgemm)";
+        if (s.has_epilogue(k))
+            blas += " by blocks of rows, each followed by " + s.kernel_name(k + 1) + "_rows";
+        return head + blas + "\n\n";
+    }
+};
 
 }  // namespace
 
 std::string emit(const std::vector<const Schedule*>& schedules) {
     std::ostringstream os;
     os << "// Generated by kiln (codegen/emit_cpp.cpp). One function per kernel; see docs/codegen.md.\n";
-    std::ostringstream body;
-    SeenKernels seen;
-    for (const Schedule* s : schedules) emit_schedule(*s, body, seen);
-    os << cpu_prelude_for(body.str())
-       << body.str();  // the includes this body needs (codegen/prelude.h)
+#include "codegen/emit_core.h"
+#include "codegen/prelude.h"
     os << "}  // namespace kiln_math\n";
     return os.str();
 }

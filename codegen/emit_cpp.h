@@ -1,9 +1,11 @@
 // The C++/xsimd emitter (docs/codegen.md): a Schedule -> one readable translation unit with
-// one extern "C" entry per generated kernel. See docs/codegen.md for a walk through it.
+// one extern "C" entry per generated kernel; the C++ dialect of the emitter core
+// (codegen/emit_core.h). See docs/codegen.md for a walk through it.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "codegen/emit_core.h"  // math_text, finite_double_literal
 #include "codegen/schedule.h"
 
 namespace kiln::codegen {
@@ -24,13 +26,5 @@ using EpilogueRowsFn = void (*)(float* const* buffers, const int64_t* symbols, i
 // The whole translation unit for one schedule, or for several (their prefixes must differ).
 std::string emit(const Schedule& schedule);
 std::string emit(const std::vector<const Schedule*>& schedules);
-
-// The text of one op's math with its operands filled in: math_text("x + y", "a", "b") is
-// "a + b". The text comes from the op table (OpInfo::math), never from the emitter.
-std::string math_text(const std::string& math, const std::string& x, const std::string& y);
-
-// A finite double as a literal both emitters' compilers read back exactly ("%.17g", ".0"
-// added to an integer, parenthesized when negative).
-std::string finite_double_literal(double value);
 
 }  // namespace kiln::codegen

@@ -2,110 +2,86 @@
 // homes, same accesses, same passes along a row) and writes CUDA C++: where the CPU code
 // hands chunks of a loop to a thread pool and vectorizes with xsimd, the GPU code gives each
 // thread a strided share of the loop, vectorizes contiguous loads with float4, and combines
-// a row's partial reductions across the thread block with warp shuffles.
+// a row's partial reductions across the thread block with warp shuffles. It is the CUDA
+// dialect of the emitter core (emit_core.h), which writes the statements, the order of a row's
+// passes and the deduplication of repeated kernels; this file writes the grid-stride loops,
+// float4 groups, block-wide combines, split rows and register-cached rows.
 #include "codegen/emit_cuda.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "codegen/emit_cpp.h"
-#include "codegen/kernel_view.h"
-#include "codegen/same_code.h"
-#include "tensor/error.h"
+#include "codegen/emit_core.h"
 #include "tensor/kernels.h"
 
 namespace kiln::codegen {
 
 namespace {
+
 // How the source names a kernel that repeats an earlier one's code (cuda_kernel_entry reads it).
 constexpr const char* kSameCodeAs = ": the same code as ";
-}  // namespace
-namespace {
 
 using namespace emit_detail;
-
-std::string float_literal(double value) {
-    float f = float(value);
-    if (std::isnan(f)) return "__int_as_float(0x7fc00000)";
-    if (std::isinf(f)) return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", double(f));
-    std::string text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    text += "f";
-    return f < 0 ? "(" + text + ")" : text;
-}
-
-std::string double_literal(double value) {
-    if (std::isnan(value)) return "__longlong_as_double(0x7ff8000000000000LL)";
-    if (std::isinf(value)) return value > 0 ? "infinity<double>()" : "(-infinity<double>())";
-    return finite_double_literal(value);
-}
-
-// A scalar operand in the dtype the node computes in, converted as the eager CUDA kernel
-// converts it ((T)scalar).
-std::string scalar_literal(double value, DType dtype) {
-    if (dtype == DType::float64) return double_literal(value);
-    if (dtype != DType::int64) return float_literal(value);
-    if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) return "(-9223372036854775807LL - 1)";
-    return "(" + std::to_string(int64_t(value)) + "LL)";
-}
-
-// An element converted to another dtype, as the eager CUDA kernels convert (convert_body).
-std::string convert_text(const std::string& x, DType to) {
-    return to == DType::boolean ? "(" + x + " != 0)" : std::string("((") + cuda_c_type(to) + ")" + x + ")";
-}
 
 std::string strip_zero(std::string index) {
     if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
     return index;
 }
 
-struct Reduction {
-    std::string init;
-    const char* block;  // the block-wide combine in the prelude
-    const char* acc;    // the accumulator's C type (bool: int, which warp shuffles carry)
-    const char* shared;  // the block's shared slots of that type
-    std::string update(OpId op, const std::string& acc, const std::string& v) const {
-        return op == OpId::sum ? acc + " + " + v : op == OpId::amax ? "maximum(" + acc + ", " + v + ")" : "minimum(" + acc + ", " + v + ")";
-    }
-};
-// `dtype` is the reduction's output dtype: float32 and float64 as they are, int64 (sums of
-// int64 or bool, amax/amin of int64), bool (amax: any, amin: all).
-Reduction reduction_of(OpId op, DType dtype = DType::float32) {
-    const char* block = op == OpId::sum    ? "block_sum"
-                        : op == OpId::amax ? "block_max"
-                                           : "block_min";
+// The identity an accumulator of dtype `dtype` (the reduction's output dtype: float32 and
+// float64 as they are, int64 for sums of int64 or bool and amax/amin of int64, bool for
+// amax: any, amin: all) starts from.
+std::string reduction_identity(OpId op, DType dtype) {
     switch (dtype) {
         case DType::float64:
-            return {op == OpId::sum    ? "0.0"
-                    : op == OpId::amax ? "(-infinity<double>())"
-                                       : "infinity<double>()",
-                    block, "double", "shared_f64"};
+            return op == OpId::sum    ? "0.0"
+                   : op == OpId::amax ? "(-infinity<double>())"
+                                      : "infinity<double>()";
         case DType::int64:
-            return {op == OpId::sum    ? "0LL"
-                    : op == OpId::amax ? "(-9223372036854775807LL - 1)"
-                                       : "9223372036854775807LL",
-                    block, "long long", "shared_i64"};
+            return op == OpId::sum    ? "0LL"
+                   : op == OpId::amax ? "(-9223372036854775807LL - 1)"
+                                      : "9223372036854775807LL";
         case DType::boolean:
-            return {op == OpId::amin ? "1" : "0", block, "int", "shared_i32"};
+            return op == OpId::amin ? "1" : "0";
         default:
-            return {op == OpId::sum    ? "0.0f"
-                    : op == OpId::amax ? "(-infinity<float>())"
-                                       : "infinity<float>()",
-                    block, "float", "shared"};
+            return op == OpId::sum    ? "0.0f"
+                   : op == OpId::amax ? "(-infinity<float>())"
+                                      : "infinity<float>()";
     }
 }
 
-class CudaKernelEmitter : KernelView {
+// How a row's reduction is combined across its block (the prelude's block_sum/max/min),
+// through the block's shared slots of its accumulator's type.
+struct BlockCombine {
+    const char* combine;  // block_sum, block_max, block_min
+    const char* acc;      // the accumulator's C type (bool: int, which warp shuffles carry)
+    const char* shared;   // the block's shared slots of that type
+};
+BlockCombine block_combine(OpId op, DType dtype) {
+    const char* combine = op == OpId::sum    ? "block_sum"
+                          : op == OpId::amax ? "block_max"
+                                             : "block_min";
+    switch (dtype) {
+        case DType::float64:
+            return {combine, "double", "shared_f64"};
+        case DType::int64:
+            return {combine, "long long", "shared_i64"};
+        case DType::boolean:
+            return {combine, "int", "shared_i32"};
+        default:
+            return {combine, "float", "shared"};
+    }
+}
+
+class CudaKernelEmitter : KernelEmitterCore {
    public:
     CudaKernelEmitter(const Schedule& s, int index, std::ostream& os)
-        : KernelView(s, index, s.kernels[index].kind == KernelKind::row ? s.kernels[index].outer_dims : 0), os_(os),
+        : KernelEmitterCore(
+              s, index, s.kernels[index].kind == KernelKind::row ? s.kernels[index].outer_dims : 0,
+              os),
           row_(k_.kind == KernelKind::row) {}
 
     void emit() {
@@ -132,11 +108,9 @@ class CudaKernelEmitter : KernelView {
     }
 
    private:
-    std::ostream& os_;
     bool row_ = false;
     bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
     bool float_arrays_ = true;  // every value and array float32 (or bool values): float4 possible
-    std::set<int> row_scope_loads_;
     // Row kernels whose passes read an array more than once keep a thread's share of the row
     // in registers (kRowCache elements a thread) when the row fits: one read from memory.
     static constexpr int kRowCache = 8;
@@ -153,93 +127,77 @@ class CudaKernelEmitter : KernelView {
         return "pointwise over " + product_cpp(k_.domain, 0, rank_) + " elements" + (vec4_ ? " (float4 when aligned)" : float_arrays_ ? " (strided loads)" : " (not every array float32)");
     }
 
+    // ---- what the core asks of this dialect
 
-    std::string index_text(const LoadPlan& p) const {
-        std::string index = p.base + mid_terms(p);
-        if (p.kind == LoadKind::contiguous) index += " + j";
-        if (p.kind == LoadKind::strided)
-            for (const auto& [dim, stride] : p.inner) index += " + k" + std::to_string(dim) + " * " + to_cpp(stride);
-        return strip_zero(index);
-    }
-
-    std::string ptr(int v) const { return s_.value_name(s_.values.at(v).access.buffer) + "_ptr"; }
-
-    // Operands are converted to the dtype the node computes in (as on the CPU).
-    std::string expression(const LNode& n) const {
-        const OpInfo& op = op_info(n.op);
-        DType compute = compute_dtype(n);
-        std::vector<std::string> xs;
-        if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar_literal(n.attrs.scalar, compute));
-        for (size_t i = 0; i < n.inputs.size(); ++i) {
-            DType want = operand_dtype(n, i, compute);
-            std::string x = s_.value_name(n.inputs[i]);
-            xs.push_back(dtype(n.inputs[i]) == want ? x : convert_text(x, want));
+    const char* type(DType d) const override { return cuda_c_type(d); }
+    const char* type(int v) const { return cuda_c_type(dtype(v)); }
+    const char* index_type() const override { return "long long"; }
+    std::string special_literal(double value, DType d) const override {
+        if (d == DType::float64) {
+            if (std::isnan(value)) return "__longlong_as_double(0x7ff8000000000000LL)";
+            return value > 0 ? "infinity<double>()" : "(-infinity<double>())";
         }
-        if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar_literal(n.attrs.scalar, compute));
-        if (n.op == OpId::where) return "(" + xs[0] + " ? " + xs[1] + " : " + xs[2] + ")";
-        if (!op.math) return xs[0];  // contiguous / cast: the (converted) value itself
-        std::string math = math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : "");
+        if (std::isnan(value)) return "__int_as_float(0x7fc00000)";
+        return value > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+    }
+    // As the eager CUDA kernel converts a scalar ((T)scalar).
+    std::string int64_literal(double value) const override {
+        if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0))
+            return "(-9223372036854775807LL - 1)";
+        return "(" + std::to_string(int64_t(value)) + "LL)";
+    }
+    std::string reduction_identity(OpId op, DType d) const override {
+        return codegen::reduction_identity(op, d);
+    }
+    // As the eager CUDA kernels convert (convert_body).
+    std::string convert(const std::string& x, DType to) const override {
+        return to == DType::boolean ? "(" + x + " != 0)"
+                                    : std::string("((") + cuda_c_type(to) + ")" + x + ")";
+    }
+    std::string select(const std::string& c, const std::string& a,
+                       const std::string& b) const override {
+        return "(" + c + " ? " + a + " : " + b + ")";
+    }
+    std::string result(const std::string& math, const LNode& n, DType compute) const override {
         if (compute == DType::float32 || is_compare(n.op)) return math;
         return std::string("((") + cuda_c_type(compute) + ")(" + math + "))";
     }
+    std::string declare(int v, bool) const override {
+        return std::string("const ") + type(v) + " ";
+    }
+    const char* row_store_guard() const override { return "if (threadIdx.x == 0) "; }
 
-    const char* type(int v) const { return cuda_c_type(dtype(v)); }
-
-    // A constant's value (a `full` no kernel stores), as a literal of its dtype.
-    std::string constant_text(int v) const {
-        const LNode& n = node(s_.producer.at(v));
-        if (n.out.dtype == DType::boolean) return n.attrs.scalar != 0 ? "true" : "false";
-        return scalar_literal(n.attrs.scalar, n.out.dtype);
+    // One element j's load of v: lane c of a float4 group (`lane`: contiguous loads and stores
+    // go through the group's arrays), from the row's registers, or from memory.
+    void emit_load(const std::string& ind, int v, const LoadPlan& p, bool lane) override {
+        std::string name = s_.value_name(v);
+        std::string decl = std::string("const ") + type(v) + " " + name + " = ";
+        if (is_constant(v))
+            os_ << ind << decl << constant_text(v) << ";\n";
+        else if (lane && p.kind == LoadKind::contiguous)
+            os_ << ind << decl << name << "_v[c];\n";
+        else if (cached_.count(v))
+            os_ << ind << decl << name << "_c[c];\n";
+        else
+            os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
+        if (caching_ && cache_.count(v) && !cached_.count(v))
+            os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
     }
 
-
-    // The k_d of element j of the row (only when some array is strided along it).
-    void emit_inner_indices(const std::string& ind) {
-        bool strided = false;
-        for (const LoadPlan& p : element_loads()) strided = strided || p.kind == LoadKind::strided;
-        if (!strided || rank_ == outer_) return;
-        os_ << ind << "long long rest_j = j;\n";
-        for (int d = rank_ - 1; d > outer_; --d)
-            os_ << ind << "const long long k" << d << " = rest_j % " << to_cpp(size_expr(k_.domain[d])) << "; rest_j /= "
-                << to_cpp(size_expr(k_.domain[d])) << ";\n";
-        os_ << ind << "const long long k" << outer_ << " = rest_j;\n";
+    void emit_reduction_update(const std::string& ind, int r, bool) override {
+        const LNode& n = node(r);
+        std::string acc = s_.value_name(n.out.id), x = s_.value_name(n.inputs[0]);
+        if (dtype(n.inputs[0]) != n.out.dtype || n.out.dtype == DType::boolean)
+            x = std::string("((") + block_combine(n.op, n.out.dtype).acc + ")" + x + ")";
+        os_ << ind << acc << " = " << reduction_combine(n.op, acc, x) << ";\n";
     }
 
-    // Loads, statements, reduction updates and stores of one element j (lane c of a float4
-    // group when `lane` is set: loads and stores then go through the group's arrays).
-    void emit_element(const std::string& ind, const std::vector<int>& body, const std::vector<int>& reductions,
-                      const std::vector<int>& stores, bool lane) {
-        std::set<int> loaded;
-        auto load = [&](int v) {
-            if (in_kernel(v) || !loaded.insert(v).second) return;
-            LoadPlan p = plan_load(v, rank_, false);
-            std::string name = s_.value_name(v);
-            std::string decl = std::string("const ") + type(v) + " " + name + " = ";
-            if (is_constant(v)) os_ << ind << decl << constant_text(v) << ";\n";
-            else if (lane && p.kind == LoadKind::contiguous) os_ << ind << decl << name << "_v[c];\n";
-            else if (cached_.count(v)) os_ << ind << decl << name << "_c[c];\n";
-            else os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
-            if (caching_ && cache_.count(v) && !cached_.count(v)) os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
-        };
-        std::vector<int> all = body;
-        all.insert(all.end(), reductions.begin(), reductions.end());
-        for (int index : all)
-            for (int v : node(index).inputs) load(v);
-        for (int index : body)
-            os_ << ind << "const " << type(node(index).out.id) << " " << s_.value_name(node(index).out.id) << " = " << expression(node(index))
-                << ";\n";
-        for (int r : reductions) {
-            const LNode& n = node(r);
-            Reduction red = reduction_of(n.op, n.out.dtype);
-            std::string acc = s_.value_name(n.out.id), x = s_.value_name(n.inputs[0]);
-            if (dtype(n.inputs[0]) != n.out.dtype || n.out.dtype == DType::boolean)
-                x = std::string("((") + red.acc + ")" + x + ")";
-            os_ << ind << acc << " = " << red.update(n.op, acc, x) << ";\n";
-        }
-        for (int v : stores) {
-            if (lane) os_ << ind << s_.value_name(v) << "_v[c] = " << s_.value_name(v) << ";\n";
-            else os_ << ind << s_.value_name(v) << "_ptr[" << index_text(plan_load(v, rank_, false)) << "] = " << s_.value_name(v) << ";\n";
-        }
+    void emit_store(const std::string& ind, int v, bool lane) override {
+        if (lane)
+            os_ << ind << s_.value_name(v) << "_v[c] = " << s_.value_name(v) << ";\n";
+        else
+            os_ << ind << s_.value_name(v) << "_ptr[" << index_text(plan_load(v, rank_, false))
+                << "] = " << s_.value_name(v) << ";\n";
     }
 
     void emit_pointwise_kernel() {
@@ -289,45 +247,23 @@ class CudaKernelEmitter : KernelView {
             os_ << "    }\n";
         }
         os_ << "    for (long long j = first; j < n; j += step) {\n";
-        emit_inner_indices("        ");
         emit_element("        ", body, {}, stores, false);
         os_ << "    }\n";
     }
 
     // ---- row kernels
 
-    void emit_row_store(const std::string& ind, int v) {
-        if (std::find(k_.stores.begin(), k_.stores.end(), v) == k_.stores.end()) return;
-        LoadPlan p = plan_load(v, s_.value(v).shape.size(), true);
-        os_ << ind << "if (threadIdx.x == 0) " << s_.value_name(v) << "_ptr[" << p.base << "] = " << s_.value_name(v) << ";\n";
-    }
-
-    void emit_per_row_node(const std::string& ind, int index) {
-        const LNode& n = node(index);
-        for (int v : n.inputs) {
-            if (in_kernel(v) || !row_scope_loads_.insert(v).second) continue;
-            LoadPlan p = plan_load(v, n.out.shape.size(), true);
-            std::string value = is_constant(v) ? constant_text(v) : ptr(v) + "[" + p.base + "]";
-            os_ << ind << "const " << type(v) << " " << s_.value_name(v) << " = " << value << ";\n";
-        }
-        os_ << ind << "const " << type(n.out.id) << " " << s_.value_name(n.out.id) << " = " << expression(n) << ";\n";
-        emit_row_store(ind, n.out.id);
-    }
-
     // One loop along the row, each thread taking every blockDim.x-th element: folds
     // `reductions` (then combined across the block) and writes `stores`.
-    void emit_pass(const std::string& ind, const std::vector<int>& reductions, const std::vector<int>& stores, bool split = false) {
-        std::vector<int> targets = reductions;
-        for (int v : stores) targets.push_back(s_.producer.at(v));
-        std::vector<int> body = element_closure(targets);
+    void emit_pass(const std::string& ind, const std::vector<int>& reductions,
+                   const std::vector<int>& stores, bool split = false) {
         std::string names;
-        for (int t : targets) names += " " + s_.value_name(node(t).out.id);
+        std::vector<int> body = pass_body(reductions, stores, names);
         os_ << ind << "// pass along the row computing" << names << "\n";
-        for (int r : reductions) {
-            Reduction red = reduction_of(node(r).op, node(r).out.dtype);
-            os_ << ind << red.acc << " " << s_.value_name(node(r).out.id) << " = " << red.init
-                << ";\n";
-        }
+        for (int r : reductions)
+            os_ << ind << block_combine(node(r).op, node(r).out.dtype).acc << " "
+                << s_.value_name(node(r).out.id) << " = "
+                << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
         if (caching_) {
             os_ << ind << "#pragma unroll\n";
             os_ << ind << "for (int c = 0; c < " << kRowCache << "; ++c) {\n";
@@ -336,73 +272,17 @@ class CudaKernelEmitter : KernelView {
         } else {
             os_ << ind << "for (long long j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {\n";
         }
-        emit_inner_indices(ind + "    ");
         emit_element(ind + "    ", body, reductions, stores, false);
         os_ << ind << "}\n";
         cached_.insert(filled_.begin(), filled_.end());
         filled_.clear();
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
-            Reduction red = reduction_of(node(r).op, node(r).out.dtype);
-            os_ << ind << name << " = " << red.block << "(" << name << ", " << red.shared << ");\n";
+            BlockCombine block = block_combine(node(r).op, node(r).out.dtype);
+            os_ << ind << name << " = " << block.combine << "(" << name << ", " << block.shared
+                << ");\n";
             if (!split) emit_row_store(ind, node(r).out.id);
         }
-    }
-
-
-    // The steps of a row kernel, in order: passes along the row (reductions folded, element
-    // values stored) and values computed once per row. Reductions share a pass while none
-    // needs another's result (as on the CPU); element stores that need no per-row value join
-    // the first pass, so a reduction and the values it reads are one read of the row.
-    struct Step {
-        bool pass = true;
-        std::vector<int> reductions, stores;  // a pass
-        int node = -1;                        // a per-row value
-    };
-    std::vector<Step> row_steps() const {
-        // Levels: a reduction folds in pass L, one more than the last per-row value its
-        // elements read; a per-row value is ready after the pass of its latest input (-1:
-        // before any pass); element stores go in the first pass after the per-row values they read.
-        std::map<int, int> ready;  // per-row value id -> level after which it is known
-        auto after = [&](const std::vector<int>& nodes) {
-            int level = -1;
-            for (int index : nodes)
-                for (int v : node(index).inputs)
-                    if (per_row(v)) level = std::max(level, ready.at(v));
-            return level;
-        };
-        std::map<int, Step> passes;
-        std::vector<std::pair<int, int>> row_nodes;  // (level, node)
-        for (int index : k_.nodes) {
-            int out = node(index).out.id;
-            if (is_reduction(index)) {
-                std::vector<int> needs = element_closure({index});
-                needs.push_back(index);
-                int level = after(needs) + 1;
-                passes[level].reductions.push_back(index);
-                ready[out] = level;
-            } else if (per_row(out)) {
-                int level = after({index});
-                row_nodes.push_back({level, index});
-                ready[out] = level;
-            }
-        }
-        std::vector<int> stores, store_nodes;
-        for (int v : k_.stores)
-            if (!per_row(v)) stores.push_back(v), store_nodes.push_back(s_.producer.at(v));
-        if (!stores.empty()) passes[after(element_closure(store_nodes)) + 1].stores = stores;
-        std::vector<Step> steps;
-        auto add_row_nodes = [&](int level) {
-            for (const auto& [l, index] : row_nodes)
-                if (l == level) steps.push_back({false, {}, {}, index});
-        };
-        add_row_nodes(-1);
-        int last = passes.empty() ? -1 : passes.rbegin()->first;
-        for (int level = 0; level <= last; ++level) {
-            if (passes.count(level)) steps.push_back(passes[level]);
-            add_row_nodes(level);
-        }
-        return steps;
     }
 
    public:
@@ -431,7 +311,7 @@ class CudaKernelEmitter : KernelView {
         std::set<std::string> slots;  // 64-bit and int accumulators combine through their own slots
         for (int index : k_.nodes)
             if (is_reduction(index))
-                slots.insert(reduction_of(node(index).op, node(index).out.dtype).shared);
+                slots.insert(block_combine(node(index).op, node(index).out.dtype).shared);
         for (const std::string& slot : slots)
             if (slot != "shared")
                 os_ << "    __shared__ "
@@ -453,10 +333,7 @@ class CudaKernelEmitter : KernelView {
             os_ << ind << "const long long j_begin = 0, j_end = row_size;\n";
         }
         os_ << ind << "[[maybe_unused]] long long rest = row;\n";
-        for (int d = outer_ - 1; d > 0; --d)
-            os_ << ind << "const long long i" << d << " = rest % " << to_cpp(size_expr(k_.domain[d])) << "; rest /= "
-                << to_cpp(size_expr(k_.domain[d])) << ";\n";
-        if (outer_ > 0) os_ << ind << "const long long i0 = rest;\n";
+        if (outer_ > 0) emit_split(ind, "rest", 'i', outer_ - 1, 0);
         cache_ = split ? std::set<int>{} : reread_loads(steps);
         if (cache_.empty()) {
             emit_row_steps(ind, steps, split);
@@ -525,10 +402,17 @@ class CudaKernelEmitter : KernelView {
         for (size_t k = 0; k < r; ++k) {
             int n = reductions[k];
             std::string name = s_.value_name(node(n).out.id);
-            os_ << ind << "    " << name << " = " << reduction_of(node(n).op).init << ";\n";
-            os_ << ind << "    for (long long p = threadIdx.x; p < splits; p += blockDim.x) " << name << " = "
-                << reduction_of(node(n).op).update(node(n).op, name, "__ldcg(&partials[(row * splits + p) * " + std::to_string(r) + " + " + std::to_string(k) + "])") << ";\n";
-            os_ << ind << "    " << name << " = " << reduction_of(node(n).op).block << "(" << name << ", shared);\n";
+            os_ << ind << "    " << name << " = " << reduction_identity(node(n).op, DType::float32)
+                << ";\n";
+            os_ << ind << "    for (long long p = threadIdx.x; p < splits; p += blockDim.x) "
+                << name << " = "
+                << reduction_combine(node(n).op, name,
+                                     "__ldcg(&partials[(row * splits + p) * " + std::to_string(r) +
+                                         " + " + std::to_string(k) + "])")
+                << ";\n";
+            os_ << ind << "    " << name << " = "
+                << block_combine(node(n).op, DType::float32).combine << "(" << name
+                << ", shared);\n";
         }
         os_ << ind << "    if (threadIdx.x == 0) counters[row] = 0;  // ready for the next launch\n";
         os_ << ind << "}\n";
@@ -557,26 +441,23 @@ template <class T> __device__ inline T block_min(T v, T* shared) { return block_
 
 )";
 
-void emit_schedule(const Schedule& s, std::ostream& os, SeenKernels& seen) {
-    os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": " << s.graph.nodes.size() << " nodes, "
-       << s.kernels.size() << " kernels\n";
-    SameCode same_code(s);
-    for (size_t k = 0; k < s.kernels.size(); ++k) {
-        const Kernel& kernel = s.kernels[k];
-        if (kernel.kind == KernelKind::pointwise || kernel.kind == KernelKind::row) {
-            std::ostringstream text;
-            CudaKernelEmitter(s, int(k), text).emit();
-            std::string name = s.kernel_name(int(k));
-            auto [first, fresh] = seen.try_emplace(same_code.canonical(int(k), text.str()), name);
-            if (fresh) os << text.str();
-            else os << "// " << name << kSameCodeAs << first->second << ", on its own buffers\n\n";
-        } else {
-            os << "// " << s.kernel_name(int(k)) << ": " << s.value_name(s.graph.nodes[kernel.nodes[0]].out.id)
-               << (kernel.kind == KernelKind::blas ? " runs through the eager matmul (cuBLAS)\n\n"
-                                                   : " runs through the eager dispatcher: " + kernel.why + "\n\n");
-        }
+// The runner launches the first kernel's function for a repeat (cuda_kernel_entry).
+struct CudaKernels : KernelWriter {
+    void kernel(const Schedule& s, int k, std::ostream& os) const override {
+        CudaKernelEmitter(s, k, os).emit();
     }
-}
+    std::string repeat(const Schedule& s, int k, const std::string& first) const override {
+        return "// " + s.kernel_name(k) + kSameCodeAs + first + ", on its own buffers\n\n";
+    }
+    std::string host(const Schedule& s, int k) const override {
+        const Kernel& kernel = s.kernels[k];
+        return "// " + s.kernel_name(k) + ": " +
+               s.value_name(s.graph.nodes[kernel.nodes[0]].out.id) +
+               (kernel.kind == KernelKind::blas
+                    ? " runs through the eager matmul (cuBLAS)\n\n"
+                    : " runs through the eager dispatcher: " + kernel.why + "\n\n");
+    }
+};
 
 }  // namespace
 
@@ -585,8 +466,7 @@ std::string emit_cuda(const std::vector<const Schedule*>& schedules) {
     os << "// Generated by kiln (codegen/emit_cuda.cpp) for NVRTC. One __global__ function per kernel; see docs/cuda.md.\n";
     os << cuda_math_prelude();
     os << "namespace kiln_math {\n" << kRowPrelude;
-    SeenKernels seen;
-    for (const Schedule* s : schedules) emit_schedule(*s, os, seen);
+    emit_kernels(schedules, CudaKernels(), os);
     os << "}  // namespace kiln_math\n";
     return os.str();
 }

@@ -1,7 +1,7 @@
-// Internal to codegen/: how both emitters (emit_cpp.cpp, emit_cuda.cpp) read one kernel of
-// a Schedule: which values it computes, which it computes once per row, how each value it
-// loads is indexed (constant over the row, contiguous along it, or strided), and which
-// element nodes a target needs. The emitters differ only in the code they write from it.
+// Internal to codegen/: how the emitter core (emit_core.h) and its dialects (emit_cpp.cpp,
+// emit_cuda.cpp) read one kernel of a Schedule: which values it computes, which it computes
+// once per row, how each value it loads is indexed (constant over the row, contiguous along
+// it, or strided), and which element nodes a target needs.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -204,13 +204,6 @@ class KernelView {
                 if (!ok(dtype(v))) return false;
         }
         return true;
-    }
-
-    bool reads_any(const std::vector<int>& nodes, const std::set<int>& values) const {
-        for (int index : nodes)
-            for (int v : node(index).inputs)
-                if (values.count(v)) return true;
-        return false;
     }
 
     const Schedule& s_;

@@ -1,5 +1,5 @@
-// Kernels that differ only in names are compiled once, by both emitters (emit_cpp.cpp,
-// emit_cuda.cpp). See docs/codegen.md, "Kernels that differ only in names".
+// Kernels that differ only in names are compiled once, for both dialects (emit_kernels in
+// emit_core.cpp). See docs/codegen.md, "Kernels that differ only in names".
 #pragma once
 #include <cctype>
 #include <cstring>

@@ -93,6 +93,28 @@ size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
+// The emitter core orders a row kernel's steps (codegen/emit_core.cpp, row_steps): an element
+// value stored beside a reduction joins the first pass, so the row is read once, even when
+// per-row math on the reduction follows.
+BOOST_AUTO_TEST_CASE(an_element_store_joins_the_first_pass_along_the_row) {
+    GraphBuilder b;
+    int x = b.input({8, 100}, "x"), y = b.input({8, 100}, "y");
+    int m = b.binary(OpId::maximum, x, y);
+    int a = b.reduce(OpId::amax, m, {-1}, true);
+    b.output(m);
+    b.output(b.unary(OpId::abs, a));
+    CompiledCpuGraph compiled = compile_cpu(b.graph);
+    BOOST_TEST(compiled.schedule().kernels.size() == 1u);
+    const std::string& source = compiled.source();
+    size_t pass = source.find("// pass along the row computing");
+    BOOST_REQUIRE(pass != std::string::npos);
+    BOOST_TEST(source.find("// pass along the row computing", pass + 1) == std::string::npos,
+               source);
+    BOOST_TEST(source.substr(pass, source.find('\n', pass) - pass) ==
+               "// pass along the row computing amax_3 maximum_2");
+    check_against_eager(compiled, b.graph, {randn({8, 100}), randn({8, 100})});
+}
+
 BOOST_AUTO_TEST_CASE(kernels_that_differ_only_in_names_are_compiled_once) {
     // Layers of relu(h @ w * scale + 1). Each matmul's epilogue (codegen/epilogue.cpp) has a
     // `_rows` entry too. The 2nd and 3rd epilogues are the same code; the 4th multiplies by

@@ -16,6 +16,7 @@
 
 #include "codegen/cpu_backend.h"
 #include "codegen/cuda_backend.h"
+#include "codegen/emit_cpp.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/inductor.h"
 #include "codegen/lower_graph.h"
@@ -161,6 +162,45 @@ BOOST_AUTO_TEST_CASE(softmax_and_layernorm_are_one_cuda_kernel_each) {
             BOOST_TEST(count(cached, "x_0_ptr[") == 1, "the cached variant reads the row from memory once");
             BOOST_TEST(count(cached, "x_0_c[c] = x_0;") == 1);
             BOOST_TEST(count(source.substr(other), "x_0_ptr[") >= 2);
+            if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(source));
+        }
+    }
+}
+
+// One emitter core, two dialects (codegen/emit_core.h): the CPU and CUDA sources of a row
+// kernel make the same passes along the row, in the same order, computing the same values;
+// the CUDA source compiles with NVRTC.
+BOOST_AUTO_TEST_CASE(both_dialects_make_the_same_passes_along_a_row) {
+    using namespace kiln::codegen::testing;
+    GraphBuilder b;  // an element store beside a reduction: one pass on both targets
+    int x = b.input({8, 100}, "x"), y = b.input({8, 100}, "y");
+    int m = b.binary(OpId::maximum, x, y);
+    b.output(m);
+    b.output(b.unary(OpId::abs, b.reduce(OpId::amax, m, {-1}, true)));
+    std::vector<std::pair<std::string, LGraph>> graphs = {
+        {"softmax", record(softmax_graph, {64, 1024})},
+        {"layernorm", record(layernorm_graph, {64, 1024})},
+        {"store beside amax", b.graph}};
+    auto passes = [](const std::string& source) {
+        std::vector<std::string> out;
+        for (size_t at = source.find("// pass along the row"); at != std::string::npos;
+             at = source.find("// pass along the row", at + 1))
+            out.push_back(source.substr(at, source.find('\n', at) - at));
+        return out;
+    };
+    for (auto& [name, g] : graphs) {
+        BOOST_TEST_CONTEXT(name) {
+            g.device = cpu;
+            std::vector<std::string> on_cpu = passes(emit(schedule(g)));
+            g.device = kCuda;
+            std::string source = emit_cuda(schedule(g));
+            std::vector<std::string> on_cuda = passes(source);
+            BOOST_TEST(!on_cpu.empty());
+            // A row kept in registers is a second variant of the same passes.
+            BOOST_REQUIRE((on_cuda.size() == on_cpu.size() || on_cuda.size() == 2 * on_cpu.size()));
+            BOOST_TEST(std::vector<std::string>(on_cuda.begin(), on_cuda.begin() + on_cpu.size()) ==
+                           on_cpu,
+                       boost::test_tools::per_element());
             if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(source));
         }
     }
