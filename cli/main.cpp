@@ -1,5 +1,5 @@
 // The `kiln` command line: no arguments -> the REPL; `kiln run FILE`; `kiln explain FILE FN`;
-// `kiln grade N` (course assignments).
+// `kiln grade N` (course assignments); `kiln launch --nproc N PROGRAM` (cli/launch.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +11,7 @@
 #include "cli/grade.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
+#include "cli/launch.h"
 #include "cli/repl.h"
 #include "jit/backends.h"
 
@@ -62,6 +63,7 @@ int explain_function(interp::Interp& in, const std::string& path, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "launch") return cli::launch_main(argc - 1, argv + 1);
     CLI::App app{"kiln: a small PyTorch-like tensor framework and JIT; this runs kiln script (Python-flavoured)"};
     app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
     std::string backend = "inductor";
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
     explain->add_option("function", function, "the function's name")->required();
     cli::GradeCommand grade;
     cli::add_grade_command(app, grade);
+    cli::LaunchCommand launch;
+    cli::add_launch_command(app, launch);
     CLI11_PARSE(app, argc, argv);
     if (*grade.command) return cli::run_grade(grade);
 

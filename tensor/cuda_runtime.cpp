@@ -518,6 +518,8 @@ void gemm(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
     KILN_CHECK(s == 0, "matmul on CUDA: cuBLAS gemm failed (status ", s, ") for ", m, "x", k, " @ ", k, "x", n);
 }
 
+void* stream(const char* op) { return live(op).stream; }
+
 void synchronize() {
     Runtime& r = live("synchronize");
     check(r.cu.cuStreamSynchronize(r.stream), "synchronize");

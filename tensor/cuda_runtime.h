@@ -65,6 +65,9 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           int64_t batch);
 
 void synchronize();
+// kiln's stream (a CUstream), with cuda:0's context made current in this thread: for engines
+// that enqueue their own work behind kiln's kernels (dist/backend_nccl.cpp).
+void* stream(const char* op);
 // How many operations (kernel launches, cuBLAS calls, copies, memsets) kiln has put on its
 // stream so far: benchmarks divide host time per call by it.
 int64_t operations_issued();
