@@ -18,3 +18,4 @@ foreach(mode auto off)
   add_test(NAME dist.launch_stops_all_when_one_fails.${mode}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_fails.sh $<TARGET_FILE:kiln_cli> ${mode})
 endforeach()
+kiln_launch_test(dist.2ranks.ddp $<TARGET_FILE:test_dist> --run_test=dist_ddp --report_level=short)
