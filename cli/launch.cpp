@@ -57,7 +57,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // A kiln script runs through `kiln run`; anything else runs as it is.
 std::vector<std::string> rank_command(const std::vector<std::string>& program) {
     std::vector<std::string> cmd = program;
-    if (ends_with(program[0], ".kiln") || ends_with(program[0], ".py"))
+    if (ends_with(program[0], ".kn") || ends_with(program[0], ".kiln") ||
+        ends_with(program[0], ".py"))
         cmd.insert(cmd.begin(), {self_exe(), "run"});
     return cmd;
 }

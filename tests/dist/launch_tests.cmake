@@ -19,3 +19,6 @@ foreach(mode auto off)
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_fails.sh $<TARGET_FILE:kiln_cli> ${mode})
 endforeach()
 kiln_launch_test(dist.2ranks.ddp $<TARGET_FILE:test_dist> --run_test=dist_ddp --report_level=short)
+# Lesson 11 on two processes: the same checks as its one-process entry (tutorial.11_data_parallel).
+kiln_launch_test(dist.2ranks.lesson_11 $<TARGET_FILE:tutorial_11_data_parallel>)
+set_tests_properties(dist.2ranks.lesson_11 PROPERTIES PASS_REGULAR_EXPRESSION "on 2 process.*lesson 11: all checks passed")
