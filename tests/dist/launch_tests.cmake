@@ -22,3 +22,5 @@ kiln_launch_test(dist.2ranks.ddp $<TARGET_FILE:test_dist> --run_test=dist_ddp --
 # Lesson 11 on two processes: the same checks as its one-process entry (tutorial.11_data_parallel).
 kiln_launch_test(dist.2ranks.lesson_11 $<TARGET_FILE:tutorial_11_data_parallel>)
 set_tests_properties(dist.2ranks.lesson_11 PROPERTIES PASS_REGULAR_EXPRESSION "on 2 process.*lesson 11: all checks passed")
+# NCCL on a machine with 2 GPUs (the suite reports itself skipped without one).
+kiln_launch_test(dist.2ranks.cuda $<TARGET_FILE:test_dist> --run_test=dist_cuda --report_level=short --log_level=message)
