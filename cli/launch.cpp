@@ -334,7 +334,11 @@ int run_launch(const LaunchCommand& given) {
     }
     install_forwarding();
     int rc = wait_all();
-    if (rc != 0) report_failure(dir, l.nproc, rc);
+    if (g_signal)
+        std::cerr << "kiln launch: got signal " << int(g_signal) << " (" << strsignal(g_signal)
+                  << "), passed it to every rank\n";
+    else if (rc != 0)
+        report_failure(dir, l.nproc, rc);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     return g_signal ? 128 + g_signal : rc;

@@ -66,6 +66,7 @@ class MpiWork final : public Work {
         : b_(b), request_(r), keep_(std::move(keep)), what_(std::move(what)) {}
     std::function<void()> after;  // avg's division, once the sum is in
     void wait() override;
+    bool poll() override;
 
    private:
     MpiBackend& b_;
@@ -171,6 +172,17 @@ void MpiWork::wait() {
     done_ = true;
     if (after) after();
     keep_.clear();
+}
+
+bool MpiWork::poll() {
+    if (done_) return true;
+    int flag = 0;
+    if (MPI_Test(&request_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag)
+        return false;  // wait() reports errors
+    done_ = true;
+    if (after) after();
+    keep_.clear();
+    return true;
 }
 
 }  // namespace

@@ -166,6 +166,7 @@ class NcclWork final : public Work {
         : b_(b), done_event_(done), keep_(std::move(keep)), what_(std::move(what)) {}
     ~NcclWork() override;
     void wait() override;
+    bool poll() override;
 
    private:
     NcclBackend& b_;
@@ -271,6 +272,8 @@ class NcclBackend final : public Backend {
 NcclWork::~NcclWork() {
     if (done_event_) b_.lib.cu.cuEventDestroy(done_event_);
 }
+
+bool NcclWork::poll() { return done_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
 
 // The host waits for the collective (polling, so a dead peer becomes an error), then kiln's
 // stream is ordered after it, so kernels queued next read the result.

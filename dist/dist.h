@@ -49,6 +49,9 @@ class Work {
    public:
     virtual ~Work() = default;
     virtual void wait() = 0;
+    // Whether it has completed, without waiting. MPI moves a non-blocking collective on only
+    // inside MPI calls: DDP polls its buckets in flight from each gradient hook.
+    virtual bool poll() = 0;
 };
 using WorkHandle = std::shared_ptr<Work>;
 

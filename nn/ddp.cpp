@@ -77,6 +77,8 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
     if (!sync_ || ready_[k]) return;
     in_backward_ = true;
     ready_[k] = true;
+    for (size_t i = 0; i < next_launch_; ++i)
+        buckets_[i].work->poll();  // MPI progresses inside its calls
     Bucket& b = buckets_[bucket_of_[k]];
     if (++b.ready == b.params.size()) launch_ready_buckets();
 }

@@ -28,3 +28,7 @@ kiln_launch_test(dist.2ranks.cuda $<TARGET_FILE:test_dist> --run_test=dist_cuda 
 kiln_launch_test(dist.2ranks.lesson_11_script ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/11_data_parallel.kn)
 set_tests_properties(dist.2ranks.lesson_11_script PROPERTIES PASS_REGULAR_EXPRESSION
                      "on 2 process.*equals one process's trained on the whole batch: yes")
+foreach(mode auto off)
+  add_test(NAME dist.launch_forwards_signals.${mode}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_signals.sh $<TARGET_FILE:kiln_cli> ${mode})
+endforeach()
