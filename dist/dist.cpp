@@ -155,6 +155,13 @@ void check_same_everywhere(Group& g, Backend& b, const Tensor& t, int64_t op_cod
 
 void touched(const Tensor& t) { ++t.impl()->storage->version; }
 
+// Under compile(), a collective is host code reading and writing a tensor's memory: a graph
+// break (a data access), and the function's host code re-runs on every call, collective
+// included (docs/jit.md). No-op outside a recording.
+void leave_graph(const Tensor& t) {
+    report_escape(t, Escape::data_access, std::source_location::current());
+}
+
 }  // namespace
 
 void init_process_group(const InitOptions& o) {
@@ -234,6 +241,7 @@ WorkHandle all_reduce_async(const Tensor& t, ReduceOp op) {
     KILN_CHECK(op != ReduceOp::avg || is_floating(t.dtype()),
                "dist.all_reduce: avg needs a floating tensor, got ", t.dtype());
     if (g.info.world_size == 1) return std::make_shared<Done>();
+    leave_graph(t);
     touched(t);
     return backend_for(g, t, "all_reduce")
         .all_reduce(t.raw_data(), t.numel(), t.dtype(), op, {t},
@@ -254,6 +262,7 @@ void broadcast(const Tensor& t, int src) {
     KILN_CHECK(src >= 0 && src < g.info.world_size, "dist.broadcast: src ", src,
                " is not a rank of [0, ", g.info.world_size, ")");
     if (g.info.world_size == 1) return;
+    leave_graph(t);
     Backend& b = backend_for(g, t, "broadcast");
     check_same_everywhere(g, b, t, 1, src, "broadcast");
     touched(t);
@@ -265,6 +274,7 @@ void broadcast(const Tensor& t, int src) {
 Tensor all_gather(const Tensor& t) {
     Group& g = group("all_gather");
     check_tensor(t, "all_gather", false);
+    if (g.info.world_size > 1) leave_graph(t);
     Tensor in = t.detach().contiguous();
     Shape s = in.shape();
     s.insert(s.begin(), g.info.world_size);
@@ -281,6 +291,7 @@ Tensor all_gather(const Tensor& t) {
 Tensor reduce_scatter(const Tensor& t, ReduceOp op) {
     Group& g = group("reduce_scatter");
     check_tensor(t, "reduce_scatter", false);
+    if (g.info.world_size > 1) leave_graph(t);
     int world = g.info.world_size;
     KILN_CHECK(t.dim() >= 1 && t.size(0) % world == 0, "dist.reduce_scatter: dim 0 of shape ",
                t.shape(), " must be a multiple of the world size ", world);

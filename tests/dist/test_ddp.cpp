@@ -137,6 +137,41 @@ BOOST_AUTO_TEST_CASE(compiled_small_resnet_inside_ddp_equals_one_process) {
     BOOST_CHECK_GT(train_and_compare(resnet_task(), true, 2), 1u);
 }
 
+// PyTorch's order: compile a step that calls the DDP module. Its buffer broadcasts are
+// collectives in host code (graph breaks); the step still trains as one process does.
+BOOST_AUTO_TEST_CASE(a_compiled_step_calling_ddp_equals_one_process) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    Task task = resnet_task();
+    manual_seed(100);
+    std::vector<Tensor> xs, ys;
+    for (int s = 0; s < 2; ++s)
+        xs.push_back(randn({2 * world, 3, 12, 12})), ys.push_back(task.targets(2 * world));
+    manual_seed(1);
+    auto reference = task.make();
+    manual_seed(1);  // the same start: this case checks the compiled step, not the broadcast
+    auto replica = task.make();
+    nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.0005});
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return task.loss(ddp(x), y); });
+    optim::SGD opt(ddp.parameters(), 0.05), ref_opt(reference->parameters(), 0.05);
+    for (int s = 0; s < 2; ++s) {
+        opt.zero_grad();
+        step(xs[s].narrow(0, 2 * rank, 2), ys[s].narrow(0, 2 * rank, 2)).backward();
+        opt.step();
+        ref_opt.zero_grad();
+        Tensor total = zeros({});
+        for (int r = 0; r < world; ++r)
+            total = total +
+                    task.loss((*reference)(xs[s].narrow(0, 2 * r, 2)), ys[s].narrow(0, 2 * r, 2));
+        (total / double(world)).backward();
+        ref_opt.step();
+        auto got = ddp.module().parameters(), want = reference->parameters();
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_CHECK_MESSAGE(allclose(got[k], want[k], 1e-4, 1e-5),
+                                "rank " << rank << " step " << s << " parameter " << k);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(batch_norm_statistics_come_from_rank_0) {
     join();
     manual_seed(7 + dist::get_rank());
