@@ -55,7 +55,8 @@ std::span<const Builtin> tensor_builtins();  // factories, ops, Tensor.* methods
 std::span<const Builtin> nn_builtins();      // nn.*, F.*, optim.*, Module.*, Optimizer.*
 std::span<const Builtin> class_builtins();   // super, isinstance, staticmethod, Function.apply (classes.cpp)
 std::span<const Builtin> extra_builtins();
-std::span<const Builtin> dist_builtins();    // torch.distributed, nn.parallel.DistributedDataParallel (builtins_dist.cpp)
+// torch.distributed, nn.parallel.DistributedDataParallel (builtins_dist.cpp)
+std::span<const Builtin> dist_builtins();
 // dist.ReduceOp.SUM / AVG / MAX (builtins_dist.cpp), nullopt for another name.
 std::optional<Value> dist_reduce_op(const std::string& name);
 std::span<const Builtin> models_builtins();  // nn.MultiheadAttention, torchvision.models.resnet18, kiln.models.gpt, state_dict (builtins_models.cpp)
