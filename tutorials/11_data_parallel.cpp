@@ -27,7 +27,7 @@ namespace {
 
 int failures = 0;
 void check(bool ok, const std::string& what) {
-    if (dist::get_rank() == 0) std::printf("check: %s: %s\n", what.c_str(), ok ? "ok" : "FAILED");
+    if (dist::get_rank() == 0) std::printf("check: %s: %s\n", what.c_str(), ok ? "yes" : "NO");
     failures += !ok;
 }
 
