@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
-DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev libdnnl-dev
+DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev libdnnl-dev libopenmpi-dev openmpi-bin
 
 .PHONY: all deps test-deps build test demo demo-all bench bench-compare bench-gpu sanitize clean format fuzz assignment assignment-release
 

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "autograd/hooks.h"
+
 namespace kiln::autograd {
 namespace {
 
@@ -206,6 +208,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     NoGradGuard no_grad;  // backward formulas are not themselves recorded
     if (!root.grad_fn()) {
         accumulate(*root.impl(), grad);
+        run_post_accumulate_hooks(root.impl());
         return;
     }
     // Gradients waiting for each node, one slot per node output.
@@ -217,18 +220,26 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         return v;
     };
     slots(keep_root.get())[root.impl()->output_nr] = grad;
-    for (Node* node : topological_order(keep_root.get())) {
+    std::vector<Node*> order = topological_order(keep_root.get());
+    LeafHookCounter leaf_hooks(order);  // post-accumulate-grad hooks (autograd/hooks.h)
+    for (Node* node : order) {
         std::vector<Tensor> g = std::move(slots(node));
         pending.erase(node);
-        if (std::none_of(g.begin(), g.end(), [](const Tensor& t) { return t.defined(); })) continue;
+        if (std::none_of(g.begin(), g.end(), [](const Tensor& t) { return t.defined(); })) {
+            leaf_hooks.node_skipped(*node);
+            continue;
+        }
         node->releases_after_apply = !retain_graph;
         std::vector<Tensor> grads = node->apply_all(g);
         if (!retain_graph) node->release_saved();
-        for (size_t i = 0; i < node->next.size() && i < grads.size(); ++i) {
+        for (size_t i = 0; i < node->next.size(); ++i) {
             const Edge& e = node->next[i];
-            if (!e.defined() || !grads[i].defined()) continue;
+            bool has_grad = i < grads.size() && grads[i].defined();
+            if (e.leaf && !has_grad) leaf_hooks.edge_done(e.leaf.get(), false);
+            if (!e.defined() || !has_grad) continue;
             if (e.leaf) {
                 accumulate(*e.leaf, std::move(grads[i]));
+                leaf_hooks.edge_done(e.leaf.get(), true);
             } else {
                 Tensor& slot = slots(e.node.get())[e.output_nr];
                 slot = slot.defined() ? slot + grads[i] : grads[i];

@@ -1,5 +1,6 @@
 // The `kiln` command line: no arguments -> the REPL; `kiln run FILE`; `kiln explain FILE FN`;
-// `kiln grade N` (course assignments); `kiln report DIR` (the HTML compile report of a trace).
+// `kiln grade N` (course assignments); `kiln report DIR` (the HTML compile report of a trace);
+// `kiln launch --nproc N PROGRAM` (cli/launch.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include "cli/grade.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
+#include "cli/launch.h"
 #include "cli/repl.h"
 #include "cli/report/report.h"
 #include "jit/backends.h"
@@ -82,6 +84,7 @@ int write_report_command(const std::string& dir, std::string out, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "launch") return cli::launch_main(argc - 1, argv + 1);
     CLI::App app{"kiln: a small PyTorch-like tensor framework and JIT; this runs kiln script (Python-flavoured)"};
     app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
     std::string backend = "inductor";
@@ -110,6 +113,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cli::GradeCommand grade;
     cli::add_grade_command(app, grade);
+    cli::LaunchCommand launch;
+    cli::add_launch_command(app, launch);
     CLI11_PARSE(app, argc, argv);
     if (*grade.command) return cli::run_grade(grade);
     if (*report_cmd) return write_report_command(report_trace_dir, report_out, layout);

@@ -84,7 +84,7 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 void synchronize();
 
 // For the libraries kiln calls on its stream besides cuBLAS (cuDNN: tensor/cudnn.cpp; cublasLt:
-// tensor/cublaslt.cpp): the first of `names` that dlopen loads (null, and the loader's messages
+// tensor/cublaslt.cpp; NCCL: dist/backend_nccl.cpp): the first of `names` that dlopen loads (null, and the loader's messages
 // appended to `why`, when none does), and one of its symbols (null and `why` when missing).
 void* open_library(std::initializer_list<const char*> names, std::string& why);
 void* library_symbol(void* lib, const char* symbol, std::string& why);

@@ -49,7 +49,7 @@ struct Table {
     std::map<std::string, const Builtin*> entries;
     std::map<const Builtin*, ParamSpec> specs;
     Table() {
-        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins(), ops_builtins(), models_builtins()})
+        for (auto span : {core_builtins(), tensor_builtins(), nn_builtins(), class_builtins(), extra_builtins(), ops_builtins(), models_builtins(), dist_builtins()})
             for (const Builtin& b : span) entries[b.name] = &b, specs[&b] = parse_params(b.params);
     }
 };
@@ -64,6 +64,7 @@ const std::map<std::string, std::vector<std::string>> kNamespacePrefixes = {
     {"jit", {"jit."}}, {"fx", {"fx."}}, {"cuda", {"cuda."}}, {"autograd", {"autograd."}}, {"warnings", {"warnings."}},
     {"traceback", {"traceback."}}, {"exc", {}}, {"typing", {}}, {"proxy", {}},
     {"torchvision", {}}, {"torchvision.models", {"torchvision.models."}}, {"kiln", {"kiln."}}, {"kiln.models", {"kiln.models."}},
+    {"dist", {"dist."}}, {"parallel", {"parallel."}}, {"ReduceOp", {}},
 };
 const std::map<std::string, std::string> kSubmodules = {
     {"torch.nn", "nn"}, {"torch.nn.functional", "F"}, {"torch.optim", "optim"}, {"torch._dynamo", "_dynamo"},
@@ -71,6 +72,7 @@ const std::map<std::string, std::string> kSubmodules = {
     {"torch.autograd", "autograd"}, {"_dynamo.exc", "exc"}, {"torch._dynamo.exc", "exc"},
     {"fx.proxy", "proxy"}, {"torch.fx.proxy", "proxy"},
     {"torchvision.models", "torchvision.models"}, {"kiln.models", "kiln.models"},
+    {"torch.distributed", "dist"}, {"dist.ReduceOp", "ReduceOp"}, {"torch.nn.parallel", "parallel"}, {"nn.parallel", "parallel"},
 };
 // Classes reached through a namespace: torch.nn.Module, torch.autograd.Function, torch.Tensor ...
 const std::map<std::string, std::string> kNamespaceClasses = {
@@ -383,6 +385,7 @@ std::optional<Value> namespace_attr(const Namespace& ns, const std::string& name
         return Value(std::make_shared<Namespace>(Namespace{sub->second}));
     if (ns.name == "torch")
         if (auto d = kDTypes.find(name); d != kDTypes.end()) return Value(d->second);
+    if (ns.name == "ReduceOp") return dist_reduce_op(name);
     if (auto c = kNamespaceClasses.find(ns.name + "." + name); c != kNamespaceClasses.end()) return Value(builtin_class(c->second));
     // typing's names (List, Optional, ...) only ever appear in annotations, which kiln script
     // does not evaluate: importing one gives None.

@@ -55,6 +55,10 @@ std::span<const Builtin> tensor_builtins();  // factories, ops, Tensor.* methods
 std::span<const Builtin> nn_builtins();      // nn.*, F.*, optim.*, Module.*, Optimizer.*
 std::span<const Builtin> class_builtins();   // super, isinstance, staticmethod, Function.apply (classes.cpp)
 std::span<const Builtin> extra_builtins();
+// torch.distributed, nn.parallel.DistributedDataParallel (builtins_dist.cpp)
+std::span<const Builtin> dist_builtins();
+// dist.ReduceOp.SUM / AVG / MAX (builtins_dist.cpp), nullopt for another name.
+std::optional<Value> dist_reduce_op(const std::string& name);
 std::span<const Builtin> models_builtins();  // nn.MultiheadAttention, torchvision.models.resnet18, kiln.models.gpt, state_dict (builtins_models.cpp)
 Value b_round(Bound& b);  // Python's round, and torch.round(tensor, decimals) (builtins.cpp)
 std::span<const Builtin> ops_builtins();     // stack, clamp, argmax, var/std, chunk, F.gelu, nn.LayerNorm ... (builtins_ops.cpp)   // sorted, sum, abs, str methods, no_grad, jit.trace ... (extras.cpp)

@@ -362,7 +362,7 @@ void Interp::exec_import(const Stmt& stmt) {
     auto need = [&](const std::string& name, Pos pos) {
         std::optional<Value> m = import_module(name);
         frames_.back().pos = pos;
-        if (!m) raise("ModuleNotFoundError", "No module named '" + name + "' (kiln script knows torch, torch.nn, torch.nn.functional, torch.optim, torch._dynamo, time, torchvision.models and kiln.models)");
+        if (!m) raise("ModuleNotFoundError", "No module named '" + name + "' (kiln script knows torch, torch.nn, torch.nn.functional, torch.optim, torch._dynamo, torch.distributed, torch.nn.parallel, time, torchvision.models and kiln.models)");
         return *m;
     };
     Scope& scope = *frames_.back().scope;

@@ -55,8 +55,9 @@ std::vector<fs::path> user_docs() {
 const std::string& all_code() {
     static const std::string code = [] {
         std::string all;
-        for (const char* dir : {"tensor", "autograd", "nn", "optim", "jit", "codegen", "cli",
-                                "models", "tests", "bench", "tutorials", "cmake", "assignments"})
+        for (const char* dir :
+             {"tensor", "autograd", "dist", "nn", "optim", "jit", "codegen", "cli", "models",
+              "tests", "bench", "tutorials", "cmake", "assignments"})
             for (const auto& e : fs::recursive_directory_iterator(kRoot / dir)) {
                 std::string ext = e.path().extension().string();
                 if (e.path().parent_path() == kRoot / "tests/docs")

@@ -1,0 +1,144 @@
+// bench_ddp: DistributedDataParallel's step time on 1 rank and on N (weak scaling: the same
+// batch per rank), printed as one JSON object. It runs itself through `kiln launch` once per
+// world size (the kiln binary beside it) and reads each run's line:
+//   build/bench_ddp --model resnet18 --device cuda --batch 32 --nproc 1,2,4 [--compiled]
+//   build/bench_ddp --model mlp --nproc 1,2           (CPU, MPI)
+// Efficiency at N ranks = step time at 1 / step time at N (1.0: perfect). docs/distributed.md.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "kiln.h"
+#include "median.h"
+#include "models/gpt.h"
+#include "models/resnet.h"
+#include "tensor/cuda.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Args {
+    std::string model = "mlp", device = "cpu", nproc = "1,2";
+    int64_t batch = 32, image = 224, seq = 128;
+    int steps = 10, warmup = 3;
+    double bucket_cap_mb = 25;
+    bool compiled = false, worker = false;
+};
+
+std::shared_ptr<nn::Module> make_model(const Args& a) {
+    if (a.model == "resnet18") return std::make_shared<models::ResNet18>(1000);
+    if (a.model == "gpt") return std::make_shared<models::Gpt>();
+    KILN_CHECK(a.model == "mlp", "bench_ddp: --model is mlp, resnet18 or gpt, got ", a.model);
+    return std::make_shared<nn::Sequential>(nn::sequential(nn::Linear(1024, 4096), nn::ReLU(),
+                                                           nn::Linear(4096, 4096), nn::ReLU(),
+                                                           nn::Linear(4096, 10)));
+}
+
+// One rank: DDP steps (forward, backward with the all-reduces, SGD); rank 0 prints one line.
+int worker(const Args& a) {
+    dist::init_process_group();
+    Device dev = a.device == "cuda" ? Device{DeviceType::cuda, 0} : kiln::cpu;
+    manual_seed(0);
+    auto net = make_model(a);
+    net->to(dev);
+    Tensor x, y;
+    if (a.model == "gpt") {
+        x = randint(0, 256, {a.batch, a.seq}).to(dev);
+        y = randint(0, 256, {a.batch * a.seq}).to(dev);
+    } else {
+        x = (a.model == "resnet18" ? randn({a.batch, 3, a.image, a.image}) : randn({a.batch, 1024}))
+                .to(dev);
+        y = randint(0, 10, {a.batch}).to(dev);
+    }
+    nn::DDPOptions options{.bucket_cap_mb = a.bucket_cap_mb};
+    if (a.compiled) {
+        auto f = std::make_shared<decltype(compile(*net))>(compile(*net));
+        options.forward = [f](const Tensor& t) { return (*f)(t); };
+    }
+    nn::DistributedDataParallel ddp(net, options);
+    optim::SGD opt(ddp.parameters(), 0.01, 0.9);
+    std::vector<double> waits;
+    auto step = [&] {
+        opt.zero_grad();
+        Tensor out = ddp(x);
+        if (a.model == "gpt") out = out.reshape({-1, out.size(-1)});
+        nn::functional::cross_entropy(out, y).backward();
+        opt.step();
+        if (dev.type == DeviceType::cuda) cuda::synchronize();
+        waits.push_back(ddp.last_wait_seconds() * 1e3);
+    };
+    double ms = kiln_bench::median_ms(step, a.steps, a.warmup);
+    std::sort(waits.begin() + a.warmup, waits.end());
+    double wait_ms = waits[size_t(a.warmup) + size_t(a.steps) / 2];
+    if (dist::get_rank() == 0)
+        std::printf("{\"world_size\": %d, \"step_ms\": %.3f, \"allreduce_wait_ms\": %.3f}\n",
+                    dist::get_world_size(), ms, wait_ms);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"bench_ddp: DDP step time on 1 and N ranks, one JSON object"};
+    Args a;
+    app.add_option("--model", a.model, "mlp, resnet18 or gpt");
+    app.add_option("--device", a.device, "cpu (MPI) or cuda (NCCL)");
+    app.add_option("--nproc", a.nproc, "world sizes, comma-separated");
+    app.add_option("--batch", a.batch, "examples per rank");
+    app.add_option("--image", a.image, "resnet18's image size");
+    app.add_option("--seq", a.seq, "gpt's sequence length");
+    app.add_option("--steps", a.steps, "timed steps (median)");
+    app.add_option("--warmup", a.warmup, "untimed steps first (compiling)");
+    app.add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP's bucket size");
+    app.add_flag("--compiled", a.compiled, "a compiled model inside DDP");
+    app.add_flag("--worker", a.worker, "internal: one rank of a run");
+    CLI11_PARSE(app, argc, argv);
+    try {
+        if (a.worker) return worker(a);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "bench_ddp: %s\n", e.what());
+        return 1;
+    }
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::string kiln = (std::filesystem::path(self).parent_path() / "kiln").string();
+    std::ostringstream runs;
+    std::vector<std::pair<int, double>> times;
+    std::stringstream list(a.nproc);
+    for (std::string n; std::getline(list, n, ',');) {
+        std::ostringstream cmd;
+        cmd << kiln << " launch --nproc " << n << " " << self << " --worker --model " << a.model
+            << " --device " << a.device << " --batch " << a.batch << " --image " << a.image
+            << " --seq " << a.seq << " --steps " << a.steps << " --warmup " << a.warmup
+            << " --bucket-cap-mb " << a.bucket_cap_mb << (a.compiled ? " --compiled" : "");
+        FILE* p = popen(cmd.str().c_str(), "r");
+        char line[512] = {};
+        std::string got;
+        while (p && std::fgets(line, sizeof line, p)) got += line;
+        int rc = p ? pclose(p) : -1;
+        if (rc != 0 || got.find("step_ms") == std::string::npos) {
+            std::fprintf(stderr, "bench_ddp: the run on %s rank(s) failed: %s\n%s", n.c_str(),
+                         cmd.str().c_str(), got.c_str());
+            return 1;
+        }
+        got = got.substr(got.find('{'));
+        got = got.substr(0, got.find('}') + 1);
+        runs << (times.empty() ? "" : ", ") << got;
+        times.emplace_back(std::stoi(n), std::stod(got.substr(got.find("\"step_ms\": ") + 11)));
+    }
+    std::ostringstream eff;
+    for (const auto& [n, ms] : times)
+        if (times[0].first == 1)
+            eff << (eff.tellp() ? ", " : "") << "\"" << n << "\": " << times[0].second / ms;
+    std::printf(
+        "{\"bench\": \"ddp\", \"model\": \"%s\", \"device\": \"%s\", \"compiled\": %s, "
+        "\"batch_per_rank\": %lld, "
+        "\"runs\": [%s], \"scaling_efficiency\": {%s}}\n",
+        a.model.c_str(), a.device.c_str(), a.compiled ? "true" : "false", (long long)a.batch,
+        runs.str().c_str(), eff.str().c_str());
+    return 0;
+}

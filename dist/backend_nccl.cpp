@@ -1,0 +1,320 @@
+// The NCCL engine for CUDA tensors: libnccl.so.2 opened at run time (as tensor/cuda_runtime.cpp
+// opens cuBLAS), so kiln builds without nccl.h and starts without NCCL. Collectives run on a
+// stream of their own, after the work kiln's stream has queued so far (an event between the
+// two); wait() polls the finishing event against the deadline, and a timeout aborts the
+// communicator (ncclCommAbort) rather than hang.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "dist/backend.h"
+#include "tensor/cuda_runtime.h"
+#include "tensor/error.h"
+
+namespace kiln::dist::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// --- the C signatures kiln uses (nccl.h 2.x, cuda.h)
+using ncclResult_t = int;
+using ncclComm_t = void*;
+using CUstream = void*;
+using CUevent = void*;
+using CUresult = int;
+struct ncclUniqueId {
+    char internal[128];  // NCCL_UNIQUE_ID_BYTES
+};
+enum : int { ncclInt64 = 4, ncclFloat32 = 7, ncclFloat64 = 8 };  // ncclDataType_t
+enum : int { ncclSum = 0, ncclMax = 2, ncclAvg = 4 };  // ncclRedOp_t (ncclAvg: NCCL >= 2.10)
+constexpr int kInProgress = 7;                         // ncclInProgress
+constexpr CUresult kNotReady = 600;                    // CUDA_ERROR_NOT_READY
+constexpr unsigned kStreamNonBlocking = 1, kEventDisableTiming = 2;
+
+struct Nccl {
+    ncclResult_t (*ncclGetVersion)(int*);
+    ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*);
+    ncclResult_t (*ncclCommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
+    ncclResult_t (*ncclCommAbort)(ncclComm_t);
+    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);
+    const char* (*ncclGetErrorString)(ncclResult_t);
+    ncclResult_t (*ncclAllReduce)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclBroadcast)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclAllGather)(const void*, void*, size_t, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclReduceScatter)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
+};
+struct Cuda {
+    CUresult (*cuStreamCreate)(CUstream*, unsigned);
+    CUresult (*cuEventCreate)(CUevent*, unsigned);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventQuery)(CUevent);
+    CUresult (*cuEventDestroy)(CUevent);
+    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+};
+
+template <class F>
+bool bind(void* lib, F& fn, const char* symbol, std::string& why) {
+    fn = reinterpret_cast<F>(dlsym(lib, symbol));
+    if (!fn) why = std::string("symbol ") + symbol + " missing";
+    return fn != nullptr;
+}
+
+// Where libnccl.so.2 may be: KILN_NCCL_LIB (the file or its folder), the loader's path, then
+// PyTorch's CUDA wheels (site-packages/nvidia/nccl/lib).
+std::vector<std::string> nccl_candidates() {
+    std::vector<std::string> c;
+    if (const char* e = std::getenv("KILN_NCCL_LIB"); e && *e) {
+        std::string p = e;
+        c.push_back(std::filesystem::is_directory(p) ? p + "/libnccl.so.2" : p);
+    }
+    c.push_back("libnccl.so.2");
+    std::vector<std::string> roots = {"/usr/local/lib", "/usr/lib", "/opt/conda/lib"};
+    if (const char* v = std::getenv("VIRTUAL_ENV"))
+        roots.insert(roots.begin(), std::string(v) + "/lib");
+    if (const char* v = std::getenv("CONDA_PREFIX"))
+        roots.insert(roots.begin(), std::string(v) + "/lib");
+    if (const char* h = std::getenv("HOME")) roots.push_back(std::string(h) + "/.local/lib");
+    std::error_code ec;
+    for (const auto& root : roots) {
+        if (!std::filesystem::is_directory(root, ec)) continue;
+        for (const auto& py : std::filesystem::directory_iterator(root, ec)) {
+            if (py.path().filename().string().rfind("python3", 0) != 0) continue;
+            for (const char* pkgs : {"site-packages", "dist-packages"}) {
+                auto lib = py.path() / pkgs / "nvidia/nccl/lib/libnccl.so.2";
+                if (std::filesystem::exists(lib, ec)) c.push_back(lib.string());
+            }
+        }
+    }
+    return c;
+}
+
+struct Library {
+    Nccl nccl{};
+    Cuda cu{};
+    std::string error, path;
+    int version = 0;
+    Library() { error = load(); }
+    std::string load() {
+        std::string why, tried;
+        void* lib = nullptr;
+        for (const auto& p : nccl_candidates()) {
+            if ((lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+                path = p;
+                break;
+            }
+            tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
+        }
+        if (!lib)
+            return "libnccl.so.2 (NCCL) not found: " + tried +
+                   ". Install it (pip install nvidia-nccl-cu12, or PyTorch's CUDA wheels) or point "
+                   "KILN_NCCL_LIB "
+                   "at the file or its folder";
+#define KILN_BIND(h, table, name) \
+    if (!bind(h, table.name, #name, why)) return path + ": " + why;
+        KILN_BIND(lib, nccl, ncclGetVersion)
+        KILN_BIND(lib, nccl, ncclGetUniqueId)
+        KILN_BIND(lib, nccl, ncclCommInitRank)
+        KILN_BIND(lib, nccl, ncclCommAbort)
+        KILN_BIND(lib, nccl, ncclCommGetAsyncError)
+        KILN_BIND(lib, nccl, ncclGetErrorString)
+        KILN_BIND(lib, nccl, ncclAllReduce)
+        KILN_BIND(lib, nccl, ncclBroadcast)
+        KILN_BIND(lib, nccl, ncclAllGather)
+        KILN_BIND(lib, nccl, ncclReduceScatter)
+        nccl.ncclGetVersion(&version);
+        void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!cuda) return std::string("libcuda.so.1 (the NVIDIA driver) not found: ") + dlerror();
+        KILN_BIND(cuda, cu, cuStreamCreate)
+        KILN_BIND(cuda, cu, cuEventCreate)
+        KILN_BIND(cuda, cu, cuEventRecord)
+        KILN_BIND(cuda, cu, cuEventQuery)
+        KILN_BIND(cuda, cu, cuStreamWaitEvent)
+        if (!bind(cuda, cu.cuEventDestroy, "cuEventDestroy_v2", why)) return "libcuda.so.1: " + why;
+#undef KILN_BIND
+        return "";
+    }
+};
+Library& library() {
+    static Library l;
+    return l;
+}
+
+int nccl_type(DType t) {
+    switch (t) {
+        case DType::float32:
+            return ncclFloat32;
+        case DType::float64:
+            return ncclFloat64;
+        case DType::int64:
+            return ncclInt64;
+        default:
+            fail("dist (NCCL): no NCCL type for ", t);
+    }
+}
+int nccl_op(ReduceOp op) {
+    return op == ReduceOp::sum ? ncclSum : op == ReduceOp::max ? ncclMax : ncclAvg;
+}
+
+class NcclBackend;
+
+class NcclWork final : public Work {
+   public:
+    NcclWork(NcclBackend& b, CUevent done, std::vector<Tensor> keep, std::string what)
+        : b_(b), done_event_(done), keep_(std::move(keep)), what_(std::move(what)) {}
+    ~NcclWork() override;
+    void wait() override;
+    bool poll() override;
+
+   private:
+    NcclBackend& b_;
+    CUevent done_event_;
+    std::vector<Tensor> keep_;
+    std::string what_;
+    bool done_ = false;
+};
+
+class NcclBackend final : public Backend {
+   public:
+    explicit NcclBackend(const GroupInfo& g) : group(g), lib(library()) {
+        KILN_CHECK(lib.error.empty(), "dist: CUDA collectives need NCCL: ", lib.error);
+        KILN_CHECK(g.world_size == 1 || g.store,
+                   "dist (NCCL): no rendezvous store to pass NCCL's id");
+        main_stream = cuda::detail::library_stream("dist (NCCL)");  // also makes cuda:0's context current
+        check_cu(lib.cu.cuStreamCreate(&comm_stream, kStreamNonBlocking), "cuStreamCreate");
+        ncclUniqueId id{};
+        std::string key = "nccl/id";
+        if (g.rank == 0) {
+            check(lib.nccl.ncclGetUniqueId(&id), "ncclGetUniqueId");
+            g.store->set(key, std::string(id.internal, sizeof id.internal));
+        } else {
+            std::string v = g.store->get(key, g.timeout, "rank 0's NCCL id");
+            std::memcpy(id.internal, v.data(), std::min(v.size(), sizeof id.internal));
+        }
+        // Everyone is known to be alive before the blocking init (it has no timeout of its own).
+        g.store->set("nccl/ready/" + std::to_string(g.rank), "1");
+        for (int r = 0; r < g.world_size; ++r)
+            g.store->get("nccl/ready/" + std::to_string(r), g.timeout,
+                         "rank " + std::to_string(r) + " to start NCCL");
+        ncclResult_t rc = lib.nccl.ncclCommInitRank(&comm, g.world_size, id, g.rank);
+        KILN_CHECK(rc == 0, "dist (NCCL): ncclCommInitRank (rank ", g.rank, " of ", g.world_size,
+                   ") failed: ", lib.nccl.ncclGetErrorString(rc),
+                   ". Each rank needs its own GPU as cuda:0: kiln launch sets CUDA_VISIBLE_DEVICES "
+                   "to LOCAL_RANK");
+    }
+    GroupInfo group;
+    Library& lib;
+    ncclComm_t comm = nullptr;
+    CUstream main_stream = nullptr, comm_stream = nullptr;
+
+    void check(ncclResult_t rc, const char* what) {
+        KILN_CHECK(rc == 0 || rc == kInProgress, "dist (NCCL): ", what,
+                   " failed: ", lib.nccl.ncclGetErrorString(rc));
+    }
+    void check_cu(CUresult rc, const char* what) {
+        KILN_CHECK(rc == 0, "dist (NCCL): ", what, " failed (CUDA error ", rc, ")");
+    }
+    // The collective `issue` runs on comm_stream after what kiln's stream has queued.
+    template <class F>
+    WorkHandle run(F issue, std::vector<Tensor> keep, const std::string& what) {
+        main_stream = cuda::detail::library_stream("dist (NCCL)");
+        CUevent ready = nullptr, done = nullptr;
+        check_cu(lib.cu.cuEventCreate(&ready, kEventDisableTiming), "cuEventCreate");
+        check_cu(lib.cu.cuEventCreate(&done, kEventDisableTiming), "cuEventCreate");
+        check_cu(lib.cu.cuEventRecord(ready, main_stream), "cuEventRecord");
+        check_cu(lib.cu.cuStreamWaitEvent(comm_stream, ready, 0), "cuStreamWaitEvent");
+        lib.cu.cuEventDestroy(ready);
+        check(issue(), what.c_str());
+        check_cu(lib.cu.cuEventRecord(done, comm_stream), "cuEventRecord");
+        return std::make_shared<NcclWork>(*this, done, std::move(keep), what);
+    }
+
+    WorkHandle all_reduce(void* buf, int64_t n, DType dtype, ReduceOp op, std::vector<Tensor> keep,
+                          const std::string& what) override {
+        return run(
+            [&] {
+                return lib.nccl.ncclAllReduce(buf, buf, size_t(n), nccl_type(dtype), nccl_op(op),
+                                              comm, comm_stream);
+            },
+            std::move(keep), what);
+    }
+    WorkHandle broadcast(void* buf, int64_t n, DType dtype, int src, std::vector<Tensor> keep,
+                         const std::string& what) override {
+        return run(
+            [&] {
+                return lib.nccl.ncclBroadcast(buf, buf, size_t(n), nccl_type(dtype), src, comm,
+                                              comm_stream);
+            },
+            std::move(keep), what);
+    }
+    WorkHandle all_gather(const void* in, void* out, int64_t n, DType dtype,
+                          std::vector<Tensor> keep, const std::string& what) override {
+        return run(
+            [&] {
+                return lib.nccl.ncclAllGather(in, out, size_t(n), nccl_type(dtype), comm,
+                                              comm_stream);
+            },
+            std::move(keep), what);
+    }
+    WorkHandle reduce_scatter(const void* in, void* out, int64_t n_out, DType dtype, ReduceOp op,
+                              std::vector<Tensor> keep, const std::string& what) override {
+        return run(
+            [&] {
+                return lib.nccl.ncclReduceScatter(in, out, size_t(n_out), nccl_type(dtype),
+                                                  nccl_op(op), comm, comm_stream);
+            },
+            std::move(keep), what);
+    }
+};
+
+NcclWork::~NcclWork() {
+    if (done_event_) b_.lib.cu.cuEventDestroy(done_event_);
+}
+
+bool NcclWork::poll() { return done_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
+
+// The host waits for the collective (polling, so a dead peer becomes an error), then kiln's
+// stream is ordered after it, so kernels queued next read the result.
+void NcclWork::wait() {
+    if (done_) return;
+    auto deadline = Clock::now() + b_.group.timeout;
+    for (int spins = 0;; ++spins) {
+        CUresult q = b_.lib.cu.cuEventQuery(done_event_);
+        if (q == 0) break;
+        KILN_CHECK(q == kNotReady, "dist (NCCL): ", what_, " failed (CUDA error ", q, ")");
+        ncclResult_t async = 0;
+        b_.lib.nccl.ncclCommGetAsyncError(b_.comm, &async);
+        if (async != 0 && async != kInProgress) {
+            b_.broken = true;
+            b_.lib.nccl.ncclCommAbort(b_.comm);
+            fail("dist (NCCL): ", what_, " failed: ", b_.lib.nccl.ncclGetErrorString(async));
+        }
+        if (Clock::now() >= deadline) {
+            b_.broken = true;
+            b_.lib.nccl.ncclCommAbort(b_.comm);
+            fail_timeout("NCCL", what_, b_.group.timeout);
+        }
+        if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
+    done_ = true;
+    keep_.clear();
+}
+
+}  // namespace
+
+std::string nccl_summary() {
+    Library& l = library();
+    if (!l.error.empty()) return l.error;
+    return "NCCL " + std::to_string(l.version / 10000) + "." +
+           std::to_string(l.version / 100 % 100) + "." + std::to_string(l.version % 100) + " (" +
+           l.path + ")";
+}
+
+std::unique_ptr<Backend> make_nccl_backend(const GroupInfo& group) {
+    return std::make_unique<NcclBackend>(group);
+}
+
+}  // namespace kiln::dist::detail

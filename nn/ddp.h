@@ -1,0 +1,83 @@
+// nn::DistributedDataParallel (PyTorch's DDP): each rank holds a replica of the module and
+// trains it on its share of the batch; gradients are averaged over ranks during backward, so
+// every replica takes the same step. docs/distributed.md.
+//
+//   dist::init_process_group();
+//   auto ddp = std::make_shared<nn::DistributedDataParallel>(net);   // rank 0's weights everywhere
+//   optim::SGD opt(ddp->parameters(), 0.1);
+//   loss_fn((*ddp)(x_of_this_rank), y).backward();   // buckets all-reduced as their gradients are
+//   ready opt.step();
+//
+// Gradients are grouped into buckets (bucket_cap_mb, parameters in reverse order, as their
+// gradients arrive); a post-accumulate-grad hook (autograd/hooks.h) starts a bucket's
+// all-reduce (average) as soon as its last gradient is in, while backward goes on; buckets
+// start in the same order on every rank. The last bucket waits for all of them and writes
+// the averages back into .grad. On GPUs NCCL runs them on a stream of its own.
+#pragma once
+#include <functional>
+
+#include "dist/dist.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+struct DDPOptions {
+    double bucket_cap_mb = 25;      // PyTorch's default
+    bool broadcast_buffers = true;  // rank 0's buffers (batch-norm statistics) before each forward
+    // Runs the module instead of module->forward: a compiled forward (compile(*net)) inside DDP.
+    std::function<Tensor(const Tensor&)> forward;
+};
+
+class DistributedDataParallel : public Module {
+   public:
+    explicit DistributedDataParallel(std::shared_ptr<Module> module, DDPOptions options = {});
+    ~DistributedDataParallel() override;
+
+    Tensor forward(const Tensor& x) override;
+    Module& module() { return *module_; }
+
+    // While the guard lives, backward accumulates gradients locally (gradient accumulation);
+    // the first backward after it all-reduces what has accumulated (PyTorch's no_sync()).
+    class NoSync {
+       public:
+        explicit NoSync(DistributedDataParallel& d) : d_(d), prev_(d.sync_) { d.sync_ = false; }
+        ~NoSync() { d_.sync_ = prev_; }
+        NoSync(const NoSync&) = delete;
+        NoSync& operator=(const NoSync&) = delete;
+
+       private:
+        DistributedDataParallel& d_;
+        bool prev_;
+    };
+    NoSync no_sync() { return NoSync(*this); }
+
+    // Which parameters (indices into parameters()) each bucket holds, in launch order.
+    std::vector<std::vector<size_t>> bucket_layout() const;
+    // Seconds spent waiting for all-reduces during the last backward (lesson 11's split).
+    double last_wait_seconds() const { return wait_seconds_; }
+
+   private:
+    struct Bucket {
+        std::vector<size_t> params;  // indices into params_
+        size_t ready = 0;            // gradients in, this backward
+        Tensor flat;                 // the gradients, concatenated, being averaged
+        dist::WorkHandle work;
+    };
+    void on_grad_ready(size_t param);
+    void launch_ready_buckets();
+    void finish();
+
+    std::shared_ptr<Module> module_;
+    DDPOptions options_;
+    std::vector<Tensor> params_;
+    std::vector<size_t> bucket_of_;  // per parameter
+    std::vector<bool> ready_;        // per parameter, this backward
+    std::vector<Bucket> buckets_;
+    std::vector<int64_t> hooks_;
+    size_t next_launch_ = 0;
+    bool sync_ = true;
+    bool in_backward_ = false;
+    double wait_seconds_ = 0;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,34 @@
+# dist's tests on 2 ranks, started by the launcher as a user would (`kiln launch --nproc 2`):
+# each entry runs suites of test_dist (and the lesson) in both ranks. tests/dist/README.md.
+add_dependencies(test_dist kiln_cli)
+function(kiln_launch_test name)
+  add_test(NAME ${name} COMMAND $<TARGET_FILE:kiln_cli> launch --nproc 2 ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV};KILN_DIST_TIMEOUT=60" TIMEOUT 300)
+endfunction()
+kiln_launch_test(dist.2ranks.collectives $<TARGET_FILE:test_dist> --run_test=dist_collectives --report_level=short)
+kiln_launch_test(dist.2ranks.shape_mismatch $<TARGET_FILE:test_dist> --run_test=dist_faults/a_shape_mismatch_names_both_ranks)
+# After its timeout rank 0 cannot finalize MPI cleanly (the collective it gave up on is still
+# pending), so mpirun reports its exit as improper and the launcher's status is not 0: the
+# entry passes on rank 0's own verdict, printed by Boost.Test.
+kiln_launch_test(dist.2ranks.rank_exits_early $<TARGET_FILE:test_dist>
+                 --run_test=dist_faults/a_rank_that_exits_early_makes_the_others_raise_within_the_timeout)
+set_tests_properties(dist.2ranks.rank_exits_early PROPERTIES ENVIRONMENT "${KILN_TEST_ENV};KILN_DIST_TIMEOUT=3"
+                     PASS_REGULAR_EXPRESSION "No errors detected" FAIL_REGULAR_EXPRESSION "error: in")
+foreach(mode auto off)
+  add_test(NAME dist.launch_stops_all_when_one_fails.${mode}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_fails.sh $<TARGET_FILE:kiln_cli> ${mode})
+endforeach()
+kiln_launch_test(dist.2ranks.ddp $<TARGET_FILE:test_dist> --run_test=dist_ddp --report_level=short)
+# Lesson 11 on two processes: the same checks as its one-process entry (tutorial.11_data_parallel).
+kiln_launch_test(dist.2ranks.lesson_11 $<TARGET_FILE:tutorial_11_data_parallel>)
+set_tests_properties(dist.2ranks.lesson_11 PROPERTIES PASS_REGULAR_EXPRESSION "on 2 process.*lesson 11: all checks passed")
+# NCCL on a machine with 2 GPUs (the suite reports itself skipped without one).
+kiln_launch_test(dist.2ranks.cuda $<TARGET_FILE:test_dist> --run_test=dist_cuda --report_level=short --log_level=message)
+# The script version on two processes: kiln launch runs a .kn file with `kiln run`.
+kiln_launch_test(dist.2ranks.lesson_11_script ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/11_data_parallel.kn)
+set_tests_properties(dist.2ranks.lesson_11_script PROPERTIES PASS_REGULAR_EXPRESSION
+                     "on 2 process.*equals one process's trained on the whole batch: yes")
+foreach(mode auto off)
+  add_test(NAME dist.launch_forwards_signals.${mode}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_signals.sh $<TARGET_FILE:kiln_cli> ${mode})
+endforeach()

@@ -1,0 +1,87 @@
+// dist on CUDA tensors (NCCL): the collectives and DDP's equality with one process, run by
+// `kiln launch --nproc 2` on a machine with 2 GPUs (CTest entry dist.2ranks.cuda). Without a
+// GPU every case says why it is skipped (tests/cuda/needs_gpu.h).
+#include <boost/test/unit_test.hpp>
+
+#include "kiln.h"
+#include "tests/cuda/needs_gpu.h"
+
+using namespace kiln;
+using kiln_test::kCuda;
+
+namespace {
+void join() {
+    if (!dist::is_initialized()) dist::init_process_group();
+}
+Tensor of_rank(int r, int64_t n) { return (arange(0, double(n)) + double(r + 1)).to(kCuda); }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dist_cuda, *boost::unit_test::precondition(kiln_test::NeedsGpu{"dist_cuda"}))
+
+BOOST_AUTO_TEST_CASE(nccl_collectives_match_their_cpu_meaning) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    BOOST_TEST_MESSAGE("dist_cuda: " << dist::backend_summary());
+    Tensor sum = of_rank(rank, 1000), avg = of_rank(rank, 1000), mx = of_rank(rank, 5);
+    dist::all_reduce(sum);
+    dist::all_reduce(avg, dist::ReduceOp::avg);
+    dist::all_reduce(mx, dist::ReduceOp::max);
+    Tensor want = zeros({1000}, {.device = kCuda});
+    for (int r = 0; r < world; ++r) want = want + of_rank(r, 1000);
+    BOOST_CHECK(allclose(sum.cpu(), want.cpu()));
+    BOOST_CHECK(allclose(avg.cpu(), (want / double(world)).cpu()));
+    BOOST_CHECK(allclose(mx.cpu(), of_rank(world - 1, 5).cpu()));
+    Tensor b = of_rank(rank, 6);
+    dist::broadcast(b, world - 1);
+    BOOST_CHECK(allclose(b.cpu(), of_rank(world - 1, 6).cpu()));
+    Tensor all = dist::all_gather(of_rank(rank, 4));
+    for (int r = 0; r < world; ++r) BOOST_CHECK(allclose(all[r].cpu(), of_rank(r, 4).cpu()));
+    Tensor part = dist::reduce_scatter(of_rank(rank, 2 * world), dist::ReduceOp::sum);
+    Tensor total = zeros({2 * world}, {.device = kCuda});
+    for (int r = 0; r < world; ++r) total = total + of_rank(r, 2 * world);
+    BOOST_CHECK(allclose(part.cpu(), total.cpu().narrow(0, 2 * rank, 2)));
+}
+
+BOOST_AUTO_TEST_CASE(nccl_shape_mismatch_names_the_ranks) {
+    join();
+    if (dist::get_world_size() < 2) return;  // nothing can differ in a world of one
+    Tensor t = ones({2 + dist::get_rank()}, {.device = kCuda});
+    BOOST_CHECK_EXCEPTION(dist::all_reduce(t), Error, [](const Error& e) {
+        return std::string(e.what()).find("rank 1 called all_reduce with float32 [3]") !=
+               std::string::npos;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(ddp_on_gpus_equals_one_process_on_the_whole_batch) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    auto make = [] {
+        return std::make_shared<nn::Sequential>(
+            nn::sequential(nn::Linear(8, 64), nn::ReLU(), nn::Linear(64, 4)));
+    };
+    manual_seed(100);
+    Tensor x = randn({4 * world, 8}).to(kCuda), y = randn({4 * world, 4}).to(kCuda);
+    manual_seed(1);
+    auto reference = make();
+    reference->to(kCuda);
+    manual_seed(1 + rank);
+    auto replica = make();
+    replica->to(kCuda);
+    nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.001});
+    optim::SGD opt(ddp.parameters(), 0.05, 0.9), ref_opt(reference->parameters(), 0.05, 0.9);
+    for (int s = 0; s < 3; ++s) {
+        opt.zero_grad();
+        nn::functional::mse_loss(ddp(x.narrow(0, 4 * rank, 4)), y.narrow(0, 4 * rank, 4))
+            .backward();
+        opt.step();
+        ref_opt.zero_grad();
+        nn::functional::mse_loss((*reference)(x), y).backward();
+        ref_opt.step();
+        auto got = ddp.module().parameters(), want = reference->parameters();
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_CHECK_MESSAGE(allclose(got[k].cpu(), want[k].cpu(), 1e-4, 1e-5),
+                                "rank " << rank << " step " << s);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,240 @@
+// nn::DistributedDataParallel on N ranks trains exactly as one process does on the whole
+// batch (N = 2 under `kiln launch`, launch_tests.cmake; N = 1 alone): step by step, the
+// replicas' parameters equal a single-process reference's, eager and compiled.
+#include <boost/test/unit_test.hpp>
+
+#include "kiln.h"
+#include "models/resnet.h"
+
+using namespace kiln;
+
+namespace {
+
+void join() {
+    if (!dist::is_initialized()) dist::init_process_group();
+}
+
+std::shared_ptr<nn::Module> make_mlp() {
+    return std::make_shared<nn::Sequential>(nn::sequential(
+        nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 16), nn::ReLU(), nn::Linear(16, 4)));
+}
+
+// A small ResNet: a stem, two basic blocks (the second halves the size), pooling, a classifier.
+class SmallResNet : public nn::Module {
+   public:
+    SmallResNet() {
+        stem = std::make_shared<nn::Conv2d>(3, 8, nn::Pair{3, 3}, nn::Pair{1, 1}, nn::Pair{1, 1},
+                                            nn::Pair{1, 1}, 1, false);
+        register_module("stem", stem);
+        bn = std::make_shared<nn::BatchNorm2d>(8);
+        register_module("bn", bn);
+        block1 = register_module("block1", std::make_shared<models::BasicBlock>(8, 8, 1));
+        block2 = register_module("block2", std::make_shared<models::BasicBlock>(8, 16, 2));
+        fc = register_module("fc", std::make_shared<nn::Linear>(16, 5));
+    }
+    Tensor forward(const Tensor& x) override {
+        Tensor y = block2->forward(block1->forward(relu(bn->forward(stem->forward(x)))));
+        return fc->forward(y.mean({2, 3}));
+    }
+    std::shared_ptr<nn::Conv2d> stem;
+    std::shared_ptr<nn::BatchNorm2d> bn;
+    std::shared_ptr<models::BasicBlock> block1, block2;
+    std::shared_ptr<nn::Linear> fc;
+};
+
+struct Task {
+    std::function<std::shared_ptr<nn::Module>()> make;
+    Shape x_shape;  // one rank's batch
+    std::function<Tensor(const Tensor& out, const Tensor& y)> loss;
+    std::function<Tensor(int64_t n)> targets;
+    // Batch norm normalizes over each rank's own batch (as PyTorch's DDP without SyncBatchNorm):
+    // the reference then runs the whole batch as world_size chunks and averages their losses.
+    bool per_rank_batch_statistics = false;
+};
+
+Task mlp_task() {
+    return {make_mlp,
+            {4, 8},
+            [](const Tensor& o, const Tensor& y) { return nn::functional::mse_loss(o, y); },
+            [](int64_t n) {
+                return randn({n, 4});
+            }};
+}
+Task resnet_task() {
+    return {[] { return std::make_shared<SmallResNet>(); },
+            {2, 3, 12, 12},
+            [](const Tensor& o, const Tensor& y) { return nn::functional::cross_entropy(o, y); },
+            [](int64_t n) { return randint(0, 5, {n}); },
+            true};
+}
+
+// `steps` SGD steps (momentum) of DDP on this rank's share, and of one process on the whole
+// batch; parameters compared after each step. Returns the DDP's bucket count.
+size_t train_and_compare(const Task& task, bool compiled, int steps = 3) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    int64_t b = task.x_shape[0];
+    Shape global = task.x_shape;
+    global[0] = b * world;
+    manual_seed(100);
+    std::vector<Tensor> xs, ys;
+    for (int s = 0; s < steps; ++s)
+        xs.push_back(randn(global)), ys.push_back(task.targets(b * world));
+    manual_seed(1);
+    auto reference = task.make();
+    manual_seed(1 + rank);  // replicas start apart: DDP must broadcast rank 0's weights
+    auto replica = task.make();
+    nn::DDPOptions options{.bucket_cap_mb = 0.0005};  // ~0.5 KB: several buckets
+    std::function<Tensor(const Tensor&)> compiled_forward;
+    if (compiled) {
+        auto f = std::make_shared<decltype(compile(*replica))>(compile(*replica));
+        options.forward = [f](const Tensor& x) { return (*f)(x); };
+    }
+    nn::DistributedDataParallel ddp(replica, options);
+    optim::SGD opt(ddp.parameters(), 0.05, 0.9), ref_opt(reference->parameters(), 0.05, 0.9);
+    auto ref_params = reference->named_parameters();
+    for (int s = 0; s < steps; ++s) {
+        opt.zero_grad();
+        task.loss(ddp(xs[s].narrow(0, rank * b, b)), ys[s].narrow(0, rank * b, b)).backward();
+        opt.step();
+        ref_opt.zero_grad();
+        if (task.per_rank_batch_statistics) {
+            Tensor total = zeros({});
+            for (int r = 0; r < world; ++r)
+                total = total + task.loss((*reference)(xs[s].narrow(0, r * b, b)),
+                                          ys[s].narrow(0, r * b, b));
+            (total / double(world)).backward();
+        } else {
+            task.loss((*reference)(xs[s]), ys[s]).backward();
+        }
+        ref_opt.step();
+        auto got = ddp.module().named_parameters();
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_CHECK_MESSAGE(allclose(got[k].second, ref_params[k].second, 1e-4, 1e-5),
+                                "rank " << rank << " step " << s << ": " << got[k].first
+                                        << " differs from one process's");
+    }
+    return ddp.bucket_layout().size();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dist_ddp)
+
+BOOST_AUTO_TEST_CASE(mlp_on_n_ranks_equals_one_process_on_the_whole_batch) {
+    BOOST_CHECK_GT(train_and_compare(mlp_task(), false), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_mlp_inside_ddp_equals_one_process) {
+    BOOST_CHECK_GT(train_and_compare(mlp_task(), true), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(small_resnet_on_n_ranks_equals_one_process) {
+    BOOST_CHECK_GT(train_and_compare(resnet_task(), false, 2), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_small_resnet_inside_ddp_equals_one_process) {
+    BOOST_CHECK_GT(train_and_compare(resnet_task(), true, 2), 1u);
+}
+
+// PyTorch's order: compile a step that calls the DDP module. Its buffer broadcasts are
+// collectives in host code (graph breaks); the step still trains as one process does.
+BOOST_AUTO_TEST_CASE(a_compiled_step_calling_ddp_equals_one_process) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    Task task = resnet_task();
+    manual_seed(100);
+    std::vector<Tensor> xs, ys;
+    for (int s = 0; s < 2; ++s)
+        xs.push_back(randn({2 * world, 3, 12, 12})), ys.push_back(task.targets(2 * world));
+    manual_seed(1);
+    auto reference = task.make();
+    manual_seed(1);  // the same start: this case checks the compiled step, not the broadcast
+    auto replica = task.make();
+    nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.0005});
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return task.loss(ddp(x), y); });
+    optim::SGD opt(ddp.parameters(), 0.05), ref_opt(reference->parameters(), 0.05);
+    for (int s = 0; s < 2; ++s) {
+        opt.zero_grad();
+        step(xs[s].narrow(0, 2 * rank, 2), ys[s].narrow(0, 2 * rank, 2)).backward();
+        opt.step();
+        ref_opt.zero_grad();
+        Tensor total = zeros({});
+        for (int r = 0; r < world; ++r)
+            total = total +
+                    task.loss((*reference)(xs[s].narrow(0, 2 * r, 2)), ys[s].narrow(0, 2 * r, 2));
+        (total / double(world)).backward();
+        ref_opt.step();
+        auto got = ddp.module().parameters(), want = reference->parameters();
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_CHECK_MESSAGE(allclose(got[k], want[k], 1e-4, 1e-5),
+                                "rank " << rank << " step " << s << " parameter " << k);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_statistics_come_from_rank_0) {
+    join();
+    manual_seed(7 + dist::get_rank());
+    auto net = std::make_shared<SmallResNet>();
+    nn::DistributedDataParallel ddp(net);
+    ddp(randn({2, 3, 8, 8}));  // train mode: each rank updates its statistics from its own batch
+    ddp.eval();
+    ddp(randn({2, 3, 8, 8}));  // the forward broadcasts rank 0's first
+    Tensor all = dist::all_gather(net->bn->named_buffers()[0].second);
+    for (int r = 1; r < dist::get_world_size(); ++r) BOOST_CHECK(allclose(all[r], all[0], 0, 0));
+}
+
+BOOST_AUTO_TEST_CASE(no_sync_accumulates_locally_then_averages_the_sum) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    manual_seed(3);
+    Tensor x1 = randn({2 * world, 8}), x2 = randn({2 * world, 8}), y1 = randn({2 * world, 4}),
+           y2 = randn({2 * world, 4});
+    manual_seed(1);
+    auto reference = make_mlp();
+    manual_seed(1);
+    auto replica = make_mlp();
+    nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.002});
+    auto mine = [&](const Tensor& t) { return t.narrow(0, rank * 2, 2); };
+    {
+        auto guard = ddp.no_sync();
+        nn::functional::mse_loss(ddp(mine(x1)), mine(y1)).backward();
+    }
+    nn::functional::mse_loss(ddp(mine(x2)), mine(y2)).backward();
+    (nn::functional::mse_loss((*reference)(x1), y1) +
+     nn::functional::mse_loss((*reference)(x2), y2))
+        .backward();
+    auto got = ddp.module().parameters(), want = reference->parameters();
+    for (size_t k = 0; k < got.size(); ++k)
+        BOOST_CHECK(allclose(got[k].grad(), want[k].grad(), 1e-4, 1e-6));
+}
+
+// Two layers; with skip_second, forward leaves the second out of the loss.
+struct TwoLayers : nn::Module {
+    TwoLayers() {
+        first = register_module("first", std::make_shared<nn::Linear>(3, 3));
+        second = register_module("second", std::make_shared<nn::Linear>(3, 3));
+    }
+    Tensor forward(const Tensor& x) override {
+        return skip_second ? first->forward(x) : second->forward(first->forward(x));
+    }
+    std::shared_ptr<nn::Linear> first, second;
+    bool skip_second = false;
+};
+
+BOOST_AUTO_TEST_CASE(a_parameter_without_gradient_is_named_at_the_next_forward) {
+    join();
+    auto net = std::make_shared<TwoLayers>();
+    nn::DistributedDataParallel ddp(net);
+    Tensor x = randn({2, 3});
+    ddp(x).sum().backward();  // every parameter gets a gradient: the bucket is all-reduced
+    net->skip_second = true;
+    ddp(x).sum().backward();  // second.* get none: the bucket stays open
+    BOOST_CHECK_EXCEPTION(ddp(x), Error, [](const Error& e) {
+        return std::string(e.what()).find(
+                   "gave no gradient to module.second.weight, module.second.bias") !=
+               std::string::npos;
+    });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
