@@ -2,6 +2,10 @@
 // kernels take their buffers in, and the small helpers (bool lanes, casts, folding a batch
 // accumulator) that the emitted statements call.
 #pragma once
+#include <string>
+
+#include "codegen/emit_cpp.h"
+#include "tensor/reductions.h"
 
 namespace kiln::codegen {
 
@@ -49,26 +53,18 @@ inline auto convert(From v) {
     }
 }
 
-// Fold the lanes of a batch accumulator into a float one (NaN-propagating for max/min).
-inline float fold_sum(B v, float acc) {
-    alignas(64) float lanes[W];
-    v.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) acc += lanes[k];
-    return acc;
-}
-inline float fold_max(B v, float acc) {
-    alignas(64) float lanes[W];
-    v.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) acc = maximum(acc, lanes[k]);
-    return acc;
-}
-inline float fold_min(B v, float acc) {
-    alignas(64) float lanes[W];
-    v.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) acc = minimum(acc, lanes[k]);
-    return acc;
-}
-
 )";
+
+// fold_<reduction>(v, acc): the lanes of a batch accumulator folded into a float one, with
+// the combine step of tensor/reductions.def; one per line of the table, after kPrelude.
+inline std::string reduction_fold_helpers() {
+    std::string out;
+    for (OpId op : reduction_ops())
+        out += std::string("inline float fold_") + op_name(op) + "(B v, float acc) {\n" +
+               "    alignas(64) float lanes[W];\n    v.store_aligned(lanes);\n" +
+               "    for (int64_t k = 0; k < W; ++k) acc = " +
+               math_text(reduction_combine(op), "acc", "lanes[k]") + ";\n    return acc;\n}\n";
+    return out + "\n";
+}
 
 }  // namespace kiln::codegen

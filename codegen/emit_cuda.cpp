@@ -18,6 +18,7 @@
 #include "codegen/same_code.h"
 #include "tensor/error.h"
 #include "tensor/kernels.h"
+#include "tensor/reductions.h"
 
 namespace kiln::codegen {
 
@@ -68,37 +69,27 @@ std::string strip_zero(std::string index) {
 
 struct Reduction {
     std::string init;
-    const char* block;  // the block-wide combine in the prelude
+    std::string block;  // the block-wide combine in the prelude
     const char* acc;    // the accumulator's C type (bool: int, which warp shuffles carry)
     const char* shared;  // the block's shared slots of that type
     std::string update(OpId op, const std::string& acc, const std::string& v) const {
-        return op == OpId::sum ? acc + " + " + v : op == OpId::amax ? "maximum(" + acc + ", " + v + ")" : "minimum(" + acc + ", " + v + ")";
+        return math_text(reduction_combine(op), acc, v);
     }
 };
 // `dtype` is the reduction's output dtype: float32 and float64 as they are, int64 (sums of
 // int64 or bool, amax/amin of int64), bool (amax: any, amin: all).
 Reduction reduction_of(OpId op, DType dtype = DType::float32) {
-    const char* block = op == OpId::sum    ? "block_sum"
-                        : op == OpId::amax ? "block_max"
-                                           : "block_min";
+    std::string block = "block_" + std::string(op_name(op));
+    std::string init = reduction_identity(op, dtype);
     switch (dtype) {
         case DType::float64:
-            return {op == OpId::sum    ? "0.0"
-                    : op == OpId::amax ? "(-infinity<double>())"
-                                       : "infinity<double>()",
-                    block, "double", "shared_f64"};
+            return {init, block, "double", "shared_f64"};
         case DType::int64:
-            return {op == OpId::sum    ? "0LL"
-                    : op == OpId::amax ? "(-9223372036854775807LL - 1)"
-                                       : "9223372036854775807LL",
-                    block, "long long", "shared_i64"};
+            return {init, block, "long long", "shared_i64"};
         case DType::boolean:
-            return {op == OpId::amin ? "1" : "0", block, "int", "shared_i32"};
+            return {init, block, "int", "shared_i32"};
         default:
-            return {op == OpId::sum    ? "0.0f"
-                    : op == OpId::amax ? "(-infinity<float>())"
-                                       : "infinity<float>()",
-                    block, "float", "shared"};
+            return {init, block, "float", "shared"};
     }
 }
 
@@ -538,24 +529,40 @@ class CudaKernelEmitter : KernelView {
 
 // Block-wide combines for row kernels: shuffles within each warp, then the warps' results
 // through shared memory, and every thread gets the row's value. blockDim.x is a multiple of 32.
-const char* kRowPrelude = R"(template <int Op, class T> __device__ inline T combine(T a, T b) {
-    return Op == 0 ? a + b : Op == 1 ? maximum(a, b) : minimum(a, b);
-}
-template <int Op, class T> __device__ inline T block_combine(T v, T* shared) {
-    for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
+const char* kRowPrelude =
+    R"(template <class Combine, class T> __device__ inline T block_combine(T v, T* shared, T identity) {
+    for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
     __syncthreads();  // the slots' readers from the last combine are done
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = lane < warps ? shared[lane] : Op == 0 ? T(0) : shared[0];  // max/min: a repeat changes nothing
-    for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = lane < warps ? shared[lane] : identity;
+    for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-template <class T> __device__ inline T block_sum(T v, T* shared) { return block_combine<0>(v, shared); }
-template <class T> __device__ inline T block_max(T v, T* shared) { return block_combine<1>(v, shared); }
-template <class T> __device__ inline T block_min(T v, T* shared) { return block_combine<2>(v, shared); }
-
 )";
+
+// block_<reduction>(v, shared) for each line of tensor/reductions.def: its combine step and
+// its identity for each accumulator type (int: bool's).
+std::string reduction_block_helpers() {
+    std::string out;
+    for (OpId op : reduction_ops()) {
+        std::string name = op_name(op);
+        out += "struct Combine_" + name +
+               " {\n    template <class T> __device__ static T f(T x, T y) { return " +
+               reduction_combine(op) + "; }\n};\n";
+        out += "template <class T> __device__ inline T identity_" + name + "();\n";
+        for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+            std::string t = reduction_of(op, dt).acc;
+            out += "template <> __device__ inline " + t + " identity_" + name + "<" + t +
+                   ">() { return " + reduction_identity(op, dt) + "; }\n";
+        }
+        out += "template <class T> __device__ inline T block_" + name +
+               "(T v, T* shared) { return block_combine<Combine_" + name +
+               ">(v, shared, identity_" + name + "<T>()); }\n";
+    }
+    return out + "\n";
+}
 
 void emit_schedule(const Schedule& s, std::ostream& os, SeenKernels& seen) {
     os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": " << s.graph.nodes.size() << " nodes, "
@@ -584,7 +591,7 @@ std::string emit_cuda(const std::vector<const Schedule*>& schedules) {
     std::ostringstream os;
     os << "// Generated by kiln (codegen/emit_cuda.cpp) for NVRTC. One __global__ function per kernel; see docs/cuda.md.\n";
     os << cuda_math_prelude();
-    os << "namespace kiln_math {\n" << kRowPrelude;
+    os << "namespace kiln_math {\n" << kRowPrelude << reduction_block_helpers();
     SeenKernels seen;
     for (const Schedule* s : schedules) emit_schedule(*s, os, seen);
     os << "}  // namespace kiln_math\n";
