@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "codegen/same_code.h"
+#include "tensor/reductions.h"
 
 namespace kiln::codegen {
 
@@ -46,9 +47,7 @@ std::string math_text(const std::string& math, const std::string& x, const std::
 namespace emit_detail {
 
 std::string reduction_combine(OpId op, const std::string& acc, const std::string& v) {
-    return op == OpId::sum    ? acc + " + " + v
-           : op == OpId::amax ? "maximum(" + acc + ", " + v + ")"
-                              : "minimum(" + acc + ", " + v + ")";
+    return math_text(kiln::reduction_combine(op), acc, v);  // tensor/reductions.def
 }
 
 // ---- statements

@@ -14,6 +14,10 @@
 //    gives the same bits as the full prelude's (tests/codegen/test_prelude.cpp), and the
 //    kernels compile without the precompiled header (kLeanKernelMarker, codegen/toolchain.h).
 #pragma once
+#include <string>
+
+#include "codegen/emit_cpp.h"
+#include "tensor/reductions.h"
 
 namespace kiln::codegen {
 
@@ -190,6 +194,8 @@ inline To cast_value(From v) {
 template <class T>
 inline T zero(T) { return T(0); }
 template <class T>
+constexpr T infinity() { return std::numeric_limits<T>::infinity(); }  // reductions' identities
+template <class T>
 inline T maximum(T a, T b) {
     if constexpr (is_batch<T>) {
         B m = select_lanes(a > b, a, b);  // xsimd::max: the second operand unless a > b
@@ -299,26 +305,18 @@ inline auto convert(From v) {
     }
 }
 
-// Fold the lanes of a batch accumulator into a float one (NaN-propagating for max/min).
-inline float fold_sum(B v, float acc) {
-    alignas(64) float lanes[W];
-    v.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) acc += lanes[k];
-    return acc;
-}
-inline float fold_max(B v, float acc) {
-    alignas(64) float lanes[W];
-    v.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) acc = maximum(acc, lanes[k]);
-    return acc;
-}
-inline float fold_min(B v, float acc) {
-    alignas(64) float lanes[W];
-    v.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) acc = minimum(acc, lanes[k]);
-    return acc;
-}
-
 )";
+
+// fold_<reduction>(v, acc): the lanes of a batch accumulator folded into a float one, with
+// the combine step of tensor/reductions.def; one per line of the table, after kPrelude.
+inline std::string reduction_fold_helpers() {
+    std::string out;
+    for (OpId op : reduction_ops())
+        out += std::string("inline float fold_") + op_name(op) + "(B v, float acc) {\n" +
+               "    alignas(64) float lanes[W];\n    v.store_aligned(lanes);\n" +
+               "    for (int64_t k = 0; k < W; ++k) acc = " +
+               math_text(reduction_combine(op), "acc", "lanes[k]") + ";\n    return acc;\n}\n";
+    return out + "\n";
+}
 
 }  // namespace kiln::codegen

@@ -16,6 +16,7 @@
 
 #include "codegen/emit_core.h"
 #include "tensor/kernels.h"
+#include "tensor/reductions.h"
 
 namespace kiln::codegen {
 
@@ -31,39 +32,15 @@ std::string strip_zero(std::string index) {
     return index;
 }
 
-// The identity an accumulator of dtype `dtype` (the reduction's output dtype: float32 and
-// float64 as they are, int64 for sums of int64 or bool and amax/amin of int64, bool for
-// amax: any, amin: all) starts from.
-std::string reduction_identity(OpId op, DType dtype) {
-    switch (dtype) {
-        case DType::float64:
-            return op == OpId::sum    ? "0.0"
-                   : op == OpId::amax ? "(-infinity<double>())"
-                                      : "infinity<double>()";
-        case DType::int64:
-            return op == OpId::sum    ? "0LL"
-                   : op == OpId::amax ? "(-9223372036854775807LL - 1)"
-                                      : "9223372036854775807LL";
-        case DType::boolean:
-            return op == OpId::amin ? "1" : "0";
-        default:
-            return op == OpId::sum    ? "0.0f"
-                   : op == OpId::amax ? "(-infinity<float>())"
-                                      : "infinity<float>()";
-    }
-}
-
-// How a row's reduction is combined across its block (the prelude's block_sum/max/min),
-// through the block's shared slots of its accumulator's type.
+// How a row's reduction is combined across its block (the block_<reduction> helpers made
+// from tensor/reductions.def), through the block's shared slots of its accumulator's type.
 struct BlockCombine {
-    const char* combine;  // block_sum, block_max, block_min
+    std::string combine;  // block_sum, block_amax, block_amin
     const char* acc;      // the accumulator's C type (bool: int, which warp shuffles carry)
     const char* shared;   // the block's shared slots of that type
 };
 BlockCombine block_combine(OpId op, DType dtype) {
-    const char* combine = op == OpId::sum    ? "block_sum"
-                          : op == OpId::amax ? "block_max"
-                                             : "block_min";
+    std::string combine = "block_" + std::string(op_name(op));
     switch (dtype) {
         case DType::float64:
             return {combine, "double", "shared_f64"};
@@ -147,7 +124,7 @@ class CudaKernelEmitter : KernelEmitterCore {
         return "(" + std::to_string(int64_t(value)) + "LL)";
     }
     std::string reduction_identity(OpId op, DType d) const override {
-        return codegen::reduction_identity(op, d);
+        return kiln::reduction_identity(op, d);
     }
     // As the eager CUDA kernels convert (convert_body).
     std::string convert(const std::string& x, DType to) const override {
@@ -422,24 +399,40 @@ class CudaKernelEmitter : KernelEmitterCore {
 
 // Block-wide combines for row kernels: shuffles within each warp, then the warps' results
 // through shared memory, and every thread gets the row's value. blockDim.x is a multiple of 32.
-const char* kRowPrelude = R"(template <int Op, class T> __device__ inline T combine(T a, T b) {
-    return Op == 0 ? a + b : Op == 1 ? maximum(a, b) : minimum(a, b);
-}
-template <int Op, class T> __device__ inline T block_combine(T v, T* shared) {
-    for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
+const char* kRowPrelude =
+    R"(template <class Combine, class T> __device__ inline T block_combine(T v, T* shared, T identity) {
+    for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
     __syncthreads();  // the slots' readers from the last combine are done
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = lane < warps ? shared[lane] : Op == 0 ? T(0) : shared[0];  // max/min: a repeat changes nothing
-    for (int o = 16; o > 0; o >>= 1) v = combine<Op>(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = lane < warps ? shared[lane] : identity;
+    for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-template <class T> __device__ inline T block_sum(T v, T* shared) { return block_combine<0>(v, shared); }
-template <class T> __device__ inline T block_max(T v, T* shared) { return block_combine<1>(v, shared); }
-template <class T> __device__ inline T block_min(T v, T* shared) { return block_combine<2>(v, shared); }
-
 )";
+
+// block_<reduction>(v, shared) for each line of tensor/reductions.def: its combine step and
+// its identity for each accumulator type (int: bool's).
+std::string reduction_block_helpers() {
+    std::string out;
+    for (OpId op : reduction_ops()) {
+        std::string name = op_name(op);
+        out += "struct Combine_" + name +
+               " {\n    template <class T> __device__ static T f(T x, T y) { return " +
+               kiln::reduction_combine(op) + "; }\n};\n";
+        out += "template <class T> __device__ inline T identity_" + name + "();\n";
+        for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+            std::string t = block_combine(op, dt).acc;
+            out += "template <> __device__ inline " + t + " identity_" + name + "<" + t +
+                   ">() { return " + kiln::reduction_identity(op, dt) + "; }\n";
+        }
+        out += "template <class T> __device__ inline T block_" + name +
+               "(T v, T* shared) { return block_combine<Combine_" + name +
+               ">(v, shared, identity_" + name + "<T>()); }\n";
+    }
+    return out + "\n";
+}
 
 // The runner launches the first kernel's function for a repeat (cuda_kernel_entry).
 struct CudaKernels : KernelWriter {
@@ -465,7 +458,7 @@ std::string emit_cuda(const std::vector<const Schedule*>& schedules) {
     std::ostringstream os;
     os << "// Generated by kiln (codegen/emit_cuda.cpp) for NVRTC. One __global__ function per kernel; see docs/cuda.md.\n";
     os << cuda_math_prelude();
-    os << "namespace kiln_math {\n" << kRowPrelude;
+    os << "namespace kiln_math {\n" << kRowPrelude << reduction_block_helpers();
     emit_kernels(schedules, CudaKernels(), os);
     os << "}  // namespace kiln_math\n";
     return os.str();

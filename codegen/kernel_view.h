@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codegen/schedule.h"
+#include "tensor/kernels.h"
 
 namespace kiln::codegen::emit_detail {
 
@@ -40,33 +41,14 @@ inline std::string mid_terms(const LoadPlan& p) {
     return out;
 }
 
-// The comparisons of tensor/ops.def (their output is bool).
-inline bool is_compare(OpId op) {
-    switch (op) {
-#define KILN_COMPARE(name, math) case OpId::name:
-#include "tensor/ops.def"
-        return true;
-        default:
-            return false;
-    }
-}
-
 // The dtype a node's math runs in, as eager decides it (tensor/kernels_pointwise.cpp):
 // operands are converted to it first. Math ops, casts, where and reductions: the output's
-// dtype. Comparisons: their operands' promoted dtype (plan_binary with ints kept; a lone
-// scalar keeps int64 only when integral), never bool.
+// dtype. Comparisons: their operands' promoted dtype, by eager's own rule (never bool).
 inline DType compute_dtype(const LNode& n, const std::vector<DType>& in) {
     if (!is_compare(n.op)) return n.out.dtype;
-    if (n.attrs.scalar_pos != ScalarPos::none) {
-        double s = n.attrs.scalar;
-        bool integral =
-            std::trunc(s) == s && s >= -9223372036854775808.0 && s < 9223372036854775808.0;
-        if (in[0] == DType::float64) return DType::float64;
-        return (in[0] == DType::int64 || in[0] == DType::boolean) && integral ? DType::int64
-                                                                              : DType::float32;
-    }
-    DType t = promote(in[0], in[1]);
-    return t == DType::boolean ? DType::float32 : t;
+    if (n.attrs.scalar_pos != ScalarPos::none)
+        return scalar_result_dtype(in[0], n.attrs.scalar, true);
+    return binary_result_dtype(in[0], in[1], true);
 }
 
 // The dtype operand `i` of n is converted to before n reads it (where's condition: bool).

@@ -254,13 +254,15 @@ struct TempFile {
 
 // ---- cache keys
 
-// Kernels and the PCH inline tensor/pointwise_math.h and the tensor/fast_math.h it includes,
-// so editing either must change the key.
+// Kernels and the PCH inline tensor/pointwise_math.h and the tensor/fast_math.h and
+// tensor/math_functions.def it includes, so editing any of them must change the key.
 std::string header_fingerprint(const BuildOptions& options) {
     for (const std::string& dir : options.include_dirs)
         if (auto text = read_file(fs::path(dir) / "tensor" / "pointwise_math.h")) {
             std::string fast = read_file(fs::path(dir) / "tensor" / "fast_math.h").value_or("");
-            return hex64(fnv1a64(*text + fast));
+            std::string math =
+                read_file(fs::path(dir) / "tensor" / "math_functions.def").value_or("");
+            return hex64(fnv1a64(*text + fast + math));
         }
     return "";
 }

@@ -26,10 +26,12 @@ constexpr bool saves(std::string_view list, std::string_view what) {
 
 #define SAVES(list) saves(list, "x"), saves(list, "y"), saves(list, "out")
 const OpInfo kOps[] = {
-#define KILN_UNARY(name, math, dx, sv, ints) \
-    {#name, OpKind::pointwise, 1, #math, #dx, true, ints, SAVES(sv), forward_##name, backward_##name},
-#define KILN_BINARY(name, math, dx, dy, sv, ints) \
-    {#name, OpKind::pointwise, 2, #math, #dx " ; " #dy, true, ints, SAVES(sv), forward_##name, backward_##name},
+#define KILN_UNARY(name, math, dx, sv, ints, domain)                                                 \
+    {#name, OpKind::pointwise, 1, #math, #dx, true, ints, SAVES(sv), forward_##name, backward_##name, \
+     {Domain::domain, Domain::any}},
+#define KILN_BINARY(name, math, dx, dy, sv, ints, domain_x, domain_y)                                           \
+    {#name, OpKind::pointwise, 2, #math, #dx " ; " #dy, true, ints, SAVES(sv), forward_##name, backward_##name, \
+     {Domain::domain_x, Domain::domain_y}},
 #define KILN_COMPARE(name, math) \
     {#name, OpKind::pointwise, 2, #math, nullptr, true, true, false, false, false, forward_##name, nullptr},
 #define KILN_OP(name, kind, arity, recompute, sv) \
@@ -46,6 +48,11 @@ thread_local int t_kernel_depth = 0;  // > 0 while a kernel runs: nested op call
 const char* op_kind_name(OpKind k) {
     static const char* names[] = {"pointwise", "reduction", "view", "matmul", "factory", "random", "other"};
     return names[int(k)];
+}
+
+const char* domain_name(Domain d) {
+    static const char* names[] = {"any", "positive", "above_minus_one", "inside_unit", "inside_half_pi", "nonzero"};
+    return names[int(d)];
 }
 
 const OpInfo& op_info(OpId op) { return kOps[int(op)]; }

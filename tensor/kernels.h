@@ -24,6 +24,11 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
 
 // Output dtype of a pointwise op over inputs of dtype `in` (`ints`: the op keeps int64).
 DType pointwise_result_dtype(DType in, bool ints);
+// The dtype a binary pointwise op computes in, from its operands' dtypes alone (the code
+// generators read it too): tensor-tensor, or a tensor with a scalar operand's value.
+// Comparisons compute with `ints` true and return bool.
+DType binary_result_dtype(DType x, DType y, bool ints);
+DType scalar_result_dtype(DType t, double scalar, bool ints);
 // Shape and loop dtype of a binary pointwise op (tensor-tensor or tensor-scalar).
 struct BinaryPlan {
     Shape shape;

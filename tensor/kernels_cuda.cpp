@@ -10,9 +10,11 @@
 
 #include "autograd/node.h"
 #include "tensor/cuda.h"
+#include "tensor/cuda_prelude.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
 #include "tensor/philox.h"
+#include "tensor/reductions.h"
 
 namespace kiln {
 namespace {
@@ -23,60 +25,8 @@ using cuda::detail::launch;
 const char* c_type(DType d) { return cuda_c_type(d); }
 
 // The vocabulary of ops.def's math (tensor/pointwise_math.h) for scalars under NVRTC.
-const char* kPrelude = R"(
-namespace kiln_math {
-#define KILN_F1(name, f, d) \
-    __device__ inline float name(float x) { return f(x); } \
-    __device__ inline double name(double x) { return d(x); }
-KILN_F1(exp, expf, ::exp)
-KILN_F1(log, logf, ::log)
-KILN_F1(sin, sinf, ::sin)
-KILN_F1(cos, cosf, ::cos)
-KILN_F1(tanh, tanhf, ::tanh)
-KILN_F1(sqrt, sqrtf, ::sqrt)
-KILN_F1(erf, erff, ::erf)
-KILN_F1(abs, fabsf, ::fabs)
-KILN_F1(floor, floorf, ::floor)
-KILN_F1(ceil, ceilf, ::ceil)
-KILN_F1(trunc, truncf, ::trunc)
-KILN_F1(nearbyint, nearbyintf, ::nearbyint)
-KILN_F1(log1p, log1pf, ::log1p)
-KILN_F1(expm1, expm1f, ::expm1)
-KILN_F1(exp2, exp2f, ::exp2)
-KILN_F1(log2, log2f, ::log2)
-KILN_F1(log10, log10f, ::log10)
-KILN_F1(sinh, sinhf, ::sinh)
-KILN_F1(cosh, coshf, ::cosh)
-KILN_F1(tan, tanf, ::tan)
-KILN_F1(asin, asinf, ::asin)
-KILN_F1(acos, acosf, ::acos)
-KILN_F1(atan, atanf, ::atan)
-#define KILN_F2(name, f, d) \
-    __device__ inline float name(float x, float y) { return f(x, y); } \
-    __device__ inline double name(double x, double y) { return d(x, y); }
-KILN_F2(pow, powf, ::pow)
-KILN_F2(atan2, atan2f, ::atan2)
-KILN_F2(fmod, fmodf, ::fmod)
-__device__ inline long long abs(long long x) { return x < 0 ? -x : x; }
-__device__ inline long long floor(long long x) { return x; }
-__device__ inline long long ceil(long long x) { return x; }
-__device__ inline long long trunc(long long x) { return x; }
-__device__ inline long long nearbyint(long long x) { return x; }
-template <class T> __device__ inline T remainder(T x, T y) {
-    T m = fmod(x, y);
-    return (m != T(0) && ((y < T(0)) != (m < T(0)))) ? m + y : m;
-}
-template <class T> __device__ inline T zero(T) { return T(0); }
-template <class T> __device__ inline bool is_nan(T v) { return v != v; }
-template <class T> __device__ inline T maximum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b); }
-template <class T> __device__ inline T minimum(T a, T b) { return (is_nan(a) || is_nan(b)) ? a + b : (a < b ? a : b); }
-template <class T> __device__ inline T sign(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == x ? T(0) : x; }
-template <class T> __device__ inline T neg(T x) { return -x; }
-template <class T> __device__ inline T infinity();
-template <> __device__ inline float infinity<float>() { return __int_as_float(0x7f800000); }
-template <> __device__ inline double infinity<double>() { return __longlong_as_double(0x7ff0000000000000LL); }
-}  // namespace kiln_math
-)";
+const std::string kPrelude =
+    std::string(cuda_prelude::kHead) + cuda_prelude::kMathFunctions + cuda_prelude::kTail;
 // Kernels are defined inside kiln_math, so exp(x) finds kiln_math's overloads first (NVRTC
 // also declares a global exp(float): both would match from outside).
 const char* kOpen = "namespace kiln_math {\n";
@@ -210,10 +160,6 @@ std::vector<Tensor> on_device(OpId op, std::span<const Tensor> in, Device device
     return out;
 }
 
-bool is_compare(OpId op) {
-    return op == OpId::lt || op == OpId::le || op == OpId::gt || op == OpId::ge || op == OpId::eq || op == OpId::ne;
-}
-
 // What a pointwise op computes, worked out from its inputs' shapes and dtypes alone (no
 // data is read, so compile-only tests plan with CPU tensors): the output's shape, the
 // kernel, and the operands expanded to the output's shape.
@@ -266,25 +212,29 @@ Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
 std::string reduce_source(OpId op, DType dt) {
     bool sum = op == OpId::sum;
     std::string t = c_type(dt), acc = dt == DType::float32 && sum ? "double" : t;
-    std::string init = sum ? "0" : dt == DType::int64 ? (op == OpId::amax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL")
-                                                     : (op == OpId::amax ? "-infinity<T>()" : "infinity<T>()");
-    std::string combine = sum ? "a + b" : op == OpId::amax ? "maximum(a, b)" : "minimum(a, b)";
+    std::string init = reduction_identity(op, dt);
     std::ostringstream s;
     s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
-      << "__device__ inline Acc combine(Acc a, Acc b) { return " << combine << "; }\n"
+      << "__device__ inline Acc combine(Acc x, Acc y) { return " << reduction_combine(op) << "; }\n"
       << "// Block `task` folds slice task % splits of row task / splits into out[task].\n"
-      << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long inner, long long splits) {\n"
+      << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long "
+         "inner, long long splits) {\n"
       << "    __shared__ Acc part[256];\n"
       << "    const long long chunk = (inner + splits - 1) / splits;\n"
       << "    for (long long task = blockIdx.x; task < rows * splits; task += gridDim.x) {\n"
-      << "        const long long row = task / splits, begin = task % splits * chunk, end = min(inner, begin + chunk);\n"
+      << "        const long long row = task / splits, begin = task % splits * chunk, end = "
+         "min(inner, begin + chunk);\n"
       << "        Acc acc = " << init << ";\n"
-      << "        for (long long j = begin + threadIdx.x; j < end; j += blockDim.x) acc = combine(acc, (Acc)x[row * inner + j]);\n"
+      << "        for (long long j = begin + threadIdx.x; j < end; j += blockDim.x) acc = "
+         "combine(acc, (Acc)x[row * inner + j]);\n"
       << "        part[threadIdx.x] = acc;\n        __syncthreads();\n"
       << "        for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
-      << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], part[threadIdx.x + w]);\n"
+      << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], "
+         "part[threadIdx.x + w]);\n"
       << "            __syncthreads();\n        }\n"
-      << "        if (threadIdx.x == 0) out[task] = (T)part[0];\n        __syncthreads();\n    }\n}\n" << kClose;
+      << "        if (threadIdx.x == 0) out[task] = (T)part[0];\n        __syncthreads();\n    "
+         "}\n}\n"
+      << kClose;
     return s.str();
 }
 
@@ -357,7 +307,7 @@ Tensor matmul(std::span<const Tensor> in) {
 
 }  // namespace
 
-const char* cuda_math_prelude() { return kPrelude; }
+const char* cuda_math_prelude() { return kPrelude.c_str(); }
 
 const char* cuda_c_type(DType d) {
     switch (d) {

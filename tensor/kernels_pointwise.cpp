@@ -166,26 +166,35 @@ DType pointwise_result_dtype(DType in, bool ints) {
     return ints && in == DType::int64 ? DType::int64 : DType::float32;
 }
 
+DType binary_result_dtype(DType x, DType y, bool ints) { return result_dtype(promote(x, y), ints); }
+
+DType scalar_result_dtype(DType t, double scalar, bool ints) {
+    // An int-valued scalar keeps int64 (the C++ API cannot tell 2 from 2.0, see
+    // docs/robustness.md); NaN, inf and values past int64 never count as integral.
+    bool integral = std::trunc(scalar) == scalar && scalar >= -9223372036854775808.0 &&
+                    scalar < 9223372036854775808.0;
+    DType dt = t == DType::float64                                              ? t
+               : (t == DType::int64 || t == DType::boolean) && integral && ints ? DType::int64
+                                                                                : DType::float32;
+    return result_dtype(dt, ints);
+}
+
 BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, const char* op) {
-    if (a.scalar_pos != ScalarPos::none) {
-        DType t = in[0].dtype();
-        // An int-valued scalar keeps int64 (the C++ API cannot tell 2 from 2.0, see
-        // docs/robustness.md); NaN, inf and values past int64 never count as integral.
-        bool integral = std::trunc(a.scalar) == a.scalar && a.scalar >= -9223372036854775808.0 && a.scalar < 9223372036854775808.0;
-        DType dt = t == DType::float64 ? t : (t == DType::int64 || t == DType::boolean) && integral && ints ? DType::int64 : DType::float32;
-        return {in[0].shape(), result_dtype(dt, ints)};
-    }
+    if (a.scalar_pos != ScalarPos::none)
+        return {in[0].shape(), scalar_result_dtype(in[0].dtype(), a.scalar, ints)};
     KILN_CHECK(in[0].device() == in[1].device(), op, ": tensors on different devices (", in[0].device(), " and ", in[1].device(), ")");
     return {broadcast_shapes(in[0].shape(), in[1].shape(), op),
-            result_dtype(promote(in[0].dtype(), in[1].dtype()), ints)};
+            binary_result_dtype(in[0].dtype(), in[1].dtype(), ints)};
 }
 
 // --- forward kernels for the table's pointwise entries
-#define KILN_UNARY(name, math, dx, saves, ints) \
-    Tensor forward_##name(std::span<const Tensor> in, const Attrs&) { return unary_forward<kiln_math::Math_##name, ints>(in); }
-#define KILN_BINARY(name, math, dx, dy, saves, ints)                         \
-    Tensor forward_##name(std::span<const Tensor> in, const Attrs& a) {       \
-        return binary_forward<kiln_math::Math_##name, ints>(in, a, #name);     \
+#define KILN_UNARY(name, math, dx, saves, ints, ...)                  \
+    Tensor forward_##name(std::span<const Tensor> in, const Attrs&) { \
+        return unary_forward<kiln_math::Math_##name, ints>(in);       \
+    }
+#define KILN_BINARY(name, math, dx, dy, saves, ints, ...)                  \
+    Tensor forward_##name(std::span<const Tensor> in, const Attrs& a) {    \
+        return binary_forward<kiln_math::Math_##name, ints>(in, a, #name); \
     }
 #define KILN_COMPARE(name, math)                                        \
     Tensor forward_##name(std::span<const Tensor> in, const Attrs& a) { \
@@ -194,14 +203,14 @@ BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, co
 #include "tensor/ops.def"
 
 // --- derivative formulas, as written in the table
-#define KILN_UNARY(name, math, dx, saves, ints)                       \
-    std::vector<Tensor> backward_##name(const BackwardArgs& b) {      \
-        [[maybe_unused]] const Tensor& x = b.inputs[0];               \
-        [[maybe_unused]] const Tensor& out = b.out;                   \
-        const Tensor& grad = b.grad;                                  \
-        return {dx};                                                  \
+#define KILN_UNARY(name, math, dx, saves, ints, ...)             \
+    std::vector<Tensor> backward_##name(const BackwardArgs& b) { \
+        [[maybe_unused]] const Tensor& x = b.inputs[0];          \
+        [[maybe_unused]] const Tensor& out = b.out;              \
+        const Tensor& grad = b.grad;                             \
+        return {dx};                                             \
     }
-#define KILN_BINARY(name, math, dx_expr, dy_expr, saves, ints)                                    \
+#define KILN_BINARY(name, math, dx_expr, dy_expr, saves, ints, ...)                               \
     std::vector<Tensor> backward_##name(const BackwardArgs& b) {                                  \
         const Attrs& a = b.attrs;                                                                 \
         DType dt = b.grad.dtype();                                                                \
@@ -210,7 +219,7 @@ BinaryPlan plan_binary(std::span<const Tensor> in, const Attrs& a, bool ints, co
         [[maybe_unused]] Tensor y = right ? scalar_tensor(a.scalar, dt) : b.inputs[left ? 0 : 1]; \
         [[maybe_unused]] const Tensor& out = b.out;                                               \
         const Tensor& grad = b.grad;                                                              \
-        if (left) return {b.needs(0) ? sum_to(dy_expr, b.input_shapes[0]) : Tensor()};           \
+        if (left) return {b.needs(0) ? sum_to(dy_expr, b.input_shapes[0]) : Tensor()};            \
         if (right) return {b.needs(0) ? sum_to(dx_expr, b.input_shapes[0]) : Tensor()};           \
         return {b.needs(0) ? sum_to(dx_expr, b.input_shapes[0]) : Tensor(),                       \
                 b.needs(1) ? sum_to(dy_expr, b.input_shapes[1]) : Tensor()};                      \

@@ -8,6 +8,20 @@
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/pointwise_math.h"
+#include "tensor/reductions.h"
+
+namespace kiln_math {
+// One functor per line of tensor/reductions.def, defined here so that `maximum`, ... resolve
+// to the kiln_math vocabulary rather than to kiln's Tensor functions.
+#define KILN_REDUCTION(name, combine, identity) \
+    struct Combine_##name {                     \
+        template <class T>                      \
+        static T f(T x, T y) {                  \
+            return combine;                     \
+        }                                       \
+    };
+#include "tensor/reductions.def"
+}  // namespace kiln_math
 
 namespace kiln {
 
@@ -35,22 +49,29 @@ ReducePlan plan_reduce(const Tensor& x, const Attrs& a, const char* op) {
 
 namespace {
 
-enum class Reduce { sum, max, min };
+// A reduction is its row of tensor/reductions.def: `op` names it.
+using Reduce = OpId;
 
 template <class T>
 T reduce_init(Reduce r) {
-    if (r == Reduce::sum) return T(0);
-    if constexpr (std::numeric_limits<T>::has_infinity)
-        return r == Reduce::max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-    else return r == Reduce::max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    return reduction_identity_value<T>(r);
 }
 
+// The table's combine, compiled for T (int64 on wrap_int64: a sum wraps on overflow, as torch).
 template <class T>
 T combine(Reduce r, T acc, T v) {
-    if constexpr (std::is_same_v<T, int64_t>)  // wraps on overflow, as torch (signed overflow is UB)
-        if (r == Reduce::sum) return int64_t(uint64_t(acc) + uint64_t(v));
-    if (r == Reduce::sum) return acc + v;
-    return r == Reduce::max ? kiln_math::maximum(acc, v) : kiln_math::minimum(acc, v);
+    if constexpr (std::is_same_v<T, int64_t>) {
+        return int64_t(combine(r, kiln_math::wrap_int64(acc), kiln_math::wrap_int64(v)));
+    } else {
+        switch (r) {
+#define KILN_REDUCTION(name, combine, identity) \
+    case OpId::name:                            \
+        return kiln_math::Combine_##name::f(acc, v);
+#include "tensor/reductions.def"
+            default:
+                fail(op_name(r), ": not a reduction of tensor/reductions.def");
+        }
+    }
 }
 
 // Reduces one contiguous row with four xsimd accumulators (float) or a scalar loop.
@@ -120,8 +141,10 @@ void reduce_columns(Reduce r, const T* x, T* out, int64_t rows, int64_t cols) {
 Tensor reduce_forward(const Tensor& x, const Attrs& a, Reduce r, const char* op) {
     ReducePlan p = plan_reduce(x, a, op);
     DType dt = x.dtype();
-    if ((r == Reduce::sum && !is_floating(dt)) || dt == DType::boolean) dt = DType::int64;  // bools reduce as 0/1
-    KILN_CHECK(r == Reduce::sum || x.numel() > 0 || p.inner > 0, op, ": cannot reduce an empty tensor of shape ", x.shape());
+    if ((r == OpId::sum && !is_floating(dt)) || dt == DType::boolean)
+        dt = DType::int64;  // bools reduce as 0/1
+    KILN_CHECK(r == OpId::sum || x.numel() > 0 || p.inner > 0, op,
+               ": cannot reduce an empty tensor of shape ", x.shape());
     // Is the reduced set a prefix of the dims (e.g. bias grad over the batch)?
     int64_t rank = x.dim(), k = 0;
     while (k < rank && p.reduced[k]) ++k;
@@ -143,7 +166,8 @@ Tensor reduce_forward(const Tensor& x, const Attrs& a, Reduce r, const char* op)
             else reduce_rows<T>(r, ptr<T>(src), ptr<T>(out), p.outer, p.inner);
         }
     });
-    return x.dtype() == DType::boolean && r != Reduce::sum ? contiguous_as(out, DType::boolean) : out;  // any/all
+    return x.dtype() == DType::boolean && r != OpId::sum ? contiguous_as(out, DType::boolean)
+                                                         : out;  // any/all
 }
 
 // The gradient of amax/amin: split evenly among the elements equal to the extreme.
@@ -157,9 +181,11 @@ std::vector<Tensor> extreme_backward(const BackwardArgs& b) {
 
 }  // namespace
 
-Tensor forward_sum(std::span<const Tensor> in, const Attrs& a) { return reduce_forward(in[0], a, Reduce::sum, "sum"); }
-Tensor forward_amax(std::span<const Tensor> in, const Attrs& a) { return reduce_forward(in[0], a, Reduce::max, "amax"); }
-Tensor forward_amin(std::span<const Tensor> in, const Attrs& a) { return reduce_forward(in[0], a, Reduce::min, "amin"); }
+#define KILN_REDUCTION(name, combine, identity)                         \
+    Tensor forward_##name(std::span<const Tensor> in, const Attrs& a) { \
+        return reduce_forward(in[0], a, OpId::name, #name);             \
+    }
+#include "tensor/reductions.def"
 
 std::vector<Tensor> backward_sum(const BackwardArgs& b) {
     Attrs a = b.attrs;

@@ -52,6 +52,18 @@ struct BackwardArgs {
     bool needs(int i) const { return needs_grad >> i & 1u; }
 };
 
+// Where an operand of a pointwise op is defined (tan: accurate in float32): the `domain`
+// columns of tensor/ops.def. Tests sample each operand inside its domain.
+enum class Domain : uint8_t {
+    any,
+    positive,         // x > 0
+    above_minus_one,  // x > -1
+    inside_unit,      // |x| < 1
+    inside_half_pi,   // |x| < pi/2
+    nonzero,
+};
+const char* domain_name(Domain d);
+
 using ForwardFn = Tensor (*)(std::span<const Tensor>, const Attrs&);
 using BackwardFn = std::vector<Tensor> (*)(const BackwardArgs&);
 
@@ -66,10 +78,22 @@ struct OpInfo {
     bool saves_x, saves_y, saves_out;
     ForwardFn forward;
     BackwardFn backward;     // nullptr: not differentiable
+    Domain domain[2] = {};   // pointwise ops: where operands x and y are sampled by tests
 };
 const OpInfo& op_info(OpId op);
 const char* op_name(OpId op);              // op_info(op).name: the table row without its formulas
 OpId op_by_name(const std::string& name);  // throws on unknown
+
+// A comparison of the table (KILN_COMPARE): a bool result of its operands promoted together.
+constexpr bool is_compare(OpId op) {
+    switch (op) {
+#define KILN_COMPARE(name, math) case OpId::name:
+#include "tensor/ops.def"
+        return true;
+        default:
+            return false;
+    }
+}
 
 // --- The dispatcher: every op call goes through here.
 // A hook (installed per thread by the JIT tracer) may take the call over; it calls

@@ -16,19 +16,18 @@
 
 namespace kiln_math {
 
-// Each function once for scalars (std::) and once for batches (xsimd::). A function added
-// here is usable in ops.def's math; the CUDA spelling goes in kPrelude of
-// tensor/kernels_cuda.cpp, the float64 test vocabulary in tests/tensor/test_ops.cpp.
-#define KILN_MATH_FUNCTIONS(X)                                                                  \
-    X(abs) X(cos) X(erf) X(exp) X(log) X(sin) X(sqrt) X(tanh) X(floor) X(ceil) X(trunc)        \
-    X(nearbyint) X(log1p) X(expm1) X(exp2) X(log2) X(log10) X(sinh) X(cosh) X(tan) X(asin)    \
-    X(acos) X(atan) X(atan2)
-#define KILN_USE(f) \
-    using std::f;   \
+// The math functions of tensor/math_functions.def: std:: for scalars, xsimd:: for batches
+// (`cpu` column std_xsimd), std:: alone where a batch overload below fixes xsimd's (std).
+#define KILN_MATH_CPU_std_xsimd(f) \
+    using std::f;                  \
     using xsimd::f;
-KILN_MATH_FUNCTIONS(KILN_USE)
-#undef KILN_USE
-using std::pow;
+#define KILN_MATH_CPU_std(f) using std::f;
+#define KILN_MATH_CPU_kiln(f)
+#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) KILN_MATH_CPU_##cpu(name)
+#include "tensor/math_functions.def"
+#undef KILN_MATH_CPU_std_xsimd
+#undef KILN_MATH_CPU_std
+#undef KILN_MATH_CPU_kiln
 // Non-templates, so they win over xsimd's templates for xsimd::batch<float>.
 using kiln_fast::cos;
 using kiln_fast::sin;
@@ -39,6 +38,11 @@ inline constexpr bool is_batch = xsimd::is_batch<T>::value;
 
 template <class T>
 inline T zero(T) { return T(0); }
+// For the identities of tensor/reductions.def, spelled alike in generated C++ and CUDA.
+template <class T>
+constexpr T infinity() {
+    return std::numeric_limits<T>::infinity();
+}
 
 // NaN-propagating max/min, like torch.maximum / torch.minimum.
 template <class T>
@@ -93,11 +97,16 @@ constexpr bool operator<=(wrap_int64 a, wrap_int64 b) { return a.v <= b.v; }
 constexpr bool operator>=(wrap_int64 a, wrap_int64 b) { return a.v >= b.v; }
 constexpr bool operator==(wrap_int64 a, wrap_int64 b) { return a.v == b.v; }
 constexpr wrap_int64 abs(wrap_int64 a) { return a.v < 0 ? -a : a; }  // abs(INT64_MIN) == INT64_MIN, as torch
-// Rounding keeps an integer as it is (the ops that keep int64: floor, ceil, round, trunc).
-constexpr wrap_int64 floor(wrap_int64 a) { return a; }
-constexpr wrap_int64 ceil(wrap_int64 a) { return a; }
-constexpr wrap_int64 trunc(wrap_int64 a) { return a; }
-constexpr wrap_int64 nearbyint(wrap_int64 a) { return a; }
+// Rounding keeps an integer as it is: math functions whose `ints` column is identity.
+#define KILN_MATH_INT_identity(f) \
+    constexpr wrap_int64 f(wrap_int64 a) { return a; }
+#define KILN_MATH_INT_none(f)
+#define KILN_MATH_INT_own(f)
+#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) KILN_MATH_INT_##ints(name)
+#include "tensor/math_functions.def"
+#undef KILN_MATH_INT_identity
+#undef KILN_MATH_INT_none
+#undef KILN_MATH_INT_own
 
 // Where an xsimd batch function breaks IEEE 754 / C99 Annex F on special values, the lanes
 // it gets wrong are recomputed with std:: (what the scalar tail runs), so the vector body

@@ -101,13 +101,22 @@ class ProgramGenerator {
     }
 
     int positive(Recorder& r, int v) { return r.call(OpId::add, {r.call(OpId::abs, {v})}, {.scalar = 1.0, .scalar_pos = ScalarPos::right}); }
+    // v moved into the domain of op's operand `arg` (tensor/ops.def's domain column).
+    int in_domain(Recorder& r, OpId op, int arg, int v) {
+        Domain d = op_info(op).domain[arg];
+        KILN_CHECK(d == Domain::any || d == Domain::positive || d == Domain::nonzero, op_name(op),
+                   ": random programs have no sampler for domain ", domain_name(d));
+        return d == Domain::any ? v : positive(r, v);
+    }
 
     int unary(Recorder& r, int v) {
         static const OpId plain[] = {OpId::neg, OpId::sin, OpId::cos, OpId::tanh, OpId::sigmoid, OpId::relu, OpId::abs};
         switch (pick(6)) {
             case 0: return r.call(OpId::exp, {r.call(OpId::tanh, {v})});
-            case 1: return r.call(OpId::sqrt, {positive(r, v)});
-            case 2: return r.call(OpId::log, {uniform() < 0.3 ? v : positive(r, v)});  // log(<0): NaN like eager
+            case 1:
+                return r.call(OpId::sqrt, {in_domain(r, OpId::sqrt, 0, v)});
+            case 2:  // log(<0): NaN like eager
+                return r.call(OpId::log, {uniform() < 0.3 ? v : in_domain(r, OpId::log, 0, v)});
             case 3: return r.call(OpId::exp, {v});  // may overflow to inf
             default: return r.call(plain[pick(std::size(plain))], {v});
         }
@@ -128,7 +137,8 @@ class ProgramGenerator {
             case 1: return r.call(OpId::sub, {a, b});
             case 2: return r.call(OpId::mul, {a, b});
             case 3: return r.call(OpId::maximum, {a, b});
-            default: return r.call(OpId::div, {v, positive(r, other)});
+            default:
+                return r.call(OpId::div, {v, in_domain(r, OpId::div, 1, other)});
         }
     }
 

@@ -7,6 +7,7 @@
 
 #include "kiln.h"
 #include "lgraph_builder.h"
+#include "tensor/reductions.h"
 
 namespace kiln_test {
 using namespace kiln;
@@ -102,7 +103,7 @@ inline int add_every_reduction(std::vector<GraphBuilder>& builders,
     const std::vector<std::vector<Shape>> shapes = {{{1000}, {2, 1000}, {3, 1, 17}, {2, 3, 5, 17}},
                                                     {{1}, {17, 3}, {17, 3, 1}, {3, 17, 1, 5}}};
     const DType dtypes[] = {DType::float32, DType::float64, DType::int64, DType::boolean};
-    const OpId ops[] = {OpId::sum, OpId::amax, OpId::amin};
+    const std::vector<OpId> ops = reduction_ops();  // tensor/reductions.def
     builders.resize(2), inputs.resize(2);
     int n = 0;
     for (int keepdim = 0; keepdim < 2; ++keepdim)
@@ -113,8 +114,8 @@ inline int add_every_reduction(std::vector<GraphBuilder>& builders,
                     const Shape& shape = shapes[(n / 4) % 2][rank - 1];
                     Layout layout = Layout((n / 3) % 4);
                     if (layout == Layout::expanded && shape[0] == 1) layout = Layout::sliced;
-                    add_program(builders[g], inputs[g], shape, dims, keepdim, dtype, ops[n % 3],
-                                layout, n % 5 < 3);
+                    add_program(builders[g], inputs[g], shape, dims, keepdim, dtype,
+                                ops[n % ops.size()], layout, n % 5 < 3);
                     ++n;
                 }
     return n;

@@ -67,6 +67,23 @@ class ProgramGenerator {
 
     // abs(v) + 1: keeps log, sqrt, division and rsqrt away from their poles
     int positive(GraphBuilder& b, int v) { return b.scalar(OpId::add, b.unary(OpId::abs, v), 1.0); }
+    // v moved into the domain of op's operand `arg` (tensor/ops.def's domain column).
+    int in_domain(GraphBuilder& b, OpId op, int arg, int v) {
+        switch (op_info(op).domain[arg]) {
+            case Domain::any:
+                return v;
+            case Domain::positive:
+            case Domain::nonzero:
+                return positive(b, v);
+            default:
+                BOOST_FAIL(op_name(op)
+                           << ": no sampler for domain " << domain_name(op_info(op).domain[arg]));
+        }
+        return v;
+    }
+    int unary_in_domain(GraphBuilder& b, OpId op, int v) {
+        return b.unary(op, in_domain(b, op, 0, v));
+    }
 
     int unary(GraphBuilder& b, int v) {
         switch (pick(11)) {
@@ -77,10 +94,14 @@ class ProgramGenerator {
             case 4: return b.unary(OpId::sigmoid, v);
             case 5: return b.unary(OpId::relu, v);
             case 6: return b.unary(OpId::exp, b.unary(OpId::tanh, v));
-            case 7: return b.unary(OpId::sqrt, positive(b, v));
-            case 8: return b.unary(OpId::log, positive(b, v));
-            case 9: return b.unary(OpId::reciprocal, positive(b, v));
-            default: return b.unary(OpId::rsqrt, positive(b, v));
+            case 7:
+                return unary_in_domain(b, OpId::sqrt, v);
+            case 8:
+                return unary_in_domain(b, OpId::log, v);
+            case 9:
+                return unary_in_domain(b, OpId::reciprocal, v);
+            default:
+                return unary_in_domain(b, OpId::rsqrt, v);
         }
     }
 
@@ -93,7 +114,8 @@ class ProgramGenerator {
             case 2: return b.binary(OpId::mul, v, other);
             case 3: return b.binary(OpId::maximum, v, other);
             case 4: return b.binary(OpId::minimum, other, v);
-            default: return b.binary(OpId::div, v, positive(b, other));
+            default:
+                return b.binary(OpId::div, v, in_domain(b, OpId::div, 1, other));
         }
     }
 

@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(special_values_agree_in_generated_vector_body_and_scalar_ta
         for (int i = 0; i < kOpCount; ++i) {
             const OpInfo& info = op_info(OpId(i));
             if (info.kind != OpKind::pointwise || !info.math) continue;
-            bool compare = info.arity == 2 && !info.backward;
+            bool compare = is_compare(OpId(i));
             b.output(info.arity == 1 ? b.unary(OpId(i), x)
                      : compare       ? b.node(OpId(i), {x, y}, {}, {n}, DType::boolean)
                                      : b.binary(OpId(i), x, y));

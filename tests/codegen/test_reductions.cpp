@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(strided_inputs_of_batch_norm_and_column_reductions_match_ea
     std::vector<GraphBuilder> builders(1);
     std::vector<std::vector<Tensor>> inputs(1);
     for (Layout layout : {Layout::contiguous, Layout::permuted, Layout::sliced, Layout::expanded})
-        for (OpId op : {OpId::sum, OpId::amax, OpId::amin}) {
+        for (OpId op : reduction_ops()) {
             add_program(builders[0], inputs[0], {4, 3, 5, 17}, {0, 2, 3}, true, DType::float32, op,
                         layout, true);
             add_program(builders[0], inputs[0], {33, 20}, {0}, false, DType::float32, op, layout,

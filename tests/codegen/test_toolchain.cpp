@@ -222,6 +222,24 @@ extern "C" void kiln_maximum(const float* a, const float* b, float* out, long n)
 }
 )";
 
+// Kernels inline tensor/pointwise_math.h and the math_functions.def it includes: editing the
+// .def (a math function added, docs/adding-an-op.md) must not reuse kernels built before.
+BOOST_FIXTURE_TEST_CASE(editing_math_functions_def_rebuilds_kernels, FreshCache) {
+    const fs::path root = dir / "source";
+    fs::create_directories(root / "tensor");
+    for (const char* name : {"pointwise_math.h", "fast_math.h", "math_functions.def"})
+        fs::copy_file(kSourceDir / "tensor" / name, root / "tensor" / name);
+    BuildOptions options = options_without_pch();
+    options.include_dirs = {root.string()};
+    ToolchainStats before = toolchain_stats();
+    build_library(kMaximumSource, options);
+    build_library(kMaximumSource, options);  // the same headers: loaded, not compiled
+    BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls == 1);
+    std::ofstream(root / "tensor" / "math_functions.def", std::ios::app) << "// edited\n";
+    build_library(kMaximumSource, options);
+    BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls == 2);
+}
+
 BOOST_FIXTURE_TEST_CASE(xsimd_kernel_compiles_with_pch, FreshCache) {
     BuildOptions options = options_without_pch();
     options.use_pch = true;

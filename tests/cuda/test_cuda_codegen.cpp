@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(softmax_and_layernorm_are_one_cuda_kernel_each) {
             std::string source = emit_cuda(s);
             BOOST_TEST(count(source, "__global__ void") == 1);
             // Two block-wide combines in each variant: the row kept in registers, and a long row read again.
-            BOOST_TEST(count(source, "= block_sum(") + count(source, "= block_max(") == 4);
+            BOOST_TEST(count(source, "= block_sum(") + count(source, "= block_amax(") == 4);
             size_t other = source.find("} else {  // a long row");
             BOOST_REQUIRE(other != std::string::npos);
             std::string cached = source.substr(0, other);

@@ -168,9 +168,11 @@ void check_line(const fs::path& doc, int number, const std::string& line,
                     code.find("$" + var) != std::string::npos ||
                     code.find("${" + var + "}") != std::string::npos ||
                     code.find("${" + var + ":-") != std::string::npos;
-        // KILN_CHECK(...), KILN_UNARY(...): macros of the code, not variables.
-        bool macro = line.compare(size_t(it->position() + it->length()), 1, "(") == 0 &&
-                     code.find("define " + var) != std::string::npos;
+        // KILN_CHECK(...), KILN_UNARY(...): macros of the code, not variables; so is a hook
+        // the code tests with #ifdef (KILN_MATH_EXTRA in tensor/math_functions.def).
+        bool macro = (line.compare(size_t(it->position() + it->length()), 1, "(") == 0 &&
+                      code.find("define " + var) != std::string::npos) ||
+                     code.find("#ifdef " + var + "\n") != std::string::npos;
         if (!read && !macro && code.find(var + "(") == std::string::npos)
             found.push_back({where, "no variable " + var + " in the code"});
     }

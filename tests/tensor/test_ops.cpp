@@ -1,6 +1,6 @@
 // The pointwise ops of tensor/ops.def, every one, against float64 references: the tests
 // iterate the table with its X-macros, so a new KILN_UNARY/KILN_BINARY/KILN_COMPARE entry is
-// tested here without editing this file (give it a domain below if it needs one).
+// tested here without editing this file (its `domain` column says where inputs are sampled).
 #include <boost/test/unit_test.hpp>
 #include <limits>
 #include <map>
@@ -15,34 +15,10 @@ using kiln::DType;
 
 namespace ref_math {
 // The table's vocabulary on doubles, so each op's own expression can be evaluated in float64
-// for ops that have no hand-written reference below. Written here, not taken from
-// tensor/pointwise_math.h, so a bug there shows up.
-using std::abs;
-using std::acos;
-using std::asin;
-using std::atan;
-using std::atan2;
-using std::ceil;
-using std::cos;
-using std::cosh;
-using std::erf;
-using std::exp;
-using std::exp2;
-using std::expm1;
-using std::floor;
-using std::fmod;
-using std::log;
-using std::log10;
-using std::log1p;
-using std::log2;
-using std::nearbyint;
-using std::pow;
-using std::sin;
-using std::sinh;
-using std::sqrt;
-using std::tan;
-using std::tanh;
-using std::trunc;
+// for ops that have no hand-written reference below: std::name for every math function of
+// tensor/math_functions.def, not tensor/pointwise_math.h's, so a bug there shows up.
+#define KILN_MATH(name, ...) using std::name;
+#include "tensor/math_functions.def"
 inline double remainder(double x, double y) {  // Python's %, not std::remainder
     double m = std::fmod(x, y);
     return m != 0 && ((y < 0) != (m < 0)) ? m + y : m;
@@ -75,16 +51,19 @@ struct CompareOp {
 };
 
 const UnaryOp kUnary[] = {
-#define KILN_UNARY(name, math, dx, saves, ints) \
-    {#name, [](const Tensor& t) { return kiln::name(t); }, [](double x) { return double(math); }, ints},
+#define KILN_UNARY(name, math, dx, saves, ints, ...)                                              \
+    {#name, [](const Tensor& t) { return kiln::name(t); }, [](double x) { return double(math); }, \
+     ints},
 #include "tensor/ops.def"
 };
 const BinaryOp kBinary[] = {
-#define KILN_BINARY(name, math, dx, dy, saves, ints)                                   \
-    {#name, [](const Tensor& a, const Tensor& b) { return kiln::name(a, b); },         \
-     [](const Tensor& a, double s) { return kiln::name(a, s); },                       \
-     [](double s, const Tensor& b) { return kiln::name(s, b); },                       \
-     [](double x, double y) { return double(math); }, ints},
+#define KILN_BINARY(name, math, dx, dy, saves, ints, ...)               \
+    {#name,                                                             \
+     [](const Tensor& a, const Tensor& b) { return kiln::name(a, b); }, \
+     [](const Tensor& a, double s) { return kiln::name(a, s); },        \
+     [](double s, const Tensor& b) { return kiln::name(s, b); },        \
+     [](double x, double y) { return double(math); },                   \
+     ints},
 #include "tensor/ops.def"
 };
 const CompareOp kCompare[] = {
@@ -181,18 +160,27 @@ std::function<double(double, double)> compare_reference(const ref_math::CompareO
     return [f](double x, double y) { return double(f(x, y)); };
 }
 
-// Where each argument of an op is sampled. `away_from_zero`: |v| in [lo, hi], either sign.
+// Where each argument of an op is sampled: inside its `domain` column in tensor/ops.def.
+// `away_from_zero`: |v| in [lo, hi], either sign.
 struct Domain {
     double lo = -3, hi = 3;
     bool away_from_zero = false;
 };
 Domain domain(const std::string& op, int arg) {
-    if (op == "log" || op == "sqrt" || op == "rsqrt" || op == "log2" || op == "log10") return {0.05, 4};
-    if (op == "log1p") return {-0.9, 3};
-    if (op == "asin" || op == "acos") return {-0.95, 0.95};
-    if (op == "tan") return {-1.4, 1.4};
-    if (op == "reciprocal" || ((op == "div" || op == "remainder" || op == "fmod") && arg == 1)) return {0.25, 3, true};
-    if (op == "pow") return arg == 0 ? Domain{0.1, 3} : Domain{-2, 2};
+    switch (kiln::op_info(kiln::op_by_name(op)).domain[arg]) {
+        case kiln::Domain::any:
+            return {};
+        case kiln::Domain::positive:
+            return {0.05, 4};
+        case kiln::Domain::above_minus_one:
+            return {-0.9, 3};
+        case kiln::Domain::inside_unit:
+            return {-0.95, 0.95};
+        case kiln::Domain::inside_half_pi:
+            return {-1.4, 1.4};
+        case kiln::Domain::nonzero:
+            return {0.25, 3, true};
+    }
     return {};
 }
 Ref sample(const std::string& op, int arg, const Shape& shape) {

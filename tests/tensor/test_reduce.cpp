@@ -1,13 +1,13 @@
 // Reductions (sum, mean, amax, amin), softmax and matmul against naive float64 loops.
-#include <boost/test/unit_test.hpp>
+#include <dlfcn.h>
 
+#include <boost/test/unit_test.hpp>
 #include <limits>
 #include <map>
 
 #include "reference.h"
 #include "tensor/parallel.h"
-
-#include <dlfcn.h>
+#include "tensor/reductions.h"
 
 using namespace kiln_test;
 
@@ -111,6 +111,45 @@ BOOST_AUTO_TEST_CASE(every_reduction_op_has_a_reference) {
         BOOST_TEST(kReductions.count(#name) == 1u, "reduction '" #name "' of tensor/ops.def has no " \
                                                    "reference: add it to kReductions in test_reduce.cpp");
 #include "tensor/ops.def"
+}
+
+// tensor/reductions.def has a row for every reduction of tensor/ops.def and no other op.
+BOOST_AUTO_TEST_CASE(the_reduction_table_rows_are_the_reductions_of_the_op_table) {
+    for (int i = 0; i < kiln::kOpCount; ++i) {
+        kiln::OpId op = kiln::OpId(i);
+        bool reduction = kiln::op_info(op).kind == kiln::OpKind::reduction;
+        BOOST_TEST(kiln::is_reduction(op) == reduction,
+                   kiln::op_name(op) << ": kind " << kiln::op_kind_name(kiln::op_info(op).kind)
+                                     << ", in tensor/reductions.def: " << kiln::is_reduction(op));
+    }
+    BOOST_CHECK_THROW(kiln::reduction_info(kiln::OpId::add), kiln::Error);
+}
+
+// A one-element row reduces to combine(identity, v): v itself for every reduction of the
+// table, in each dtype, for values up to the dtype's extremes (a wrong identity, such as 0
+// for amax, changes negative values; a wrong combine, most values).
+BOOST_AUTO_TEST_CASE(every_reduction_of_the_table_keeps_a_lone_value) {
+    const double inf = kInf;
+    const std::vector<double> floats = {0.0, -2.5, 3.25, 1e30, -1e30, inf, -inf, NAN};
+    const std::vector<double> ints = {0, -7, 7, -9223372036854775807.0 - 1, 4611686018427387904.0};
+    for (kiln::OpId op : kiln::reduction_ops()) {
+        for (auto [dtype, values] :
+             {std::pair{kiln::float32, floats}, std::pair{kiln::float64, floats},
+              std::pair{kiln::int64, ints}})
+            for (double v : values) {
+                Tensor x = kiln::full({3, 1}, v, {.dtype = dtype});
+                double want = x.to(kiln::float64).to_vector<double>()[0];  // v rounded to dtype
+                Tensor r = kiln::dispatch(op, {x}, {.dims = {1}});
+                for (double got : r.to(kiln::float64).to_vector<double>())
+                    BOOST_TEST((got == want || (std::isnan(got) && std::isnan(want))),
+                               kiln::op_name(op)
+                                   << " of [" << want << "] in " << dtype << " gives " << got);
+            }
+        Tensor flags = kiln::full({2, 1}, 1.0, {.dtype = kiln::boolean});
+        for (double got :
+             kiln::dispatch(op, {flags}, {.dims = {1}}).to(kiln::float64).to_vector<double>())
+            BOOST_TEST(got == 1.0, kiln::op_name(op) << " of [true] gives " << got);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(reductions_match_reference_over_dims_and_layouts) {
