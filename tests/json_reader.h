@@ -1,12 +1,17 @@
-// A small JSON reader for tests (the trace log, docs/trace.md): parse() a text into a Json
-// value; throws std::runtime_error naming the offset on malformed input.
+// JSON for tests (the trace log, docs/trace.md): parse_json() reads a text with kiln's own
+// reader (cli/report/json.h) into a Json whose accessors throw on a missing field or a wrong
+// kind, so a test checks each field it reads; malformed input throws std::runtime_error.
 #pragma once
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
+
+#include "cli/report/json.h"
+#include "tensor/error.h"
 
 namespace kiln_test {
 
@@ -37,151 +42,32 @@ struct Json {
     }
 };
 
-class JsonParser {
-   public:
-    explicit JsonParser(const std::string& text) : t_(text) {}
-    Json parse() {
-        Json v = value();
-        ws();
-        if (i_ != t_.size()) fail("trailing text");
-        return v;
+// The tree of kiln's own reader (cli/report/json.h, the one `kiln report` uses), seen through
+// the strict accessors above.
+inline Json from_report(const kiln::report::Json& j) {
+    Json v;
+    if (j.is_object()) {
+        v.kind = Json::Kind::object;
+        for (const auto& [k, x] : j.object()) v.fields.emplace(k, from_report(x));
+    } else if (j.is_array()) {
+        v.kind = Json::Kind::array;
+        for (const auto& x : j.array()) v.items.push_back(from_report(x));
+    } else if (j.is_string()) {
+        v.kind = Json::Kind::string, v.str = j.str();
+    } else if (j.is_number()) {
+        v.kind = Json::Kind::number, v.num = j.num();
+    } else if (!j.is_null()) {
+        v.kind = Json::Kind::boolean, v.b = std::get<bool>(j.value);
     }
+    return v;
+}
 
-   private:
-    [[noreturn]] void fail(const std::string& what) {
-        throw std::runtime_error("json: " + what + " at offset " + std::to_string(i_));
+inline Json parse_json(const std::string& text) {
+    try {
+        return from_report(kiln::report::json_parse(text));
+    } catch (const kiln::Error& e) {
+        throw std::runtime_error(std::string("json: ") + e.what());
     }
-    void ws() {
-        while (i_ < t_.size() &&
-               (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\t' || t_[i_] == '\r'))
-            ++i_;
-    }
-    char peek() {
-        ws();
-        if (i_ >= t_.size()) fail("unexpected end");
-        return t_[i_];
-    }
-    void expect(char c) {
-        if (peek() != c) fail(std::string("expected '") + c + "'");
-        ++i_;
-    }
-    bool word(const char* w) {
-        std::string s(w);
-        if (t_.compare(i_, s.size(), s) != 0) return false;
-        i_ += s.size();
-        return true;
-    }
-    std::string string() {
-        expect('"');
-        std::string out;
-        while (true) {
-            if (i_ >= t_.size()) fail("unterminated string");
-            char c = t_[i_++];
-            if (c == '"') return out;
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (i_ >= t_.size()) fail("unterminated escape");
-            char e = t_[i_++];
-            switch (e) {
-                case '"':
-                    out += '"';
-                    break;
-                case '\\':
-                    out += '\\';
-                    break;
-                case '/':
-                    out += '/';
-                    break;
-                case 'n':
-                    out += '\n';
-                    break;
-                case 't':
-                    out += '\t';
-                    break;
-                case 'r':
-                    out += '\r';
-                    break;
-                case 'b':
-                    out += '\b';
-                    break;
-                case 'f':
-                    out += '\f';
-                    break;
-                case 'u': {
-                    if (i_ + 4 > t_.size()) fail("short \\u escape");
-                    unsigned code = unsigned(std::stoul(t_.substr(i_, 4), nullptr, 16));
-                    i_ += 4;
-                    if (code < 0x80)
-                        out += char(code);
-                    else if (code < 0x800)
-                        out += char(0xC0 | (code >> 6)), out += char(0x80 | (code & 0x3F));
-                    else
-                        out += char(0xE0 | (code >> 12)), out += char(0x80 | ((code >> 6) & 0x3F)),
-                            out += char(0x80 | (code & 0x3F));
-                    break;
-                }
-                default:
-                    fail("bad escape");
-            }
-        }
-    }
-    Json value() {
-        Json v;
-        char c = peek();
-        if (c == '{') {
-            v.kind = Json::Kind::object;
-            ++i_;
-            if (peek() == '}') return ++i_, v;
-            while (true) {
-                std::string k = string();
-                expect(':');
-                if (v.fields.count(k)) fail("duplicate key '" + k + "'");
-                v.fields[k] = value();
-                if (peek() == ',') {
-                    ++i_;
-                    continue;
-                }
-                expect('}');
-                return v;
-            }
-        }
-        if (c == '[') {
-            v.kind = Json::Kind::array;
-            ++i_;
-            if (peek() == ']') return ++i_, v;
-            while (true) {
-                v.items.push_back(value());
-                if (peek() == ',') {
-                    ++i_;
-                    continue;
-                }
-                expect(']');
-                return v;
-            }
-        }
-        if (c == '"') {
-            v.kind = Json::Kind::string;
-            v.str = string();
-            return v;
-        }
-        if (word("true")) return v.kind = Json::Kind::boolean, v.b = true, v;
-        if (word("false")) return v.kind = Json::Kind::boolean, v;
-        if (word("null")) return v;
-        size_t start = i_;
-        while (i_ < t_.size() && std::string("+-0123456789.eE").find(t_[i_]) != std::string::npos)
-            ++i_;
-        if (start == i_) fail("unexpected character");
-        v.kind = Json::Kind::number;
-        v.num = std::strtod(t_.substr(start, i_ - start).c_str(), nullptr);
-        return v;
-    }
-    const std::string& t_;
-    size_t i_ = 0;
-};
-
-inline Json parse_json(const std::string& text) { return JsonParser(text).parse(); }
+}
 
 }  // namespace kiln_test
