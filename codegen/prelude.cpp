@@ -19,9 +19,8 @@ namespace {
 const std::set<std::string, std::less<>>& xsimd_only_functions() {
     static const std::set<std::string, std::less<>> names = [] {
         std::set<std::string, std::less<>> all{"pow"};
-#define KILN_NAME(f) all.insert(#f);
-        KILN_MATH_FUNCTIONS(KILN_NAME)
-#undef KILN_NAME
+#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) all.insert(#name);
+#include "tensor/math_functions.def"
         for (const char* lean : {"abs", "sqrt"}) all.erase(lean);
         return all;
     }();

@@ -7,7 +7,7 @@
 namespace kiln::codegen {
 
 // Whether `body` (the emitted kernels, without a prelude) calls a function of the math
-// table (KILN_MATH_FUNCTIONS of tensor/pointwise_math.h, and pow) that the lean prelude
+// table (tensor/math_functions.def, and pow) that the lean prelude
 // has no exact SIMD form of. A function added to the table counts as such until the lean
 // prelude gains it (and test_prelude compares the two).
 bool needs_full_prelude(std::string_view body);
