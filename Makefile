@@ -4,20 +4,30 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake g++ libxtensor-dev libxsimd-dev libcli11-dev libboost-test-dev libopenblas-dev libreadline-dev libdnnl-dev
 
-.PHONY: all deps build test demo demo-all bench bench-compare bench-gpu sanitize clean format fuzz assignment assignment-release
+.PHONY: all deps test-deps build test demo demo-all bench bench-compare bench-gpu sanitize clean format fuzz assignment assignment-release
 
 all: build
 
 # Installs the Debian packages that are missing, and nothing when all are present.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# graphviz draws the report's graphs (kiln report; a built-in layout otherwise).
+DEB_PACKAGES += graphviz
+# `make test` also needs chromium: the report's browser test (tests/report/browser_check.py)
+# loads a rendered report headless; without it that test is skipped with its reason.
+TEST_DEB_PACKAGES := chromium
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
+	  echo "make $@: installing$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+endef
+deps:
+	$(call install_missing,$(DEB_PACKAGES))
+test-deps: deps
+	$(call install_missing,$(TEST_DEB_PACKAGES))
 
 $(BUILD)/Makefile: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -25,7 +35,7 @@ $(BUILD)/Makefile: CMakeLists.txt | deps
 build: deps $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j 1
 	@# Count test cases: the leaves of each binary's --list_content tree (suites have children).
 	@n=0; for t in $(BUILD)/test_*; do \

@@ -3,16 +3,21 @@
 // limit. GPU time is measured with CUDA events (median of 100 timed calls after warm-up);
 // per-call wall time for the tiny calls. bench/torch_gpu.py measures PyTorch the same way;
 // bench/compare_gpu.py joins the two into one table. Prints one JSON object; without a GPU
-// it says why and exits 0.
+// it says why and exits 0. "library_paths" times each library path against the path its
+// switch falls back to, in the same process (KILN_CUDNN, KILN_FUSED_OPTIM, KILN_CUBLASLT;
+// docs/cuda.md, "Library paths").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "kiln.h"
-#include "tensor/cuda.h"
 #include "codegen/cuda_backend.h"
+#include "kiln.h"
+#include "models/resnet.h"
+#include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 
 using namespace kiln;
@@ -92,6 +97,70 @@ std::string entry(const char* name, const char* what, double eager, double compi
         n += std::snprintf(buf + n, sizeof buf - n, ", \"device_ops_per_call\": [%.1f, %.1f, %.1f]", ops[0], ops[1], ops[2]);
     std::snprintf(buf + n, sizeof buf - n, "}");
     return buf;
+}
+
+// One library path on and off (its switch set to 0), both in microseconds: GPU time (events)
+// or wall time per call.
+std::string library_path(const char* path, const char* workload, const char* measure,
+                         const char* env, const std::function<double()>& time) {
+    double on = time();
+    setenv(env, "0", 1);
+    double off = time();
+    unsetenv(env);
+    std::fprintf(stderr, "bench_gpu: %s %s done\n", path, workload);
+    char buf[384];
+    std::snprintf(buf, sizeof buf,
+                  "{\"path\": \"%s\", \"workload\": \"%s\", \"measure\": \"%s\", \"switch\": "
+                  "\"%s\", \"on_us\": %.2f, "
+                  "\"off_us\": %.2f}",
+                  path, workload, measure, env, on, off);
+    return buf;
+}
+
+std::vector<std::string> library_paths() {
+    std::vector<std::string> rows;
+    {  // cuDNN: a ResNet 3x3 layer forward and both gradients, and the 224x224 stem's forward
+        Tensor x = randn({8, 64, 56, 56}).cuda().requires_grad_(),
+               w = (randn({64, 64, 3, 3}) * 0.05).cuda().requires_grad_();
+        Tensor gy = randn({8, 64, 56, 56}).cuda();
+        auto step = [&] {
+            x.zero_grad(), w.zero_grad();
+            (conv2d(x, w, {}, {1, 1}, {1, 1}) * gy).sum().backward();
+        };
+        rows.push_back(library_path("cudnn", "conv3x3_64ch_56x56_b8_fwd_bwd", "gpu", "KILN_CUDNN",
+                                    [&] { return median_gpu_us(step, 20); }));
+        Tensor img = randn({8, 3, 224, 224}).cuda(), stem = (randn({64, 3, 7, 7}) * 0.05).cuda();
+        rows.push_back(library_path("cudnn", "conv7x7s2_stem_224_b8_fwd", "gpu", "KILN_CUDNN", [&] {
+            return median_gpu_us([&] { (void)conv2d(img, stem, {}, {2, 2}, {3, 3}); }, 20);
+        }));
+    }
+    {  // the multi-tensor step over ResNet-18's 62 parameters: wall time per step (host-bound)
+        models::ResNet18 net(1000);
+        net.to(kCuda);
+        std::vector<Tensor> ps = net.parameters();
+        for (Tensor& p : ps) p.set_grad(randn(p.shape()).cuda() * 1e-3);
+        optim::SGD sgd(ps, 1e-3, 0.9);
+        optim::Adam adam(ps, 1e-5);
+        rows.push_back(library_path("fused_optim", "sgd_momentum_resnet18_params", "wall",
+                                    "KILN_FUSED_OPTIM",
+                                    [&] { return wall_us_per_call([&] { sgd.step(); }, 200); }));
+        rows.push_back(library_path("fused_optim", "adam_resnet18_params", "wall",
+                                    "KILN_FUSED_OPTIM",
+                                    [&] { return wall_us_per_call([&] { adam.step(); }, 200); }));
+    }
+    {  // cublasLt: Linear's bias in the GEMM, a GPT MLP's up-projection and a small layer
+        manual_seed(1);
+        nn::Linear big(768, 3072), small(256, 256);
+        big.to(kCuda), small.to(kCuda);
+        Tensor xb = randn({4096, 768}).cuda(), xs = randn({8, 256}).cuda();
+        autograd::NoGradGuard no_grad;
+        rows.push_back(library_path("cublaslt", "linear_768x3072_b4096_fwd", "gpu", "KILN_CUBLASLT",
+                                    [&] { return median_gpu_us([&] { (void)big.forward(xb); }); }));
+        rows.push_back(
+            library_path("cublaslt", "linear_256x256_b8_fwd", "wall", "KILN_CUBLASLT",
+                         [&] { return wall_us_per_call([&] { (void)small.forward(xs); }); }));
+    }
+    return rows;
 }
 
 }  // namespace
@@ -192,11 +261,14 @@ int main() {
                                    operations_per_call([&] { step(graphed); })};
         rows.push_back(entry("mlp_train_step_b256", "wall", eager, comp, ro, -1, nullptr, ops));
     }
+    std::vector<std::string> paths = library_paths();
     codegen::CudaGraphStats graphs = codegen::cuda_graph_stats();
     std::string out = "{\"bench\": \"gpu\", \"device\": \"" + cuda::device_name() + "\", \"stat\": \"median\", \"cuda_graphs\": {\"captures\": " +
                       std::to_string(graphs.captures) + ", \"replays\": " + std::to_string(graphs.replays) + ", \"not_captured\": " +
                       std::to_string(graphs.not_captured) + "}, \"rows\": [\n  ";
     for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n  " : "") + rows[i];
+    out += "\n], \"library_paths\": [\n  ";
+    for (size_t i = 0; i < paths.size(); ++i) out += (i ? ",\n  " : "") + paths[i];
     out += "\n]}";
     std::printf("%s\n", out.c_str());
     return 0;

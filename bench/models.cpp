@@ -22,10 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/sampler.h"
 #include "kiln.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
+#include "tensor/cublaslt.h"
 #include "tensor/cuda.h"
+#include "tensor/cuda_optim.h"
 #include "tensor/parallel.h"
 #include "tensor/storage.h"
 
@@ -140,19 +143,38 @@ std::string run_part(const Part& p) {
     bool reset = reset_peak_rss();
     size_t live_before = pool_stats().live_bytes;  // parameters, optimizer state, what compiled code keeps
     pool_reset_peak();
+    // Which library paths a step took (docs/cuda.md, "Library paths"): calls per step.
+    int64_t cudnn0 = detail::cudnn_conv_calls(), optim0 = cuda::fused_optim_launches(),
+            lt0 = cuda::detail::cublaslt_calls();
     std::vector<double> ms;
+    // KILN_BENCH_SAMPLE=1: a sampling profile of the timed steps (bench/sampler.h); KILN_BENCH_REPS: more of them.
+    if (const char* r = std::getenv("KILN_BENCH_REPS")) reps = std::max(reps, std::atoi(r));
+    bench_sampler::start();
     for (int i = 0; i < reps; ++i) {
         t0 = std::chrono::steady_clock::now();
         call();
         ms.push_back(seconds_since(t0) * 1e3);
     }
+    bench_sampler::stop();
     std::sort(ms.begin(), ms.end());
-    char buf[512];
+    char paths[256] = "";
+    if (on_gpu)
+        std::snprintf(paths, sizeof paths,
+                      ", \"per_step\": {\"cudnn_convs\": %.1f, \"fused_optim_launches\": %.1f, "
+                      "\"cublaslt_gemms\": %.1f}",
+                      double(detail::cudnn_conv_calls() - cudnn0) / reps,
+                      double(cuda::fused_optim_launches() - optim0) / reps,
+                      double(cuda::detail::cublaslt_calls() - lt0) / reps);
+    char buf[768];
     std::snprintf(buf, sizeof buf,
-                  "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", \"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
-                  "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f, \"live_before_mb\": %.1f, \"steps_peak_live_mb\": %.1f}",
-                  p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads, first_s, ms[ms.size() / 2], process_peak,
-                  reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6, double(pool_stats().peak_live_bytes) / 1e6);
+                  "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", "
+                  "\"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
+                  "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f, \"live_before_mb\": %.1f, "
+                  "\"steps_peak_live_mb\": %.1f%s}",
+                  p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads,
+                  first_s, ms[ms.size() / 2], process_peak,
+                  reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6,
+                  double(pool_stats().peak_live_bytes) / 1e6, paths);
     return buf;
 }
 

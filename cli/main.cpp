@@ -1,5 +1,5 @@
 // The `kiln` command line: no arguments -> the REPL; `kiln run FILE`; `kiln explain FILE FN`;
-// `kiln grade N` (course assignments).
+// `kiln grade N` (course assignments); `kiln report DIR` (the HTML compile report of a trace).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
 #include "cli/repl.h"
+#include "cli/report/report.h"
 #include "jit/backends.h"
 
 namespace {
@@ -59,6 +60,24 @@ int explain_function(interp::Interp& in, const std::string& path, const std::str
     }
 }
 
+// `kiln report DIR [-o OUT]`: the HTML report of the trace in DIR (cli/report/report.h).
+int write_report_command(const std::string& dir, std::string out, const std::string& layout) {
+    try {
+        if (out.empty()) out = report::default_report_dir(dir);
+        report::ReportOptions options;
+        options.layout = layout == "dot"       ? report::Layout::dot
+                         : layout == "builtin" ? report::Layout::builtin
+                                               : report::Layout::automatic;
+        auto files = report::write_report(dir, out, options);
+        std::cout << "kiln report: wrote " << files.size() << " files; open " << out
+                  << "/index.html\n";
+        return 0;
+    } catch (const kiln::Error& e) {
+        std::cerr << e.what() << std::endl;
+        return 1;
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,10 +93,21 @@ int main(int argc, char** argv) {
     CLI::App* explain = app.add_subcommand("explain", "run a script, then explain a function on its last call");
     explain->add_option("file", file, "the script")->required()->check(CLI::ExistingFile);
     explain->add_option("function", function, "the function's name")->required();
+    std::string report_trace_dir, report_out, layout = "auto";
+    CLI::App* report_cmd = app.add_subcommand(
+        "report", "write the HTML compile report of a trace folder (KILN_TRACE=DIR)");
+    report_cmd->add_option("dir", report_trace_dir, "the trace folder")->required();
+    report_cmd->add_option("-o,--output", report_out, "where the report goes (default DIR/report)");
+    report_cmd
+        ->add_option("--layout", layout,
+                     "graph drawing: auto (graphviz dot when installed), dot, builtin")
+        ->check(CLI::IsMember({"auto", "dot", "builtin"}))
+        ->capture_default_str();
     cli::GradeCommand grade;
     cli::add_grade_command(app, grade);
     CLI11_PARSE(app, argc, argv);
     if (*grade.command) return cli::run_grade(grade);
+    if (*report_cmd) return write_report_command(report_trace_dir, report_out, layout);
 
     if (!jit::has_backend(backend)) {
         std::cerr << "kiln: unknown backend '" << backend << "'\n";
@@ -90,6 +120,8 @@ int main(int argc, char** argv) {
     if (*explain) return explain_function(in, file, function);
     // The REPL's :code reads what backends dump; give them a place unless the user chose one.
     if (!std::getenv("KILN_DEBUG_DIR")) setenv("KILN_DEBUG_DIR", ("/tmp/kiln-repl-" + std::to_string(getpid())).c_str(), 0);
+    // :report renders the session's compile log: start one unless KILN_TRACE names a folder.
+    cli::start_session_trace("/tmp/kiln-repl-" + std::to_string(getpid()) + "/trace");
     in.async_compile = true;  // at the prompt, a first call never waits for the C++ compiler
     return cli::run_repl(in, std::cin, isatty(0));
 }

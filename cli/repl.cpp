@@ -18,8 +18,15 @@
 #include "cli/interp/builtins.h"
 #include "cli/interp/compiled.h"
 #include "cli/interp/limits.h"
+#include "cli/report/report.h"
 #include "jit/backends.h"
 #include "jit/log.h"
+// The compile log (jit/trace_log.h, docs/trace.md) that :report renders; a build without it
+// says so at :report.
+#if __has_include("jit/trace_log.h")
+#include "jit/trace_log.h"
+#define KILN_REPL_HAS_TRACE_LOG 1
+#endif
 
 namespace kiln::cli {
 namespace {
@@ -101,6 +108,28 @@ void cmd_reset(Interp& in, const std::string&) {
     in.out << "variables and compiled caches cleared\n";
 }
 
+// :report [OUT]: the HTML report (cli/report/report.h) of this session's compile log, which
+// start_session_trace() opened; by default beside the log, in its folder's report/.
+void cmd_report(Interp& in, const std::string& arg) {
+#ifdef KILN_REPL_HAS_TRACE_LOG
+    std::string log = jit::trace_path();
+    if (log.empty())
+        in.raise(
+            "RuntimeError",
+            ":report: no compile log is being written (KILN_TRACE was set to an unusable folder?)");
+    std::string dir = std::filesystem::path(log).parent_path().string();
+    std::string out = arg.empty() ? report::default_report_dir(dir) : arg;
+    auto files = report::write_report(dir, out);
+    in.out << "report of this session's compiled functions: " << files.size() << " files; open "
+           << out << "/index.html\n";
+#else
+    (void)arg;
+    in.raise(
+        "RuntimeError",
+        ":report: this build has no compile log (jit/trace_log.h), so there is nothing to report");
+#endif
+}
+
 using enum CommandArg;
 const std::map<std::string, Command> kCommands = {
     {":help", {":help", "this list, then the builtins", cmd_help}},
@@ -115,6 +144,9 @@ const std::map<std::string, Command> kCommands = {
      {":backend NAME", "the backend compile() uses by default (eager, aot_eager, inductor)",
       cmd_backend, optional}},
     {":reset", {":reset", "forget every variable and compiled cache", cmd_reset}},
+    {":report",
+     {":report [DIR]", "write the HTML compile report of this session (default: beside its log)",
+      cmd_report, optional}},
     {":quit", {":quit", "leave (so does Ctrl-D)", nullptr}},
 };
 
@@ -259,6 +291,20 @@ bool run_command(Interp& in, const std::string& line) {
     if (explain_usage(in, it->second, arg)) return true;
     it->second.run(in, arg);
     return true;
+}
+
+void start_session_trace(const std::string& default_dir) {
+#ifdef KILN_REPL_HAS_TRACE_LOG
+    const char* env = std::getenv("KILN_TRACE");
+    std::string dir = env && *env ? env : default_dir;
+    try {
+        jit::trace_to(dir);
+    } catch (const kiln::Error& e) {  // no log, no :report; the session still runs
+        std::cerr << "kiln: no compile log for :report: " << e.what() << std::endl;
+    }
+#else
+    (void)default_dir;
+#endif
 }
 
 int run_repl(Interp& in, std::istream& input, bool interactive) {

@@ -3,6 +3,7 @@
 // complete input, and offers :commands to look inside compiled functions.
 #pragma once
 #include <iosfwd>
+#include <string>
 
 #include "cli/interp/interp.h"
 
@@ -10,6 +11,10 @@ namespace kiln::cli {
 
 // Runs until end of input or :quit; errors print and the session goes on. Returns the exit code.
 int run_repl(interp::Interp& in, std::istream& input, bool interactive);
+
+// Starts the compile log that :report renders: in KILN_TRACE when set, else in default_dir.
+// A build without the log (jit/trace_log.h) starts nothing.
+void start_session_trace(const std::string& default_dir);
 
 // Runs one :command line (":graph f"); false when it was ":quit".
 bool run_command(interp::Interp& in, const std::string& line);

@@ -1,9 +1,11 @@
 // Cubins on disk: NVRTC's output kept in the same per-user cache directory as the CPU
 // kernels (codegen/disk_cache.h), under the same checks: an entry cuda-<hash>.cubin is
 // loaded only if it and its .meta are ours, not writable by others, and its size and hash
-// match. The hash covers the whole key (NVRTC version, sm_XX, kernel name, source), and the
-// key itself is stored beside the cubin and compared, so a hash collision cannot load the
-// wrong code.
+// match. The hash covers the whole key (cuda::detail::cubin_cache_key: NVRTC version, target
+// sm_XX (or compute_XX PTX for a device newer than NVRTC), NVRTC options, kernel name,
+// source), and the key itself is stored beside the cubin and compared, so a hash collision
+// cannot load the wrong code. Eager CUDA kernels (tensor/kernels_cuda.cpp) and generated ones
+// (codegen/cuda_backend.cpp) both compile through cuda::detail::kernel, so both are kept.
 #include <filesystem>
 
 #include "codegen/disk_cache.h"

@@ -1,10 +1,13 @@
 // The tracer: record-while-executing, graph breaks at escapes, replay with verification.
-// The Tracer class is in jit/tracer_state.h; its replay half in jit/tracer_replay.cpp.
+// trace_entry runs fn under a Tracer (jit/tracer_state.h, which lists the files of its
+// ideas); here too is the Tracer's own state: which slot or graph value each tensor is.
 #include "jit/tracer.h"
 
+#include <sstream>
 #include <string>
 #include <utility>
 
+#include "jit/log.h"
 #include "jit/tracer_state.h"
 
 namespace kiln::jit {
@@ -91,8 +94,92 @@ struct HookScope {
 
 }  // namespace
 
-using tracing::Tracer;
+namespace tracing {
 
+Tracer::Tracer(Entry& e, const Args& args, const std::vector<int64_t>& syms, const TraceConfig& cfg,
+               TraceStats& st)
+    : e_(e), syms_(syms), cfg_(cfg), stats_(st) {
+    int slot = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].kind != ArgKind::tensor) continue;
+        if (e_.root == nullptr && slot >= int(e_.slot_kinds.size()))
+            e_.add_slot(SlotKind::argument);
+        slot_arg_.push_back(&args[i]);
+        slot_guard_.push_back(&e_.guards.args[i]);
+        bind(args[i].tensor, RefKind::slot, slot++);
+    }
+    for (size_t s = 0; s < e_.held.size(); ++s)
+        if (e_.held[s].defined()) bind(e_.held[s], RefKind::slot, int(s));
+    if (e_.root)
+        cands_ = {e_.root.get()};
+    else
+        start_record();
+}
+
+void Tracer::host_effect(const std::string& what, const std::source_location& loc) {
+    SizesUnobserved quiet;
+    if (passthrough_ || in_eager_) return;
+    mark_rerun(what + " at " + loc.file_name() + ":" + std::to_string(loc.line()));
+}
+
+void Tracer::guard_value(const std::string& what, std::function<int64_t()> read) {
+    SizesUnobserved quiet;
+    if (passthrough_ || in_eager_) return;
+    for (const ValueGuard& g : e_.value_guards)
+        if (g.what == what) return;
+    int64_t v = read();
+    e_.value_guards.push_back({what, std::move(read), v});
+    log_event("guards", "guard added to " + cfg_.fn_name + " entry " + std::to_string(e_.id) +
+                            ": " + what + " == " + std::to_string(v));
+}
+
+const Tracer::Ref* Tracer::resolve(const Tensor& t) {
+    auto it = refs_.find(t.impl());
+    if (it == refs_.end()) return nullptr;
+    if (it->second.w.lock().get() != t.impl()) {  // a freed tensor's address, reused
+        refs_.erase(it);
+        return nullptr;
+    }
+    return &it->second;
+}
+
+void Tracer::bind(const Tensor& t, RefKind k, int id) {
+    refs_[t.impl()] = Ref{t.impl_ptr(), k, id};
+    if (k == RefKind::slot) slot_tensor_[id] = t;
+}
+
+Tensor Tracer::eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) {
+    in_eager_ = true;
+    struct Reset {
+        bool& f;
+        ~Reset() { f = false; }
+    } reset{in_eager_};
+    return dispatch_eager(op, inputs, attrs);
+}
+
+void Tracer::go_eager(const std::string& why) {
+    if (cfg_.fullgraph)
+        fail("compile(fullgraph=true): ", cfg_.fn_name, " can't be captured whole: ", why);
+    passthrough_ = true;
+    e_.eager_reason = why;
+    log_event("breaks", cfg_.fn_name + " entry " + std::to_string(e_.id) +
+                            " runs eagerly from now on: " + why);
+}
+
+void Tracer::mark_rerun(const std::string& why) {
+    e_.rerun = true;
+    if (e_.rerun_reason.empty()) e_.rerun_reason = why;
+}
+
+std::string shape_str(const Tensor& t) {
+    std::ostringstream os;
+    kiln::operator<<(os, t.shape());
+    return os.str();
+}
+
+}  // namespace tracing
+
+using tracing::Tracer;
 
 std::vector<Tensor> trace_entry(Entry& entry, const Args& args, const std::vector<int64_t>& syms,
                                 const TraceConfig& cfg, const HostFn& host, TraceStats& stats) {

@@ -1,12 +1,13 @@
 // The tracer's replay: each op of a later call is checked against the recorded segments
 // (candidates), a matching segment's compiled code runs at its end, and a call that goes
 // where no recording did is recorded from there (diverge).
-#include "jit/tracer_state.h"
+#include <sstream>
 
 #include "jit/log.h"
+#include "jit/segments.h"
+#include "jit/tracer_state.h"
 
 namespace kiln::jit::tracing {
-
 
 std::vector<Tensor> Tracer::replay_inputs(const Segment& c) const {
     std::vector<Tensor> in(c.graph->num_inputs());
@@ -108,7 +109,7 @@ Segment* Tracer::end_match(bool is_return, Escape kind, const std::vector<Tensor
                 for (const Tensor& a : st.aliases) bind(a, RefKind::slot, s);
         }
         rewind_rng();
-        adopt(*c, replay_inputs(*c), live, input_views(*c));
+        adopt(*c, replay_inputs(*c), live, input_views(e_, *c));
     }
     for (size_t i = 0; i < ts.size(); ++i)
         if (!resolve(ts[i])) bind(ts[i], RefKind::slot, is_return ? c->return_slots[i] : c->escape_slot);

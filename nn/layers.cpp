@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "nn/functional.h"
+#include "nn/linear_cuda.h"
 
 namespace kiln::nn {
 
@@ -18,6 +19,8 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_f
 Tensor Linear::forward(const Tensor& x) {
     KILN_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: expected input with last dim ", in_features,
                " (in_features), got shape ", x.shape());
+    if (Tensor y = detail::linear_cublaslt(x, weight, bias); y.defined())
+        return y;  // CUDA: one GEMM
     Tensor y = matmul(x, weight.t());
     return bias.defined() ? y + bias : y;
 }

@@ -1,11 +1,21 @@
-// Optimizer, SGD and Adam: the update rules of PyTorch's single-tensor implementations.
+// Optimizer, SGD and Adam: the update rules of PyTorch's single-tensor implementations. CUDA
+// float parameters are updated by one multi-tensor kernel per 64 (tensor/cuda_optim.h) when
+// no JIT recording is watching (a compiled step records the per-tensor ops) and
+// KILN_FUSED_OPTIM is not 0; the rest take the per-tensor path, the reference.
 #include "optim/optimizer.h"
 
 #include <cmath>
 
 #include "autograd/node.h"
+#include "tensor/cuda_optim.h"
 
 namespace kiln::optim {
+namespace {
+
+// Whether this step may hand CUDA parameters to the multi-tensor kernels.
+bool fused_now() { return dispatch_hook() == nullptr && cuda::fused_optim_enabled(); }
+
+}  // namespace
 
 Optimizer::Optimizer(std::vector<Tensor> params, const char* name) : params_(std::move(params)) {
     KILN_CHECK(!params_.empty(), name, ": got an empty parameter list");
@@ -32,19 +42,30 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
 
 void SGD::step() {
     NoGradGuard no_grad;
+    bool fused = fused_now();
+    std::vector<Tensor> fp, fg, fb;  // the parameters the multi-tensor kernel takes
     for (size_t i = 0; i < params_.size(); ++i) {
         Tensor& p = params_[i];
         Tensor d = p.grad();
         if (!d.defined()) continue;
+        Tensor& buf = momentum_buffers_[i];
+        if (fused && cuda::fused_optim_takes(p, d) &&
+            (!buf.defined() || cuda::fused_optim_takes(buf, d))) {
+            if (momentum != 0 && !buf.defined())
+                buf = zeros_like(p.detach());  // momentum * 0 + d = d
+            fp.push_back(p.detach()), fg.push_back(d);
+            if (momentum != 0) fb.push_back(buf);
+            continue;
+        }
         if (weight_decay != 0) d = d + p.detach() * weight_decay;
         if (momentum != 0) {
-            Tensor& buf = momentum_buffers_[i];
             if (!buf.defined()) buf = d.clone();
             else buf.mul_(momentum).add_(d);
             d = buf;
         }
         p.add_(d, -lr);
     }
+    if (!fp.empty()) cuda::fused_sgd_step(fp, fg, fb, lr, momentum, weight_decay);
 }
 
 // --- Adam
@@ -60,6 +81,9 @@ Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> beta
 
 void Adam::step() {
     NoGradGuard no_grad;
+    bool fused = fused_now();
+    std::vector<Tensor> fp, fg, fm, fv;  // the parameters the multi-tensor kernel takes
+    std::vector<double> steps;
     for (size_t i = 0; i < params_.size(); ++i) {
         Tensor& p = params_[i];
         Tensor g = p.grad();
@@ -69,6 +93,18 @@ void Adam::step() {
             s.step = zeros({}, {.dtype = float64});
             s.exp_avg = zeros_like(p.detach());
             s.exp_avg_sq = zeros_like(p.detach());
+        }
+        if (fused && cuda::fused_optim_takes(p, g) && cuda::fused_optim_takes(s.exp_avg, g) &&
+            cuda::fused_optim_takes(s.exp_avg_sq, g) && s.step.device() == cpu &&
+            s.step.dtype() == float64) {
+            // The count stays a CPU float64 tensor, as the per-tensor path keeps it: counted in
+            // place.
+            double& count = *static_cast<double*>(s.step.raw_data());
+            count += 1;
+            fp.push_back(p.detach()), fg.push_back(g), fm.push_back(s.exp_avg),
+                fv.push_back(s.exp_avg_sq);
+            steps.push_back(count);
+            continue;
         }
         s.step.add_(ones({}, {.dtype = float64}));
         if (weight_decay != 0) g = g + p.detach() * weight_decay;
@@ -81,6 +117,8 @@ void Adam::step() {
         Tensor denom = s.exp_avg_sq.sqrt() / bias_correction2.sqrt() + eps;
         p.add_(s.exp_avg / denom * step_size, -1.0);
     }
+    if (!fp.empty())
+        cuda::fused_adam_step(fp, fg, fm, fv, steps, {lr, beta1, beta2, eps, weight_decay});
 }
 
 }  // namespace kiln::optim

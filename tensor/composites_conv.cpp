@@ -4,8 +4,8 @@
 // max_pool2d_index (each window's first maximum, tensor/kernels_pool.cpp) and a gather. Autograd
 // and the JIT see only primitives: the derivative of unfold2d is fold2d, gather's scatter_add,
 // and the rest is matmul, where, sum, mean.
-// A CPU float32 conv2d built with oneDNN is instead the table op conv2d
-// (tensor/kernels_conv_dnnl.cpp).
+// A CPU float32 conv2d built with oneDNN, and a CUDA conv2d where cuDNN loads, is instead the
+// table op conv2d (tensor/kernels_conv_dnnl.cpp, tensor/kernels_conv_cudnn.cpp).
 #include <algorithm>
 #include <limits>
 
@@ -195,7 +195,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pa
     a.dim = groups;
     bool onednn = detail::conv_uses_onednn(x) && detail::conv_uses_onednn(weight) &&
                   (!bias.defined() || detail::conv_uses_onednn(bias));
-    if (onednn)
+    bool same_dtype = x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x.dtype());
+    bool cudnn = same_dtype && x.device().type == DeviceType::cuda && detail::conv_uses_cudnn(x) &&
+                 detail::conv_uses_cudnn(weight) &&
+                 (!bias.defined() || detail::conv_uses_cudnn(bias));
+    if (onednn || cudnn)
         return bias.defined() ? dispatch(OpId::conv2d, {x, weight, bias}, a)
                               : dispatch(OpId::conv2d, {x, weight}, a);
     return conv2d_im2col(x, weight, bias, stride, padding, dilation, groups);

@@ -84,6 +84,9 @@ struct Nvrtc {
     nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
     const char* (*nvrtcGetErrorString)(nvrtcResult);
     nvrtcResult (*nvrtcVersion)(int*, int*);
+    // Optional (CUDA 11.2+): the sm_XX this NVRTC can assemble for; null if absent.
+    nvrtcResult (*nvrtcGetNumSupportedArchs)(int*);
+    nvrtcResult (*nvrtcGetSupportedArchs)(int*);
 };
 struct Cublas {
     cublasStatus_t (*cublasCreate_v2)(cublasHandle_t*);
@@ -138,7 +141,17 @@ struct NvrtcLibrary {
                   bind(lib, rtc.nvrtcGetErrorString, "nvrtcGetErrorString", why) &&
                   bind(lib, rtc.nvrtcVersion, "nvrtcVersion", why);
         if (!ok) error = "libnvrtc: " + why;
+        std::string optional;
+        if (ok && bind(lib, rtc.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs", optional) &&
+            bind(lib, rtc.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs", optional)) {
+            int count = 0;
+            if (rtc.nvrtcGetNumSupportedArchs(&count) == 0 && count > 0) {
+                supported_archs.resize(size_t(count));
+                if (rtc.nvrtcGetSupportedArchs(supported_archs.data()) != 0) supported_archs.clear();
+            }
+        }
     }
+    std::vector<int> supported_archs;  // ascending, e.g. {75, 80, ..., 120}; empty: unknown
 };
 NvrtcLibrary& nvrtc_library() {
     static NvrtcLibrary n;
@@ -350,6 +363,25 @@ std::atomic<int64_t> g_issued{0};  // kernels, cuBLAS calls, copies and memsets 
 }
 int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
 
+void* open_library(std::initializer_list<const char*> names, std::string& why) {
+    return open_first(names, why);
+}
+void* library_symbol(void* lib, const char* symbol, std::string& why) {
+    void* fn = dlsym(lib, symbol);
+    if (!fn) why = std::string("symbol ") + symbol + " missing";
+    return fn;
+}
+void* library_stream(const char* op) {
+    Runtime& r = live(op);
+    g_issued.fetch_add(1, std::memory_order_relaxed);
+    return r.stream;
+}
+bool capturing() {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    return r.capture_held != nullptr;
+}
+
 void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t bytes) {
     if (bytes == 0) return;
     Runtime& r = live("copy");
@@ -393,56 +425,89 @@ void set_cubin_store(CubinStore store) {
 
 CompileStats compile_stats() { return {cubin_cache().compiles.load(), cubin_cache().disk_hits.load()}; }
 
-static std::string compile_with_nvrtc(const std::string& source, const std::string& name, int arch, bool ptx_only);
+// The options every kernel compiles with (after --gpu-architecture); part of the cache key.
+constexpr const char* kNvrtcOptions[] = {"--std=c++17", "-default-device"};
+
+NvrtcTarget nvrtc_target(int arch) {
+    const std::vector<int>& known = nvrtc_library().supported_archs;
+    if (known.empty() || std::find(known.begin(), known.end(), arch) != known.end() || arch < known.front())
+        return {"sm_" + std::to_string(arch), false};
+    // A device newer than this NVRTC: PTX for the newest architecture it knows, which the
+    // driver compiles for the device when the module loads (PTX runs forward, cubins do not).
+    int newest = *std::max_element(known.begin(), known.end());
+    if (arch > newest) return {"compute_" + std::to_string(newest), true};
+    return {"sm_" + std::to_string(arch), false};  // an unlisted gap: let NVRTC say why
+}
+
+std::string nvrtc_version() {
+    NvrtcLibrary& lib = nvrtc_library();
+    KILN_CHECK(lib.error.empty(), "NVRTC: ", lib.error);
+    int major = 0, minor = 0;
+    lib.rtc.nvrtcVersion(&major, &minor);
+    return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string cubin_cache_key(const std::string& source, const std::string& name, const NvrtcTarget& target) {
+    std::string options;
+    for (const char* option : kNvrtcOptions) options += std::string(" ") + option;
+    return "kiln-cubin-v2 nvrtc " + nvrtc_version() + " --gpu-architecture=" + target.arch + options + " " +
+           (target.ptx ? "ptx" : "cubin") + " " + name + "\n" + source;
+}
+
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name, const NvrtcTarget& target);
 
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
     NvrtcLibrary& lib = nvrtc_library();
     KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+    if (ptx_only) {  // compile-only tests: never cached
+        ++cubin_cache().compiles;
+        return compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
+    }
+    NvrtcTarget target = nvrtc_target(arch);
     CubinStore store;
     {
         std::lock_guard lock(cubin_cache().mu);
         store = cubin_cache().store;
     }
     std::string key;
-    if (!ptx_only && store.load) {  // what decides the bytes: the compiler, the target, the text
-        int major = 0, minor = 0;
-        lib.rtc.nvrtcVersion(&major, &minor);
-        key = "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " sm_" + std::to_string(arch) + " " + name + "\n" + source;
+    if (store.load) {  // what decides the bytes: the compiler, the target, the options, the text
+        key = cubin_cache_key(source, name, target);
         if (std::optional<std::string> cached = store.load(key)) {
             ++cubin_cache().disk_hits;
             return *cached;
         }
     }
-    std::string cubin = compile_with_nvrtc(source, name, arch, ptx_only);
+    std::string binary = compile_with_nvrtc(source, name, target);
     ++cubin_cache().compiles;
-    if (!key.empty() && store.save) store.save(key, cubin);
-    return cubin;
+    if (!key.empty() && store.save) store.save(key, binary);
+    return binary;
 }
 
-static std::string compile_with_nvrtc(const std::string& source, const std::string& name, int arch, bool ptx_only) {
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name, const NvrtcTarget& target) {
     NvrtcLibrary& lib = nvrtc_library();
     const Nvrtc& rtc = lib.rtc;
     nvrtcProgram prog = nullptr;
     KILN_CHECK(rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,
                "NVRTC: cannot create a program for kernel ", name);
-    std::string arch_flag = (ptx_only ? "--gpu-architecture=compute_" : "--gpu-architecture=sm_") + std::to_string(arch);
-    const char* opts[] = {arch_flag.c_str(), "--std=c++17", "-default-device"};
-    nvrtcResult res = rtc.nvrtcCompileProgram(prog, 3, opts);
+    std::string arch_flag = "--gpu-architecture=" + target.arch;
+    std::vector<const char*> opts{arch_flag.c_str()};
+    for (const char* option : kNvrtcOptions) opts.push_back(option);
+    nvrtcResult res = rtc.nvrtcCompileProgram(prog, int(opts.size()), opts.data());
     size_t log_size = 0;
     rtc.nvrtcGetProgramLogSize(prog, &log_size);
     std::string log(log_size, '\0');
     if (log_size) rtc.nvrtcGetProgramLog(prog, log.data());
     if (res != 0) {
         rtc.nvrtcDestroyProgram(&prog);
-        fail("NVRTC could not compile kernel ", name, " for sm_", arch, ": ", rtc.nvrtcGetErrorString(res), "\n", log,
+        fail("NVRTC could not compile kernel ", name, " for ", target.arch, ": ", rtc.nvrtcGetErrorString(res), "\n", log,
              "\nsource:\n", source);
     }
     size_t size = 0;
-    (ptx_only ? rtc.nvrtcGetPTXSize : rtc.nvrtcGetCUBINSize)(prog, &size);
-    std::string cubin(size, '\0');
-    (ptx_only ? rtc.nvrtcGetPTX : rtc.nvrtcGetCUBIN)(prog, cubin.data());
+    (target.ptx ? rtc.nvrtcGetPTXSize : rtc.nvrtcGetCUBINSize)(prog, &size);
+    std::string binary(size, '\0');  // PTX's size counts its terminating NUL, which cuModuleLoadData needs
+    (target.ptx ? rtc.nvrtcGetPTX : rtc.nvrtcGetCUBIN)(prog, binary.data());
     rtc.nvrtcDestroyProgram(&prog);
-    return cubin;
+    return binary;
 }
 
 void* kernel(const std::string& source, const std::string& name) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,18 @@ void memset_zero(void* p, size_t bytes);
 // to PTX for compute_`arch`: the C++ front end without the assembler, for compile-only
 // tests); a compile error raises with NVRTC's log and the source. Why NVRTC cannot load, or "".
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only = false);
+// What a kernel for sm_`arch` is compiled to: a cubin for sm_`arch` where this NVRTC can
+// assemble for it (nvrtcGetSupportedArchs), else PTX for the newest compute_XX it knows,
+// which the driver compiles for the device when the module loads.
+struct NvrtcTarget {
+    std::string arch;  // "sm_90" or "compute_120"
+    bool ptx = false;
+};
+NvrtcTarget nvrtc_target(int arch);
+std::string nvrtc_version();  // "13.0"; throws kiln::Error if NVRTC cannot load
+// The disk cache key of a kernel: NVRTC's version, the target, NVRTC's options, the kernel's
+// name and its source (everything that decides the bytes).
+std::string cubin_cache_key(const std::string& source, const std::string& name, const NvrtcTarget& target);
 
 // Where cubins persist between processes: `load(key)` returns a stored cubin or nothing,
 // `save(key, bytes)` stores one; the key holds everything that decides the bytes (NVRTC's
@@ -65,6 +78,18 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           int64_t batch);
 
 void synchronize();
+
+// For the libraries kiln calls on its stream besides cuBLAS (cuDNN: tensor/cudnn.cpp; cublasLt:
+// tensor/cublaslt.cpp): the first of `names` that dlopen loads (null, and the loader's messages
+// appended to `why`, when none does), and one of its symbols (null and `why` when missing).
+void* open_library(std::initializer_list<const char*> names, std::string& why);
+void* library_symbol(void* lib, const char* symbol, std::string& why);
+// kiln's stream (a CUstream, which is a cudaStream_t) with cuda:0's context current in this
+// thread, for one library call about to be put on it (counted in operations_issued()).
+void* library_stream(const char* op);
+// Whether a CUDA graph is being captured now: work that must run at once (an algorithm
+// search that times kernels) waits for a call outside the capture.
+bool capturing();
 // How many operations (kernel launches, cuBLAS calls, copies, memsets) kiln has put on its
 // stream so far: benchmarks divide host time per call by it.
 int64_t operations_issued();

@@ -93,10 +93,19 @@ inline int64_t window_out_size(int64_t in, int64_t k, int64_t stride, int64_t pa
 void check_conv_fits(int64_t H, int64_t W, const Shape& window);
 
 // conv2d as im2col + GEMM (tensor/composites_conv.cpp): the reference the conv2d op's kernel
-// runs where oneDNN does not (float64, CUDA, a build without it, KILN_CONV=im2col).
+// runs where oneDNN and cuDNN do not (CPU float64, a build without oneDNN, KILN_CONV=im2col;
+// CUDA without cuDNN or with KILN_CUDNN=0).
 Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
                      std::pair<int64_t, int64_t> stride, std::pair<int64_t, int64_t> padding,
                      std::pair<int64_t, int64_t> dilation, int64_t groups);
+
+// conv2d, conv2d_input_grad and conv2d_weight_grad on CUDA through cuDNN
+// (tensor/kernels_conv_cudnn.cpp), with the table ops' inputs and attrs; an undefined tensor
+// when cuDNN does not take them (off, not loaded, mixed dtypes, empty), and the caller runs
+// im2col + GEMM.
+Tensor cudnn_conv2d(std::span<const Tensor> in, const Attrs& attrs);
+Tensor cudnn_conv2d_input_grad(std::span<const Tensor> in, const Attrs& attrs);
+Tensor cudnn_conv2d_weight_grad(std::span<const Tensor> in, const Attrs& attrs);
 
 // Copies any strided (or broadcast, stride-0) view into a new contiguous tensor.
 Tensor materialize(const Tensor& x);

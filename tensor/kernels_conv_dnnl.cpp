@@ -1,8 +1,9 @@
 // conv2d, its two gradients and conv2d_fused (a conv2d with its pointwise epilogue) as table
 // ops (tensor/ops.def). On CPU float32, where kiln is built with oneDNN (KILN_HAVE_DNNL), they
 // run oneDNN's convolution primitives, created once per shape and cached, with the weights
-// reordered into the primitive's layout once and cached too (tensor/conv_weight_cache.h);
-// elsewhere (float64, CUDA, a build without oneDNN, KILN_CONV=im2col) they run im2col + GEMM
+// reordered into the primitive's layout once and cached too (tensor/conv_weight_cache.h); on
+// CUDA they run cuDNN where it loads (tensor/kernels_conv_cudnn.cpp); elsewhere (CPU float64,
+// a build without oneDNN, KILN_CONV=im2col, CUDA without cuDNN) they run im2col + GEMM
 // as Tensor code, the reference path (tensor/composites_conv.cpp), and conv2d_fused its ops
 // one by one after it.
 #include <algorithm>
@@ -329,6 +330,7 @@ Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
                in[0].shape());
     check_conv_fits(in[0].size(2), in[0].size(3), a.shape);
     Tensor bias = in.size() == 3 ? in[2] : Tensor();
+    if (Tensor y = cudnn_conv2d(in, a); y.defined()) return y;
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
         Tensor x = f32(in[0]), w = f32(in[1]);
@@ -361,6 +363,7 @@ Tensor forward_conv2d_input_grad(std::span<const Tensor> in, const Attrs& a) {
     KILN_CHECK(a.dims.size() == 2,
                "conv2d_input_grad: expected the input's size (H, W) in attrs.dims");
     const Tensor &g = in[0], &w = in[1];
+    if (Tensor gx = cudnn_conv2d_input_grad(in, a); gx.defined()) return gx;
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
         Tensor gy = f32(g), wc = f32(w);
@@ -387,6 +390,7 @@ std::vector<Tensor> backward_conv2d_input_grad(const BackwardArgs& b) {
 Tensor forward_conv2d_weight_grad(std::span<const Tensor> in, const Attrs& a) {
     [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_weight_grad");
     const Tensor &x = in[0], &g = in[1];
+    if (Tensor gw = cudnn_conv2d_weight_grad(in, a); gw.defined()) return gw;
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
         Tensor xc = f32(x), gy = f32(g);

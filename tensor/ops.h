@@ -221,6 +221,10 @@ const char* conv_backend_name();
 bool conv_onednn_enabled();
 bool conv_uses_onednn(const Tensor& t);  // t is CPU float32 and oneDNN is enabled
 int64_t onednn_conv_calls();             // oneDNN convolution primitives run so far (for tests)
+// Whether a CUDA conv2d runs through cuDNN now (tensor/cudnn.h): t is a CUDA float32/float64
+// tensor, KILN_CUDNN is not 0 and libcudnn.so.9 loads (else one note, and im2col + GEMM).
+bool conv_uses_cudnn(const Tensor& t);
+int64_t cudnn_conv_calls();  // cuDNN convolutions run so far, each direction one (for tests)
 // What the op conv2d_fused applies to the convolution's output, in order (its attrs.dims):
 // codegen/fuse_conv.cpp writes them, the kernel runs them as oneDNN post-ops. Each one but
 // relu reads the next tensor after (x, weight[, bias]): a per-channel [1, C, 1, 1] or

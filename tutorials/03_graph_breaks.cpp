@@ -168,6 +168,13 @@ int main() {
     check(jit::counters().compiles == 1 && graphs_seen == 5,
           "opt_bar recorded a new entry (graphs 4 and 5)");
 
+    // --- See it drawn: KILN_TRACE=DIR logs every compile of a run (docs/trace.md), and
+    // `kiln report DIR` turns the log into pages to open in a browser (docs/report.md).
+    std::cout << "\nthe compile report of this lesson (its breaks with their reasons and lines, "
+                 "each graph and its guards):\n"
+                 "  KILN_TRACE=/tmp/trace03 build/tutorial_03_graph_breaks && build/kiln report "
+                 "/tmp/trace03\n";
+
     std::cout << (failures ? "lesson 03: FAILED\n" : "lesson 03: all checks passed\n");
     return failures ? 1 : 0;
 }

@@ -179,6 +179,13 @@ int main() {
     // forward ops, so the gradient comes from the ops' own derivatives (still correct),
     // not from the user's backward (docs/jit.md, "Known limits").
 
+    // --- See it drawn: KILN_TRACE=DIR logs every compile of a run (docs/trace.md), and
+    // `kiln report DIR` turns the log into pages to open in a browser (docs/report.md).
+    std::cout << "\nthe compile report of this lesson (each joint graph cut into forward and "
+                 "backward, side by side, the saved tensors and their bytes):\n"
+                 "  KILN_TRACE=/tmp/trace06 build/tutorial_06_aot_autograd && build/kiln report "
+                 "/tmp/trace06\n";
+
     std::cout << (failures ? "lesson 06: FAILED\n" : "lesson 06: all checks passed\n");
     return failures ? 1 : 0;
 }

@@ -307,6 +307,13 @@ int main() {
         cuda_part(check, watched_inductor, graph);
     }
 
+    // --- See it drawn: KILN_TRACE=DIR logs every compile of a run (docs/trace.md), and
+    // `kiln report DIR` turns the log into pages to open in a browser (docs/report.md).
+    std::cout << "\nthe compile report of this lesson (each graph beside its generated C++; click "
+                 "a node to light up the lines computing it):\n"
+                 "  KILN_TRACE=/tmp/trace07 build/tutorial_07_fusion_and_codegen && build/kiln "
+                 "report /tmp/trace07\n";
+
     std::cout << (failures ? "lesson 07: FAILED\n" : "lesson 07: all checks passed\n");
     return failures ? 1 : 0;
 }

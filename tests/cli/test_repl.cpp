@@ -10,7 +10,9 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -296,6 +298,48 @@ BOOST_AUTO_TEST_CASE(version_and_run) {
     std::ofstream("/tmp/kiln_explain_test.ks") << "def f(x):\n    if x.sum() > 0:\n        return x\n    return -x\nf(ones(2))\n";
     std::string out = run_kiln("", "explain /tmp/kiln_explain_test.ks f");
     BOOST_TEST(out.find("Graph Break Count: 1") != std::string::npos, out);
+}
+
+// :report writes the HTML report of the session's compiled functions (cli/report/report.h)
+// from the compile log the REPL opens at start (jit/trace_log.h).
+BOOST_AUTO_TEST_CASE(report_command_writes_the_sessions_report) {
+    std::string out_dir = "/tmp/kiln_repl_report_test_" + std::to_string(getpid());
+    std::string out = run_kiln(
+        "def scaled(x):\n"
+        "    return x * 2 + 1\n"
+        "\n"
+        "opt_scaled = compile(scaled)\n"
+        "r = opt_scaled(ones(4))\n"
+        ":report " +
+            out_dir + "\n",
+        "--backend eager");
+#if __has_include("jit/trace_log.h")
+    BOOST_TEST(out.find("report of this session's compiled functions: ") != std::string::npos, out);
+    BOOST_TEST(out.find("open " + out_dir + "/index.html") != std::string::npos, out);
+    std::ifstream index(out_dir + "/index.html");
+    std::stringstream html;
+    html << index.rdbuf();
+    BOOST_TEST(html.str().find("scaled") != std::string::npos,
+               "the index names the compiled function");
+    BOOST_TEST(html.str().find("graph_") != std::string::npos, "and links its graph's page");
+#else
+    BOOST_TEST(
+        out.find(":report: this build has no compile log (jit/trace_log.h)") != std::string::npos,
+        out);
+#endif
+    std::filesystem::remove_all(out_dir);
+}
+
+// `kiln report DIR -o OUT` writes the site; a folder without a log is an error naming it.
+BOOST_AUTO_TEST_CASE(report_subcommand_writes_the_site_or_names_the_bad_folder) {
+    std::string out_dir = "/tmp/kiln_report_cli_test_" + std::to_string(getpid());
+    std::string out = run_kiln(
+        "", "report " + std::string(KILN_SOURCE_DIR) + "/tests/report/traces/basic -o " + out_dir);
+    BOOST_TEST(out == "kiln report: wrote 7 files; open " + out_dir + "/index.html\n", out);
+    BOOST_TEST(std::filesystem::exists(out_dir + "/graph_1.html"));
+    std::filesystem::remove_all(out_dir);
+    out = run_kiln("", "report /nonexistent/kiln-trace");
+    BOOST_TEST(out.find("kiln report: no trace folder /nonexistent/kiln-trace") == 0u, out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

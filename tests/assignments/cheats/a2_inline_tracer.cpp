@@ -1,8 +1,7 @@
-// A planted cheat: task 2.1 answered by kiln's own tracer, which lives in a header
-// (jit/tracer_state.h: kiln::jit::tracing::Tracer, every member inline), so no call to a
-// function the manifest names (record_one_graph, trace, trace_entry) is ever made: the
-// tracer's code is compiled into the student's object. Breaks and captured tensors, which
-// kiln's tracer handles, are refused afterwards, as 2.1 asks.
+// A planted cheat: task 2.1 answered by kiln's own tracer, driven directly
+// (jit/tracer_state.h: kiln::jit::tracing::Tracer), so no call to a function the manifest
+// names (record_one_graph, trace, trace_entry) is ever made. Breaks and captured tensors,
+// which kiln's tracer handles, are refused afterwards, as 2.1 asks.
 // grader-expects: 2.1 | calls kiln::jit::tracing::Tracer
 #include "assignments/a2/student.h"
 #include "jit/tracer_state.h"

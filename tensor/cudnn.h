@@ -1,0 +1,51 @@
+// Internal to tensor/: CUDA convolutions through cuDNN, opened with dlopen on first use like
+// cuBLAS (tensor/cuda_runtime.h says why no header is used). Pointer-level: the conv2d ops'
+// CUDA kernels (tensor/kernels_conv_cudnn.cpp) check the tensors and call these.
+//
+// Where the library is looked for, in order: $KILN_CUDNN_LIB (a libcudnn.so.9 or its
+// folder), libcudnn.so.9 on the loader's path, then the copy PyTorch's CUDA wheels install
+// (site-packages/nvidia/cudnn/lib). KILN_CUDNN=0 turns cuDNN off (the im2col + GEMM path runs).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace kiln::cuda::detail {
+
+// One 2-d convolution as cuDNN sees it: an NCHW input, an OIHW weight (I = c / groups) and
+// the window. The plan (descriptors, and each direction's algorithm) is made once per
+// geometry and cached.
+struct CudnnConv {
+    int64_t n, c, h, w;  // input
+    int64_t o, kh, kw;   // weight [o, c / groups, kh, kw]
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    bool f64;  // float64 data (else float32)
+    int64_t out_h() const;
+    int64_t out_w() const;
+};
+
+// Whether a CUDA conv2d runs through cuDNN now: KILN_CUDNN is not 0 and the library loads.
+// When it does not load, the first call prints one note naming why (and the im2col path runs).
+bool cudnn_enabled();
+// Why the library did not load ("" when it did, or before the first try).
+std::string cudnn_unavailable_reason();
+// The loaded library's version (cudnnGetVersion(), e.g. 90600), 0 when not loaded.
+int64_t cudnn_version();
+
+// Each returns false, having run nothing, when cuDNN cannot plan the geometry (a descriptor
+// it refuses, no algorithm within the workspace limit; one note on stderr the first time);
+// the caller then runs im2col + GEMM. A failing cuDNN call raises a kiln::Error.
+// y = conv(x, w) (+ bias[o], through cudnnAddTensor, when bias is not null).
+bool cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
+                        void* y);
+// dx = the input gradient, from the output gradient dy and w.
+bool cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, void* dx);
+// dw = the weight gradient, from x and the output gradient dy.
+bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw);
+
+struct CudnnStats {
+    int64_t calls = 0;  // convolutions run (each direction counts one)
+    int64_t plans = 0;  // geometries planned (algorithm choices made)
+};
+CudnnStats cudnn_stats();
+
+}  // namespace kiln::cuda::detail
