@@ -103,6 +103,8 @@ class KernelEmitter : KernelEmitterCore {
             os_ << "    }\n";
         }
         os_ << "}\n";
+        split_ = split_fits();
+        if (split_) emit_split_rows(name);
         os_ << "extern \"C\" void " << name << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n";
         emit_symbols("    ", "symbols");
         os_ << "    KernelArgs args{buffers, symbols};\n";
@@ -110,6 +112,10 @@ class KernelEmitter : KernelEmitterCore {
             os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name << "_body);\n";
         } else {
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+            if (split_)
+                os_ << "    if (" << product_cpp(k_.domain, 0, outer_) << " < " << kSplitRows
+                    << " && row_size >= " << kSplitRowSize << ") return " << name
+                    << "_split(args, parallel);  // few long rows\n";
             os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
                 << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
                 << name << "_body);\n";
@@ -147,6 +153,17 @@ class KernelEmitter : KernelEmitterCore {
     // up to kTile consecutive rows at once, lanes across rows, accumulators in arrays.
     bool tile_ = false;
     static constexpr int kTile = 128;
+    // A pass's vector accumulators per reduction: kAccumulators batches a step, each adding
+    // into its own, so the adds (or NaN-propagating maxima) overlap instead of each waiting
+    // for the one before; combined in a fixed order after the pass.
+    static constexpr int kAccumulators = 4;  // the fold after a pass combines 0, 1 and 2, 3
+    // Few long rows (fewer than kSplitRows, of kSplitRowSize elements or more; a full
+    // reduction is one row): each pass along a row runs as chunks of kSplitChunk elements (a
+    // multiple of W) over the threads (emit_split_rows). Shapes alone decide it, so results
+    // do not depend on the thread count.
+    static constexpr int64_t kSplitRows = 8, kSplitRowSize = 65536, kSplitChunk = 8192;
+    bool split_ = false;
+    bool chunked_ = false;  // emitting a pass over one chunk of a row
 
     std::string describe() const {
         std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
@@ -266,11 +283,20 @@ class KernelEmitter : KernelEmitterCore {
                    const std::vector<int>& stores, const std::string& from, const std::string& to) {
         std::string names;
         std::vector<int> body = pass_body(reductions, stores, names);
-        os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
+        os_ << ind
+            << (flat_      ? "// loop computing"
+                : chunked_ ? "// a chunk of the row computing"
+                           : "// pass along the row computing")
+            << names << "\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             std::string init = reduction_identity(node(r).op, node(r).out.dtype);
-            if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
+            if (vector_) {
+                os_ << ind << "B " << name << "_vec[" << kAccumulators << "] = {";
+                for (int u = 0; u < kAccumulators; ++u)
+                    os_ << (u ? ", " : "") << "B(" << init << ")";
+                os_ << "};\n";
+            }
             os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
         }
         std::string in = ind;
@@ -280,7 +306,17 @@ class KernelEmitter : KernelEmitterCore {
             os_ << in << "int64_t rest_m = mid;\n";
             emit_split(in, "rest_m", 'k', run_from_ - 1, outer_);
         }
-        if (vector_) {
+        if (vector_ && !reductions.empty()) {  // kAccumulators batches a step, one accumulator each
+            os_ << in << "for (int64_t j_group = " << from
+                << "; j_group < vec_end; j_group += " << kAccumulators << " * W) {\n";
+            os_ << in << "#pragma GCC unroll " << kAccumulators << "\n";
+            os_ << in << "    for (int u = 0; u < " << kAccumulators << "; ++u) {\n";
+            os_ << in << "        const int64_t j = j_group + u * W;\n";
+            os_ << in << "        if (j >= vec_end) break;\n";
+            emit_element(in + "        ", body, reductions, stores, true);
+            os_ << in << "    }\n";
+            os_ << in << "}\n";
+        } else if (vector_) {
             os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
             emit_element(in + "    ", body, reductions, stores, true);
             os_ << in << "}\n";
@@ -290,12 +326,22 @@ class KernelEmitter : KernelEmitterCore {
         emit_element(in + "    ", body, reductions, stores, false);
         os_ << in << "}\n";
         if (run_from_ > outer_) os_ << ind << "}\n";
-        for (int r : reductions) {
+        for (size_t k = 0; k < reductions.size(); ++k) {
+            int r = reductions[k];
             std::string name = s_.value_name(node(r).out.id);
-            if (vector_)
-                os_ << ind << name << " = " << reduction_fold(node(r).op) << "(" << name << "_vec, "
-                    << name << ");\n";
-            emit_row_store(ind, node(r).out.id);
+            if (vector_) {  // the accumulators in a fixed order, then their lanes
+                auto acc = [&](int u) { return name + "_vec[" + std::to_string(u) + "]"; };
+                os_ << ind << name << " = " << reduction_fold(node(r).op) << "("
+                    << reduction_combine(node(r).op,
+                                         "(" + reduction_combine(node(r).op, acc(0), acc(1)) + ")",
+                                         "(" + reduction_combine(node(r).op, acc(2), acc(3)) + ")")
+                    << ", " << name << ");\n";
+            }
+            if (chunked_)
+                os_ << ind << "partials[chunk * " << split_partials() << " + " << k
+                    << "] = " << name << ";\n";
+            else
+                emit_row_store(ind, node(r).out.id);
         }
     }
 
@@ -306,7 +352,7 @@ class KernelEmitter : KernelEmitterCore {
     // A tile's accumulators are arrays, one element a row.
     void emit_reduction_update(const std::string& ind, int r, bool vec) override {
         const LNode& n = node(r);
-        std::string acc = s_.value_name(n.out.id) + (vec ? "_vec" : "");
+        std::string acc = s_.value_name(n.out.id) + (vec ? "_vec[u]" : "");
         std::string x = operand(n.inputs[0], vec);
         if (dtype(n.inputs[0]) != n.out.dtype)  // a sum of bools counts them in int64
             x = convert(x, n.out.dtype);
@@ -425,6 +471,85 @@ class KernelEmitter : KernelEmitterCore {
         os_ << "        }\n";
         os_ << "        row += lanes;\n";
         os_ << "    }\n";
+    }
+
+    // ---- few long rows (a full reduction: one row of all elements)
+
+    // Whether the kernel gets a split variant: float lanes along contiguous rows, and rows that
+    // may be few and long (sizes known at compile time decide it here).
+    bool split_fits() const {
+        if (k_.kind != KernelKind::row || flat_ || tile_ || !vector_ || run_from_ != outer_)
+            return false;
+        SizeExpr rows{1, {}}, row_size{1, {}};
+        for (int d = 0; d < outer_; ++d) rows = rows * size_expr(k_.domain[d]);
+        for (int d = outer_; d < rank_; ++d) row_size = row_size * size_expr(k_.domain[d]);
+        bool few = !rows.syms.empty() || rows.c < kSplitRows;
+        bool long_rows = !row_size.syms.empty() || row_size.c >= kSplitRowSize;
+        return few && long_rows;
+    }
+
+    // Partials a chunk writes: the most reductions any pass folds.
+    size_t split_partials() const {
+        size_t most = 1;
+        for (const Step& step : row_steps()) most = std::max(most, step.reductions.size());
+        return most;
+    }
+
+    // Row by row; each pass along the row runs over chunks of kSplitChunk elements on the
+    // thread pool, each chunk folding its own partials, which are then combined in chunk
+    // order: the result does not depend on the thread count, and repeats run for run. The
+    // chunk that computes an element value stores it.
+    void emit_split_rows(const std::string& name) {
+        os_ << "// " << name
+            << " over few long rows: each pass along a row in chunks of kSplitChunk "
+               "elements over the threads, the chunks' partials combined in chunk order\n";
+        os_ << "static void " << name << "_split(const KernelArgs& args, ParallelFn parallel) {\n";
+        emit_symbols("    ", "args.symbols");
+        std::vector<int> args = k_.args();
+        for (size_t i = 0; i < args.size(); ++i) {
+            bool out = i >= k_.loads.size();
+            std::string type = std::string(out ? "" : "const ") + cpp_type(dtype(args[i])) + "*";
+            std::string buffer = "args.buffers[" + std::to_string(i) + "]";
+            if (dtype(args[i]) != DType::float32)
+                buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
+            os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
+        }
+        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        os_ << "    constexpr int64_t kSplitChunk = " << kSplitChunk << ";  // elements\n";
+        os_ << "    const int64_t chunks = (row_size + kSplitChunk - 1) / kSplitChunk;\n";
+        os_ << "    std::vector<float> partials(chunks * " << split_partials() << ");\n";
+        os_ << "    for (int64_t row = 0; row < " << product_cpp(k_.domain, 0, outer_)
+            << "; ++row) {\n";
+        emit_row_indices("        ");
+        row_scope_loads_.clear();
+        for (const Step& step : row_steps()) {
+            if (!step.pass) {
+                emit_per_row_node("        ", step.node);
+                continue;
+            }
+            os_ << "        for_chunks(parallel, chunks, [&](int64_t chunk) {\n";
+            os_ << "            const int64_t j_begin = chunk * kSplitChunk, j_end = "
+                   "std::min(row_size, j_begin + kSplitChunk);\n";
+            os_ << "            const int64_t vec_end = j_begin + (j_end - j_begin) / W * W;\n";
+            chunked_ = true;
+            emit_pass("            ", step.reductions, step.stores, "j_begin", "j_end");
+            chunked_ = false;
+            os_ << "        });\n";
+            for (size_t k = 0; k < step.reductions.size(); ++k) {
+                const LNode& n = node(step.reductions[k]);
+                std::string value = s_.value_name(n.out.id);
+                os_ << "        float " << value << " = " << reduction_identity(n.op, n.out.dtype)
+                    << ";\n";
+                os_ << "        for (int64_t c = 0; c < chunks; ++c) " << value << " = "
+                    << reduction_combine(n.op, value,
+                                         "partials[c * " + std::to_string(split_partials()) +
+                                             " + " + std::to_string(k) + "]")
+                    << ";\n";
+                emit_row_store("        ", n.out.id);
+            }
+        }
+        os_ << "    }\n";
+        os_ << "}\n";
     }
 
     // The row's steps in order (emit_core.h): passes along it and values once per row.
