@@ -8,6 +8,7 @@
 #include "codegen/emit_cpp.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -97,6 +98,10 @@ class KernelEmitter : KernelEmitterCore {
                     << ";\n";
             }
             os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
+            plan_scratch_rows();
+            for (int n : scratch_)
+                os_ << "    alignas(64) float " << s_.value_name(node(n).out.id) << "_row["
+                    << to_cpp(row_size_expr()) << "];  // kept for a later pass\n";
             os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
             emit_row_indices("        ");
             emit_row_body("        ", "0", run);
@@ -283,6 +288,7 @@ class KernelEmitter : KernelEmitterCore {
                    const std::vector<int>& stores, const std::string& from, const std::string& to) {
         std::string names;
         std::vector<int> body = pass_body(reductions, stores, names);
+        if (!scratch_.empty()) body = scratch_body(reductions, stores);
         os_ << ind
             << (flat_      ? "// loop computing"
                 : chunked_ ? "// a chunk of the row computing"
@@ -313,17 +319,23 @@ class KernelEmitter : KernelEmitterCore {
             os_ << in << "    for (int u = 0; u < " << kAccumulators << "; ++u) {\n";
             os_ << in << "        const int64_t j = j_group + u * W;\n";
             os_ << in << "        if (j >= vec_end) break;\n";
+            emit_scratch_loads(in + "        ", body, reductions, stores, true);
             emit_element(in + "        ", body, reductions, stores, true);
+            emit_scratch_stores(in + "        ", body, true);
             os_ << in << "    }\n";
             os_ << in << "}\n";
         } else if (vector_) {
             os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
+            emit_scratch_loads(in + "    ", body, reductions, stores, true);
             emit_element(in + "    ", body, reductions, stores, true);
+            emit_scratch_stores(in + "    ", body, true);
             os_ << in << "}\n";
         }
         os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
             << "; ++j) {\n";
+        emit_scratch_loads(in + "    ", body, reductions, stores, false);
         emit_element(in + "    ", body, reductions, stores, false);
+        emit_scratch_stores(in + "    ", body, false);
         os_ << in << "}\n";
         if (run_from_ > outer_) os_ << ind << "}\n";
         for (size_t k = 0; k < reductions.size(); ++k) {
@@ -500,6 +512,7 @@ class KernelEmitter : KernelEmitterCore {
     // order: the result does not depend on the thread count, and repeats run for run. The
     // chunk that computes an element value stores it.
     void emit_split_rows(const std::string& name) {
+        scratch_.clear(), scratch_ready_.clear();  // long rows: recomputed, not kept
         os_ << "// " << name
             << " over few long rows: each pass along a row in chunks of kSplitChunk "
                "elements over the threads, the chunks' partials combined in chunk order\n";
@@ -552,14 +565,126 @@ class KernelEmitter : KernelEmitterCore {
         os_ << "}\n";
     }
 
+    // ---- scratch rows: an element value a later pass would compute again
+
+    // A row of at most kScratchRow elements (known at compile time) whose passes compute the
+    // same element value twice, and that value's math calls a function (exp, tanh, ...: not
+    // an operator): the first pass keeps it in a row of the thread's stack (L1) and the later
+    // one reads it back, so softmax's store pass reads exp(x - max) instead of evaluating it.
+    static constexpr int64_t kScratchRow = 4096;
+    std::set<int> scratch_;        // nodes kept in scratch rows
+    std::set<int> scratch_ready_;  // ... already stored by an emitted pass
+
+    SizeExpr row_size_expr() const {
+        SizeExpr e{1, {}};
+        for (int d = outer_; d < rank_; ++d) e = e * size_expr(k_.domain[d]);
+        return e;
+    }
+
+    // Element nodes the targets need, not looking past `stop` (values that come from scratch).
+    std::vector<int> closure_until(const std::vector<int>& targets,
+                                   const std::set<int>& stop) const {
+        std::set<int> seen;
+        std::function<void(int)> visit = [&](int index) {
+            for (int v : node(index).inputs) {
+                if (!in_kernel(v) || per_row(v)) continue;
+                int p = s_.producer.at(v);
+                if (!stop.count(p) && seen.insert(p).second) visit(p);
+            }
+        };
+        for (int t : targets) {
+            if (!is_reduction(t) && !stop.count(t)) seen.insert(t);
+            visit(t);
+        }
+        return std::vector<int>(seen.begin(), seen.end());
+    }
+
+    void plan_scratch_rows() {
+        scratch_.clear(), scratch_ready_.clear();
+        SizeExpr row = row_size_expr();
+        if (!vector_ || run_from_ != outer_ || !row.syms.empty() || row.c > kScratchRow) return;
+        std::set<int> earlier;  // element nodes some earlier pass computes
+        for (const Step& step : row_steps()) {
+            if (!step.pass) continue;
+            std::string names;
+            std::vector<int> body = pass_body(step.reductions, step.stores, names);
+            std::set<int> shared;
+            for (int n : body)
+                if (earlier.count(n)) shared.insert(n);
+            // The shared values this pass reads beyond the shared part: keep those.
+            std::vector<int> readers(body.begin(), body.end());
+            readers.insert(readers.end(), step.reductions.begin(), step.reductions.end());
+            std::set<int> keep;
+            for (int r : readers)
+                for (int v : node(r).inputs)
+                    if (in_kernel(v) && !per_row(v) && shared.count(s_.producer.at(v)) &&
+                        !shared.count(r))
+                        keep.insert(s_.producer.at(v));
+            bool worth = false;  // recomputing them would call a function
+            for (int n : closure_until(std::vector<int>(keep.begin(), keep.end()), {}))
+                worth =
+                    worth || (shared.count(n) && op_info(node(n).op).math &&
+                              std::string(op_info(node(n).op).math).find('(') != std::string::npos);
+            for (int n : keep)
+                if (worth && node(n).out.dtype == DType::float32) scratch_.insert(n);
+            earlier.insert(body.begin(), body.end());
+        }
+    }
+
+    // A pass's body once the values in scratch rows are read back instead of computed.
+    std::vector<int> scratch_body(const std::vector<int>& reductions,
+                                  const std::vector<int>& stores) const {
+        std::vector<int> targets = reductions;
+        for (int v : stores) targets.push_back(s_.producer.at(v));
+        return closure_until(targets, scratch_ready_);
+    }
+
+    // The scratch values this pass reads (an earlier pass stored them).
+    void emit_scratch_loads(const std::string& ind, const std::vector<int>& body,
+                            const std::vector<int>& reductions, const std::vector<int>& stores,
+                            bool vec) {
+        std::set<int> reads;
+        std::vector<int> all = body;
+        all.insert(all.end(), reductions.begin(), reductions.end());
+        for (int v : stores) all.push_back(s_.producer.at(v));
+        for (int index : all) {
+            if (scratch_ready_.count(index)) reads.insert(index);
+            for (int v : node(index).inputs)
+                if (in_kernel(v) && scratch_ready_.count(s_.producer.at(v)))
+                    reads.insert(s_.producer.at(v));
+        }
+        for (int n : reads) {
+            std::string name = s_.value_name(node(n).out.id);
+            os_ << ind << "auto " << name << " = "
+                << (vec ? "B::load_aligned(" + name + "_row + j)" : name + "_row[j]") << ";\n";
+        }
+    }
+
+    // The values of this pass's body that a later pass reads from scratch rows.
+    void emit_scratch_stores(const std::string& ind, const std::vector<int>& body, bool vec) {
+        for (int n : body) {
+            if (!scratch_.count(n) || scratch_ready_.count(n)) continue;
+            std::string name = s_.value_name(node(n).out.id);
+            os_ << ind
+                << (vec ? name + ".store_aligned(" + name + "_row + j);"
+                        : name + "_row[j] = " + name + ";")
+                << "\n";
+        }
+    }
+
     // The row's steps in order (emit_core.h): passes along it and values once per row.
     void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {
         row_scope_loads_.clear();
+        scratch_ready_.clear();
         for (const Step& step : row_steps()) {
-            if (step.pass)
-                emit_pass(ind, step.reductions, step.stores, from, to);
-            else
+            if (!step.pass) {
                 emit_per_row_node(ind, step.node);
+                continue;
+            }
+            emit_pass(ind, step.reductions, step.stores, from, to);
+            std::string names;  // what this pass computed is in its scratch rows now
+            for (int n : pass_body(step.reductions, step.stores, names))
+                if (scratch_.count(n)) scratch_ready_.insert(n);
         }
     }
 };
