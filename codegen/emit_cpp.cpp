@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <set>
 #include <sstream>
 
 #include "codegen/emit_core.h"
@@ -84,12 +86,18 @@ class KernelEmitter : KernelEmitterCore {
                     << ";\n";
             }
             os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
+            plan_scratch_rows();
+            for (int n : scratch_)
+                os_ << "    alignas(64) float " << s_.value_name(node(n).out.id) << "_row["
+                    << to_cpp(row_size_expr()) << "];  // kept for a later pass\n";
             os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
             emit_row_indices("        ");
             emit_row_body("        ", "0", run);
             os_ << "    }\n";
         }
         os_ << "}\n";
+        split_ = split_fits();
+        if (split_) emit_split_rows(name);
         os_ << "extern \"C\" void " << name << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n";
         emit_symbols("    ", "symbols");
         os_ << "    KernelArgs args{buffers, symbols};\n";
@@ -97,6 +105,10 @@ class KernelEmitter : KernelEmitterCore {
             os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name << "_body);\n";
         } else {
             os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+            if (split_)
+                os_ << "    if (" << product_cpp(k_.domain, 0, outer_) << " < " << kSplitRows
+                    << " && row_size >= " << kSplitRowSize << ") return " << name
+                    << "_split(args, parallel);  // few long rows\n";
             os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
                 << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
                 << name << "_body);\n";
@@ -134,6 +146,17 @@ class KernelEmitter : KernelEmitterCore {
     // up to kTile consecutive rows at once, lanes across rows, accumulators in arrays.
     bool tile_ = false;
     static constexpr int kTile = 128;
+    // A pass's vector accumulators per reduction: kAccumulators batches a step, each adding
+    // into its own, so the adds (or NaN-propagating maxima) overlap instead of each waiting
+    // for the one before; combined in a fixed order after the pass.
+    static constexpr int kAccumulators = 4;  // the fold after a pass combines 0, 1 and 2, 3
+    // Few long rows (fewer than kSplitRows, of kSplitRowSize elements or more; a full
+    // reduction is one row): each pass along a row runs as chunks of kSplitChunk elements (a
+    // multiple of W) over the threads (emit_split_rows). Shapes alone decide it, so results
+    // do not depend on the thread count.
+    static constexpr int64_t kSplitRows = 8, kSplitRowSize = 65536, kSplitChunk = 8192;
+    bool split_ = false;
+    bool chunked_ = false;  // emitting a pass over one chunk of a row
 
     std::string describe() const {
         std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
@@ -253,11 +276,21 @@ class KernelEmitter : KernelEmitterCore {
                    const std::vector<int>& stores, const std::string& from, const std::string& to) {
         std::string names;
         std::vector<int> body = pass_body(reductions, stores, names);
-        os_ << ind << (flat_ ? "// loop computing" : "// pass along the row computing") << names << "\n";
+        if (!scratch_.empty()) body = scratch_body(reductions, stores);
+        os_ << ind
+            << (flat_      ? "// loop computing"
+                : chunked_ ? "// a chunk of the row computing"
+                           : "// pass along the row computing")
+            << names << "\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             std::string init = reduction_identity(node(r).op, node(r).out.dtype);
-            if (vector_) os_ << ind << "B " << name << "_vec(" << init << ");\n";
+            if (vector_) {
+                os_ << ind << "B " << name << "_vec[" << kAccumulators << "] = {";
+                for (int u = 0; u < kAccumulators; ++u)
+                    os_ << (u ? ", " : "") << "B(" << init << ")";
+                os_ << "};\n";
+            }
             os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
         }
         std::string in = ind;
@@ -267,22 +300,48 @@ class KernelEmitter : KernelEmitterCore {
             os_ << in << "int64_t rest_m = mid;\n";
             emit_split(in, "rest_m", 'k', run_from_ - 1, outer_);
         }
-        if (vector_) {
+        if (vector_ && !reductions.empty()) {  // kAccumulators batches a step, one accumulator each
+            os_ << in << "for (int64_t j_group = " << from
+                << "; j_group < vec_end; j_group += " << kAccumulators << " * W) {\n";
+            os_ << in << "#pragma GCC unroll " << kAccumulators << "\n";
+            os_ << in << "    for (int u = 0; u < " << kAccumulators << "; ++u) {\n";
+            os_ << in << "        const int64_t j = j_group + u * W;\n";
+            os_ << in << "        if (j >= vec_end) break;\n";
+            emit_scratch_loads(in + "        ", body, reductions, stores, true);
+            emit_element(in + "        ", body, reductions, stores, true);
+            emit_scratch_stores(in + "        ", body, true);
+            os_ << in << "    }\n";
+            os_ << in << "}\n";
+        } else if (vector_) {
             os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
+            emit_scratch_loads(in + "    ", body, reductions, stores, true);
             emit_element(in + "    ", body, reductions, stores, true);
+            emit_scratch_stores(in + "    ", body, true);
             os_ << in << "}\n";
         }
         os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
             << "; ++j) {\n";
+        emit_scratch_loads(in + "    ", body, reductions, stores, false);
         emit_element(in + "    ", body, reductions, stores, false);
+        emit_scratch_stores(in + "    ", body, false);
         os_ << in << "}\n";
         if (run_from_ > outer_) os_ << ind << "}\n";
-        for (int r : reductions) {
+        for (size_t k = 0; k < reductions.size(); ++k) {
+            int r = reductions[k];
             std::string name = s_.value_name(node(r).out.id);
-            if (vector_)
-                os_ << ind << name << " = " << reduction_fold(node(r).op) << "(" << name << "_vec, "
-                    << name << ");\n";
-            emit_row_store(ind, node(r).out.id);
+            if (vector_) {  // the accumulators in a fixed order, then their lanes
+                auto acc = [&](int u) { return name + "_vec[" + std::to_string(u) + "]"; };
+                os_ << ind << name << " = " << reduction_fold(node(r).op) << "("
+                    << reduction_combine(node(r).op,
+                                         "(" + reduction_combine(node(r).op, acc(0), acc(1)) + ")",
+                                         "(" + reduction_combine(node(r).op, acc(2), acc(3)) + ")")
+                    << ", " << name << ");\n";
+            }
+            if (chunked_)
+                os_ << ind << "partials[chunk * " << split_partials() << " + " << k
+                    << "] = " << name << ";\n";
+            else
+                emit_row_store(ind, node(r).out.id);
         }
     }
 
@@ -293,7 +352,7 @@ class KernelEmitter : KernelEmitterCore {
     // A tile's accumulators are arrays, one element a row.
     void emit_reduction_update(const std::string& ind, int r, bool vec) override {
         const LNode& n = node(r);
-        std::string acc = s_.value_name(n.out.id) + (vec ? "_vec" : "");
+        std::string acc = s_.value_name(n.out.id) + (vec ? "_vec[u]" : "");
         std::string x = operand(n.inputs[0], vec);
         if (dtype(n.inputs[0]) != n.out.dtype)  // a sum of bools counts them in int64
             x = convert(x, n.out.dtype);
@@ -414,14 +473,206 @@ class KernelEmitter : KernelEmitterCore {
         os_ << "    }\n";
     }
 
+    // ---- few long rows (a full reduction: one row of all elements)
+
+    // Whether the kernel gets a split variant: float lanes along contiguous rows, and rows that
+    // may be few and long (sizes known at compile time decide it here).
+    bool split_fits() const {
+        if (k_.kind != KernelKind::row || flat_ || tile_ || !vector_ || run_from_ != outer_)
+            return false;
+        SizeExpr rows{1, {}}, row_size{1, {}};
+        for (int d = 0; d < outer_; ++d) rows = rows * size_expr(k_.domain[d]);
+        for (int d = outer_; d < rank_; ++d) row_size = row_size * size_expr(k_.domain[d]);
+        bool few = !rows.syms.empty() || rows.c < kSplitRows;
+        bool long_rows = !row_size.syms.empty() || row_size.c >= kSplitRowSize;
+        return few && long_rows;
+    }
+
+    // Partials a chunk writes: the most reductions any pass folds.
+    size_t split_partials() const {
+        size_t most = 1;
+        for (const Step& step : row_steps()) most = std::max(most, step.reductions.size());
+        return most;
+    }
+
+    // Row by row; each pass along the row runs over chunks of kSplitChunk elements on the
+    // thread pool, each chunk folding its own partials, which are then combined in chunk
+    // order: the result does not depend on the thread count, and repeats run for run. The
+    // chunk that computes an element value stores it.
+    void emit_split_rows(const std::string& name) {
+        scratch_.clear(), scratch_ready_.clear();  // long rows: recomputed, not kept
+        os_ << "// " << name
+            << " over few long rows: each pass along a row in chunks of kSplitChunk "
+               "elements over the threads, the chunks' partials combined in chunk order\n";
+        os_ << "static void " << name << "_split(const KernelArgs& args, ParallelFn parallel) {\n";
+        emit_symbols("    ", "args.symbols");
+        std::vector<int> args = k_.args();
+        for (size_t i = 0; i < args.size(); ++i) {
+            bool out = i >= k_.loads.size();
+            std::string type = std::string(out ? "" : "const ") + cpp_type(dtype(args[i])) + "*";
+            std::string buffer = "args.buffers[" + std::to_string(i) + "]";
+            if (dtype(args[i]) != DType::float32)
+                buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
+            os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
+        }
+        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        os_ << "    constexpr int64_t kSplitChunk = " << kSplitChunk << ";  // elements\n";
+        os_ << "    const int64_t chunks = (row_size + kSplitChunk - 1) / kSplitChunk;\n";
+        os_ << "    std::vector<float> partials(chunks * " << split_partials() << ");\n";
+        os_ << "    for (int64_t row = 0; row < " << product_cpp(k_.domain, 0, outer_)
+            << "; ++row) {\n";
+        emit_row_indices("        ");
+        row_scope_loads_.clear();
+        for (const Step& step : row_steps()) {
+            if (!step.pass) {
+                emit_per_row_node("        ", step.node);
+                continue;
+            }
+            os_ << "        for_chunks(parallel, chunks, [&](int64_t chunk) {\n";
+            os_ << "            const int64_t j_begin = chunk * kSplitChunk, j_end = "
+                   "std::min(row_size, j_begin + kSplitChunk);\n";
+            os_ << "            const int64_t vec_end = j_begin + (j_end - j_begin) / W * W;\n";
+            chunked_ = true;
+            emit_pass("            ", step.reductions, step.stores, "j_begin", "j_end");
+            chunked_ = false;
+            os_ << "        });\n";
+            for (size_t k = 0; k < step.reductions.size(); ++k) {
+                const LNode& n = node(step.reductions[k]);
+                std::string value = s_.value_name(n.out.id);
+                os_ << "        float " << value << " = " << reduction_identity(n.op, n.out.dtype)
+                    << ";\n";
+                os_ << "        for (int64_t c = 0; c < chunks; ++c) " << value << " = "
+                    << reduction_combine(n.op, value,
+                                         "partials[c * " + std::to_string(split_partials()) +
+                                             " + " + std::to_string(k) + "]")
+                    << ";\n";
+                emit_row_store("        ", n.out.id);
+            }
+        }
+        os_ << "    }\n";
+        os_ << "}\n";
+    }
+
+    // ---- scratch rows: an element value a later pass would compute again
+
+    // A row of at most kScratchRow elements (known at compile time) whose passes compute the
+    // same element value twice, and that value's math calls a function (exp, tanh, ...: not
+    // an operator): the first pass keeps it in a row of the thread's stack (L1) and the later
+    // one reads it back, so softmax's store pass reads exp(x - max) instead of evaluating it.
+    static constexpr int64_t kScratchRow = 4096;
+    std::set<int> scratch_;        // nodes kept in scratch rows
+    std::set<int> scratch_ready_;  // ... already stored by an emitted pass
+
+    SizeExpr row_size_expr() const {
+        SizeExpr e{1, {}};
+        for (int d = outer_; d < rank_; ++d) e = e * size_expr(k_.domain[d]);
+        return e;
+    }
+
+    // Element nodes the targets need, not looking past `stop` (values that come from scratch).
+    std::vector<int> closure_until(const std::vector<int>& targets,
+                                   const std::set<int>& stop) const {
+        std::set<int> seen;
+        std::function<void(int)> visit = [&](int index) {
+            for (int v : node(index).inputs) {
+                if (!in_kernel(v) || per_row(v)) continue;
+                int p = s_.producer.at(v);
+                if (!stop.count(p) && seen.insert(p).second) visit(p);
+            }
+        };
+        for (int t : targets) {
+            if (!is_reduction(t) && !stop.count(t)) seen.insert(t);
+            visit(t);
+        }
+        return std::vector<int>(seen.begin(), seen.end());
+    }
+
+    void plan_scratch_rows() {
+        scratch_.clear(), scratch_ready_.clear();
+        SizeExpr row = row_size_expr();
+        if (!vector_ || run_from_ != outer_ || !row.syms.empty() || row.c > kScratchRow) return;
+        std::set<int> earlier;  // element nodes some earlier pass computes
+        for (const Step& step : row_steps()) {
+            if (!step.pass) continue;
+            std::string names;
+            std::vector<int> body = pass_body(step.reductions, step.stores, names);
+            std::set<int> shared;
+            for (int n : body)
+                if (earlier.count(n)) shared.insert(n);
+            // The shared values this pass reads beyond the shared part: keep those.
+            std::vector<int> readers(body.begin(), body.end());
+            readers.insert(readers.end(), step.reductions.begin(), step.reductions.end());
+            std::set<int> keep;
+            for (int r : readers)
+                for (int v : node(r).inputs)
+                    if (in_kernel(v) && !per_row(v) && shared.count(s_.producer.at(v)) &&
+                        !shared.count(r))
+                        keep.insert(s_.producer.at(v));
+            bool worth = false;  // recomputing them would call a function
+            for (int n : closure_until(std::vector<int>(keep.begin(), keep.end()), {}))
+                worth =
+                    worth || (shared.count(n) && op_info(node(n).op).math &&
+                              std::string(op_info(node(n).op).math).find('(') != std::string::npos);
+            for (int n : keep)
+                if (worth && node(n).out.dtype == DType::float32) scratch_.insert(n);
+            earlier.insert(body.begin(), body.end());
+        }
+    }
+
+    // A pass's body once the values in scratch rows are read back instead of computed.
+    std::vector<int> scratch_body(const std::vector<int>& reductions,
+                                  const std::vector<int>& stores) const {
+        std::vector<int> targets = reductions;
+        for (int v : stores) targets.push_back(s_.producer.at(v));
+        return closure_until(targets, scratch_ready_);
+    }
+
+    // The scratch values this pass reads (an earlier pass stored them).
+    void emit_scratch_loads(const std::string& ind, const std::vector<int>& body,
+                            const std::vector<int>& reductions, const std::vector<int>& stores,
+                            bool vec) {
+        std::set<int> reads;
+        std::vector<int> all = body;
+        all.insert(all.end(), reductions.begin(), reductions.end());
+        for (int v : stores) all.push_back(s_.producer.at(v));
+        for (int index : all) {
+            if (scratch_ready_.count(index)) reads.insert(index);
+            for (int v : node(index).inputs)
+                if (in_kernel(v) && scratch_ready_.count(s_.producer.at(v)))
+                    reads.insert(s_.producer.at(v));
+        }
+        for (int n : reads) {
+            std::string name = s_.value_name(node(n).out.id);
+            os_ << ind << "auto " << name << " = "
+                << (vec ? "B::load_aligned(" + name + "_row + j)" : name + "_row[j]") << ";\n";
+        }
+    }
+
+    // The values of this pass's body that a later pass reads from scratch rows.
+    void emit_scratch_stores(const std::string& ind, const std::vector<int>& body, bool vec) {
+        for (int n : body) {
+            if (!scratch_.count(n) || scratch_ready_.count(n)) continue;
+            std::string name = s_.value_name(node(n).out.id);
+            os_ << ind
+                << (vec ? name + ".store_aligned(" + name + "_row + j);"
+                        : name + "_row[j] = " + name + ";")
+                << "\n";
+        }
+    }
+
     // The row's steps in order (emit_core.h): passes along it and values once per row.
     void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {
         row_scope_loads_.clear();
+        scratch_ready_.clear();
         for (const Step& step : row_steps()) {
-            if (step.pass)
-                emit_pass(ind, step.reductions, step.stores, from, to);
-            else
+            if (!step.pass) {
                 emit_per_row_node(ind, step.node);
+                continue;
+            }
+            emit_pass(ind, step.reductions, step.stores, from, to);
+            std::string names;  // what this pass computed is in its scratch rows now
+            for (int n : pass_body(step.reductions, step.stores, names))
+                if (scratch_.count(n)) scratch_ready_.insert(n);
         }
     }
 };

@@ -24,6 +24,7 @@ namespace kiln::codegen {
 inline constexpr const char* kPreludeFull = R"(#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "tensor/dtype.h"
 #include "tensor/pointwise_math.h"
@@ -279,6 +280,15 @@ struct KernelArgs {
     float* const* buffers;   // the kernel's loads, then its stores
     const int64_t* symbols;  // s0, s1, ...
 };
+
+// body(c) for each chunk c of [0, chunks), the chunks spread over the thread pool (a row
+// kernel's few long rows: emit_cpp.cpp, emit_split_rows).
+template <class F>
+inline void for_chunks(ParallelFn parallel, int64_t chunks, F&& body) {
+    parallel(chunks, 1, &body, [](void* f, int64_t begin, int64_t end) {
+        for (int64_t c = begin; c < end; ++c) (*static_cast<std::remove_reference_t<F>*>(f))(c);
+    });
+}
 
 // A bool tensor holds one byte per element; in float lanes a bool value is a batch_bool.
 inline BB load_bool(const bool* p) {

@@ -93,9 +93,7 @@ class CudaKernelEmitter : KernelEmitterCore {
     static constexpr int kRowCache = 8;
     std::set<int> cache_;   // element loads that more than one pass reads
     bool caching_ = false;  // emitting the register-cached variant
-    std::set<int> cached_;  // values already in registers (filled by an earlier pass)
-    std::set<int> filled_;  // values the current pass puts in registers
-
+    std::set<int> cached_;  // values in registers (emit_row_fill loaded them)
 
     std::string describe() const {
         if (row_)
@@ -157,8 +155,6 @@ class CudaKernelEmitter : KernelEmitterCore {
             os_ << ind << decl << name << "_c[c];\n";
         else
             os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
-        if (caching_ && cache_.count(v) && !cached_.count(v))
-            os_ << ind << name << "_c[c] = " << name << ";\n", filled_.insert(v);
     }
 
     void emit_reduction_update(const std::string& ind, int r, bool) override {
@@ -251,8 +247,6 @@ class CudaKernelEmitter : KernelEmitterCore {
         }
         emit_element(ind + "    ", body, reductions, stores, false);
         os_ << ind << "}\n";
-        cached_.insert(filled_.begin(), filled_.end());
-        filled_.clear();
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             BlockCombine block = block_combine(node(r).op, node(r).out.dtype);
@@ -317,6 +311,7 @@ class CudaKernelEmitter : KernelEmitterCore {
         } else {
             os_ << ind << "if (row_size <= " << kRowCache << " * (long long)blockDim.x) {  // the row in registers: one read\n";
             for (int v : cache_) os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
+            emit_row_fill(ind + "    ");
             caching_ = true;
             emit_row_steps(ind + "    ", steps, split);
             caching_ = false;
@@ -326,6 +321,25 @@ class CudaKernelEmitter : KernelEmitterCore {
             os_ << ind << "}\n";
         }
         os_ << "    }\n";
+    }
+
+    // The register-cached row's loads, before any pass and with no use between them, so a
+    // thread's kRowCache loads are all in flight at once (a pass that loads, uses and then
+    // loads again waits for each load in turn).
+    void emit_row_fill(const std::string& ind) {
+        os_ << ind << "#pragma unroll\n";
+        os_ << ind << "for (int c = 0; c < " << kRowCache
+            << "; ++c) {  // the row's loads, all in flight\n";
+        os_ << ind
+            << "    const long long j = j_begin + threadIdx.x + c * (long long)blockDim.x;\n";
+        os_ << ind << "    if (j < j_end) {\n";
+        emit_run_indices(ind + "        ");
+        for (int v : cache_)
+            os_ << ind << "        " << s_.value_name(v) << "_c[c] = " << ptr(v) << "["
+                << index_text(plan_load(v, rank_, false)) << "];\n";
+        os_ << ind << "    }\n";
+        os_ << ind << "}\n";
+        cached_ = cache_;
     }
 
     void emit_row_steps(const std::string& ind, const std::vector<Step>& steps, int split) {

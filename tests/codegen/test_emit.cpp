@@ -93,6 +93,26 @@ size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
+// softmax's store pass reads exp(x - max) back from a row of the thread's stack that the sum
+// pass filled (emit_cpp.cpp, scratch rows), so exp runs once per element; layernorm's shared
+// value (x - mean) is an operator's, cheaper to compute again than to keep.
+BOOST_AUTO_TEST_CASE(softmax_keeps_its_exponentials_for_the_store_pass) {
+    LGraph softmax = softmax_graph({64, 1000}), layernorm = layernorm_graph({64, 1000});
+    std::vector<CompiledCpuGraph> compiled = compile_cpu_many({softmax, layernorm});
+    const std::string& source = compiled[0].source();
+    BOOST_TEST(count(source, "alignas(64) float exp_3_row[1000];  // kept for a later pass") == 1u,
+               source);
+    BOOST_TEST(count(source, "exp(") == 2u, source);  // the sum pass: lanes and scalar tail
+    BOOST_TEST(count(source, "auto exp_3 = B::load_aligned(exp_3_row + j);") == 1u, source);
+    // One translation unit holds both graphs: the layernorm kernel is the second graph's.
+    std::string second = source.substr(source.rfind("// ---- graph"));
+    BOOST_TEST(count(second, "kernel_0_body") >= 1u, second);
+    BOOST_TEST(count(second, "kept for a later pass") == 0u, second);
+    check_against_eager(compiled[0], softmax, {randn({64, 1000}) * 3.0});
+    check_against_eager(compiled[1], layernorm,
+                        {randn({64, 1000}) + 2.0, randn({1000}), randn({1000})});
+}
+
 // The emitter core orders a row kernel's steps (codegen/emit_core.cpp, row_steps): an element
 // value stored beside a reduction joins the first pass, so the row is read once, even when
 // per-row math on the reduction follows.

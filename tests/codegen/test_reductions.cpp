@@ -14,6 +14,7 @@
 #include "lgraph_builder.h"
 #include "random_dtype_programs.h"
 #include "reduction_programs.h"
+#include "tensor/parallel.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
@@ -258,6 +259,91 @@ BOOST_AUTO_TEST_CASE(argmax_and_argmin_of_rows_with_nan_give_the_nan_position) {
                        boost::test_tools::per_element());
         }
     }
+}
+
+// Few long rows (a full reduction is one row of every element; modified_sigmoid's first
+// segment): each pass along a row runs in chunks over the threads, the chunks' partials
+// combined in chunk order, the element values stored by the chunk that computes them. The
+// result matches eager and repeats bit for bit, at one thread or two.
+BOOST_AUTO_TEST_CASE(few_long_rows_split_over_the_threads_and_repeat_at_any_thread_count) {
+    std::vector<GraphBuilder> builders(3);
+    std::vector<std::vector<Tensor>> inputs;
+    {  // x' = 1 / (exp(-x) + 5); mean(x'); mean(x') > 0.5
+        GraphBuilder& b = builders[0];
+        int x = b.input({1000003}, "x");
+        int xs =
+            b.scalar(OpId::div, b.scalar(OpId::add, b.unary(OpId::exp, b.unary(OpId::neg, x)), 5.0),
+                     1.0, ScalarPos::left);
+        int m = b.mean(xs, {0}, false);
+        b.output(xs);
+        b.output(m);
+        b.output(b.node(OpId::gt, {m}, {.scalar = 0.5, .scalar_pos = ScalarPos::right}, {},
+                        DType::boolean));
+        inputs.push_back({randn({1000003})});
+    }
+    {  // softmax over 3 rows: three passes, the later ones reading per-row values
+        GraphBuilder& b = builders[1];
+        int x = b.input({3, 100003}, "x");
+        int e = b.unary(OpId::exp, b.binary(OpId::sub, x, b.reduce(OpId::amax, x, {-1}, true)));
+        b.output(b.binary(OpId::div, e, b.reduce(OpId::sum, e, {-1}, true)));
+        inputs.push_back({randn({3, 100003}) * 3.0});
+    }
+    {  // layernorm over 2 rows
+        GraphBuilder& b = builders[2];
+        int x = b.input({2, 70001}, "x");
+        int centered = b.binary(OpId::sub, x, b.mean(x, {-1}, true));
+        int var = b.mean(b.binary(OpId::mul, centered, centered), {-1}, true);
+        b.output(
+            b.binary(OpId::mul, centered, b.unary(OpId::rsqrt, b.scalar(OpId::add, var, 1e-5))));
+        inputs.push_back({randn({2, 70001}) + 2.0});
+    }
+    for (size_t g = 0; g < builders.size(); ++g) {
+        BOOST_TEST_CONTEXT("graph " << g) {
+            CompiledCpuGraph f = compile_cpu(builders[g].graph);
+            BOOST_TEST(f.source().find("over few long rows") != std::string::npos, f.source());
+            std::vector<Tensor> want = run_eager(builders[g].graph, inputs[g]);
+            std::vector<std::vector<float>> first;
+            for (int threads : {2, 1, 2}) {
+                set_num_threads(threads);
+                std::vector<Tensor> got = f.run(inputs[g]);
+                BOOST_REQUIRE(got.size() == want.size());
+                for (size_t i = 0; i < got.size(); ++i) {
+                    BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5, "output " << i);
+                    std::vector<float> values =
+                        got[i].to(DType::float32).contiguous().to_vector<float>();
+                    if (first.size() <= i)
+                        first.push_back(values);
+                    else
+                        BOOST_TEST((values == first[i]),
+                                   "output " << i << " at " << threads << " threads repeats");
+                }
+            }
+            set_num_threads(0);
+        }
+    }
+}
+
+// With symbolic sizes the kernel keeps both entries and picks one per call: short rows take
+// the loop over rows, few long rows the chunks. One compile serves every size.
+BOOST_AUTO_TEST_CASE(symbolic_sizes_pick_the_split_entry_per_call) {
+    auto fn = [](const Tensor& x) {
+        Tensor e = exp(x - x.amax({1}, true));
+        return std::vector<Tensor>{e / e.sum({1}, true),
+                                   (x * x).sum()};  // mean: 1/n is not generated
+    };
+    jit::reset();
+    auto f = compile(fn, {.dynamic = jit::Dynamic::always});
+    for (Shape shape : {Shape{64, 1000}, Shape{3, 100003}, Shape{2, 70001}, Shape{9, 50}}) {
+        Tensor x = randn(shape) * 3.0;
+        std::vector<Tensor> got = f(x), want = fn(x);
+        for (size_t i = 0; i < want.size(); ++i)
+            BOOST_TEST(dtype_error(got[i], want[i]) < 1e-5,
+                       "output " << i << " of " << shape[0] << "x" << shape[1]);
+    }
+    BOOST_TEST(jit::counters().compiles == 1);
+    codegen::CompiledGraphInfo info = codegen::last_compiled();
+    BOOST_TEST(info.source.find("_split(args, parallel);  // few long rows") != std::string::npos,
+               info.why_interpreted << info.schedule << info.source);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

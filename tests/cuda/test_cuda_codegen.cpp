@@ -160,7 +160,9 @@ BOOST_AUTO_TEST_CASE(softmax_and_layernorm_are_one_cuda_kernel_each) {
             BOOST_REQUIRE(other != std::string::npos);
             std::string cached = source.substr(0, other);
             BOOST_TEST(count(cached, "x_0_ptr[") == 1, "the cached variant reads the row from memory once");
-            BOOST_TEST(count(cached, "x_0_c[c] = x_0;") == 1);
+            // ... all of a thread's loads first, with no use between them: all in flight at once.
+            BOOST_TEST(count(cached, "x_0_c[c] = x_0_ptr[") == 1);
+            BOOST_TEST(count(cached, "// the row's loads, all in flight") == 1);
             BOOST_TEST(count(source.substr(other), "x_0_ptr[") >= 2);
             if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(source));
         }
@@ -674,6 +676,45 @@ BOOST_AUTO_TEST_CASE(row_kernels_in_registers_or_not_match_the_cpu, *utf::precon
         Tensor x = randn(shape) * 3.0;
         BOOST_TEST(kiln_test::relative_error(f(x.cuda()).cpu(), softmax_fn(x)) < 1e-5, "softmax " << shape[0] << "x" << shape[1]);
         BOOST_TEST(kiln_test::relative_error(g(x.cuda()).cpu(), layernorm_fn(x)) < 1e-5, "layernorm " << shape[0] << "x" << shape[1]);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(row_reductions_of_any_row_size_match_eager,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
+    // Row sizes around the block sizes (32, 128, 256, 1024 threads: codegen::cuda_row_block)
+    // and the register cache (8 elements a thread), multiples of 4 and not, few rows and many:
+    // compiled softmax, layernorm and sums against eager on the GPU and on the CPU.
+    auto softmax_fn = [](const Tensor& x) { return softmax(x, 1); };
+    auto layernorm_fn = [](const Tensor& x) {
+        Tensor m = x.mean({1}, true), d = x - m;
+        return d * rsqrt((d * d).mean({1}, true) + 1e-5);
+    };
+    auto sums_fn = [](const Tensor& x) {
+        return std::vector<Tensor>{x.sum({1}), (x * x).sum(), x.amax({1})};
+    };
+    auto f = compile(softmax_fn), g = compile(layernorm_fn);
+    auto h = compile(sums_fn);
+    for (Shape shape :
+         {Shape{4096, 1024}, Shape{300, 1023}, Shape{64, 1030}, Shape{33, 257}, Shape{200, 2049},
+          Shape{1000, 31}, Shape{7, 8191}, Shape{5000, 7}, Shape{2, 100001}}) {
+        BOOST_TEST_CONTEXT(shape[0] << "x" << shape[1]) {
+            Tensor x = randn(shape) * 3.0, xc = x.cuda();
+            BOOST_TEST(kiln_test::relative_error(f(xc).cpu(), softmax_fn(xc).cpu()) < 1e-5,
+                       "softmax vs eager gpu");
+            BOOST_TEST(kiln_test::relative_error(f(xc).cpu(), softmax_fn(x)) < 1e-5,
+                       "softmax vs eager cpu");
+            BOOST_TEST(kiln_test::relative_error(g(xc).cpu(), layernorm_fn(xc).cpu()) < 1e-4,
+                       "layernorm vs eager gpu");
+            BOOST_TEST(kiln_test::relative_error(g(xc).cpu(), layernorm_fn(x)) < 1e-4,
+                       "layernorm vs eager cpu");
+            std::vector<Tensor> got = h(xc), on_gpu = sums_fn(xc), on_cpu = sums_fn(x);
+            for (size_t k = 0; k < got.size(); ++k) {
+                BOOST_TEST(kiln_test::relative_error(got[k].cpu(), on_gpu[k].cpu()) < 1e-4,
+                           "sum " << k << " vs eager gpu");
+                BOOST_TEST(kiln_test::relative_error(got[k].cpu(), on_cpu[k]) < 1e-4,
+                           "sum " << k << " vs eager cpu");
+            }
+        }
     }
 }
 
