@@ -99,13 +99,23 @@ void set_rank_environment() {
     // kiln drives cuda:0: each rank sees its own GPU there (the LOCAL_RANK-th of those visible).
     std::string visible = env("CUDA_VISIBLE_DEVICES");
     std::string gpu = local;
+    size_t gpus = 0;  // on this host, as the driver lists them (/proc/driver/nvidia/gpus)
     if (!visible.empty()) {
         std::vector<std::string> ids;
         std::stringstream s(visible);
         for (std::string id; std::getline(s, id, ',');) ids.push_back(id);
         gpu = ids[size_t(std::atoi(local.c_str())) % ids.size()];
+        gpus = ids.size();
+    } else {
+        std::error_code ec;
+        for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+             !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+            ++gpus;
     }
     setenv("CUDA_VISIBLE_DEVICES", gpu.c_str(), 1);
+    // How many GPUs the ranks share: a program can tell "one GPU per rank" from "too few"
+    // (each rank sees only its own as cuda:0; tests/dist/test_cuda.cpp).
+    setenv("KILN_LAUNCH_GPUS", std::to_string(gpus).c_str(), 1);
 }
 
 int run_as_rank(const LaunchCommand& l) {

@@ -2,6 +2,8 @@
 // `kiln launch --nproc 2` on a machine with 2 GPUs (CTest entry dist.2ranks.cuda). Without a
 // GPU every case says why it is skipped (tests/cuda/needs_gpu.h).
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <iostream>
 
 #include "kiln.h"
 #include "tests/cuda/needs_gpu.h"
@@ -16,7 +18,24 @@ void join() {
 Tensor of_rank(int r, int64_t n) { return (arange(0, double(n)) + double(r + 1)).to(kCuda); }
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(dist_cuda, *boost::unit_test::precondition(kiln_test::NeedsGpu{"dist_cuda"}))
+// One GPU per rank (NCCL cannot put two ranks on one GPU): with fewer, every rank skips, so
+// none waits for a rank that skipped. `kiln launch` says how many there are (KILN_LAUNCH_GPUS).
+struct NeedsGpuPerRank {
+    boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id id) {
+        const char* gpus = std::getenv("KILN_LAUNCH_GPUS");
+        const char* world = std::getenv("WORLD_SIZE");
+        if (gpus && world && std::atoi(gpus) < std::atoi(world)) {
+            std::cout << "dist_cuda: SKIPPED (" << world << " ranks need a GPU each; this host has "
+                      << gpus << ")\n";
+            boost::test_tools::assertion_result r(false);
+            r.message() << world << " ranks need a GPU each; this host has " << gpus;
+            return r;
+        }
+        return kiln_test::NeedsGpu{"dist_cuda"}(id);
+    }
+};
+
+BOOST_AUTO_TEST_SUITE(dist_cuda, *boost::unit_test::precondition(NeedsGpuPerRank{}))
 
 BOOST_AUTO_TEST_CASE(nccl_collectives_match_their_cpu_meaning) {
     join();
