@@ -17,7 +17,7 @@ endif()
 
 install(TARGETS kiln EXPORT kilnTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
-install(DIRECTORY tensor autograd nn optim jit codegen models DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln
+install(DIRECTORY tensor autograd nn optim jit codegen models dist DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln
         FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 configure_package_config_file(cmake/kilnConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake

@@ -286,7 +286,7 @@ struct KernelArgs {
 template <class F>
 inline void for_chunks(ParallelFn parallel, int64_t chunks, F&& body) {
     parallel(chunks, 1, &body, [](void* f, int64_t begin, int64_t end) {
-        for (int64_t c = begin; c < end; ++c) (*static_cast<std::remove_reference_t<F>*>(f))(c);
+        for (int64_t c = begin; c < end; ++c) (*static_cast<::std::remove_reference_t<F>*>(f))(c);
     });
 }
 
