@@ -28,7 +28,7 @@ Tensor Tracer::call_sized(OpId op, std::span<const Tensor> inputs, const Attrs& 
     if (matching()) return match(std::move(s));
     std::vector<int> ids;
     for (const Tensor& t : inputs) ids.push_back(value_of(t));
-    Tensor out = eager(op, inputs, attrs);
+    Tensor out = fake_ ? fake_op(op, inputs, attrs) : eager(op, inputs, attrs);
     bind(out, RefKind::op, record_node(record_call(s, ids, out), out));
     return out;
 }
@@ -61,6 +61,7 @@ void Tracer::start_record() {
     b_ = std::make_unique<GraphBuilder>(int(syms_.size()));
     in_slots_.clear();
     in_examples_.clear();
+    fake_writes_.clear();
     slot_ph_.clear();
     node_out_.clear();
     assigns_.clear();

@@ -7,6 +7,7 @@
 //   jit/functionalize.cpp  an in-place op: functional op + write-back        assign()
 //   jit/segments.cpp       a graph break closes the open graph as a segment  end_record()
 //   jit/tracer_replay.cpp  a later call checked against the recording        match()
+//   jit/fake_record.cpp    shape-only recording (fake tensors) and its exit  fake_op()
 // Internal to jit/: include jit/tracer.h instead.
 #pragma once
 #include <map>
@@ -120,6 +121,14 @@ class Tracer final : public DispatchHook {
     // the generator where eager left it.
     void rewind_rng();
 
+    // --- shape-only recording (jit/fake_record.cpp, over jit/fake.h)
+    // The op's fake output, or (no shape rule) its real one after materialize().
+    Tensor fake_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+    // Shape-only recording stops: the open graph so far runs (interpreted) on the real
+    // inputs, its live fake tensors take the values, the in-place writes it deferred are
+    // done; the rest of the call records with real tensors, as real tracing would.
+    void materialize(const std::string& why);
+
     // --- replaying (jit/tracer_replay.cpp)
     // The inputs of a replayed candidate, read off the ops that used them.
     std::vector<Tensor> replay_inputs(const Segment& c) const;
@@ -169,6 +178,8 @@ class Tracer final : public DispatchHook {
     // both
     bool rng_saved_ = false;  // rng_ holds the generator before the open segment's first random op
     RngState rng_;
+    bool fake_ = false;  // recording with fake tensors (jit/fake.h)
+    std::vector<std::pair<Tensor, int>> fake_writes_;  // real targets of deferred in-place writes
     bool passthrough_ = false;  // fn runs eagerly from here on (entry.eager_reason says why)
     std::unordered_map<int, Tensor> slot_tensor_;  // the tensor each bound slot holds
     std::unordered_map<const TensorImpl*, int>
