@@ -54,7 +54,10 @@ void Tracer::assign(const Tensor& target, const Tensor& value) {
         tr = resolve(target);
     }
     if (fake_) {  // the write waits for the graph's run (write-back) or materialize()
-        if (!is_fake(target)) fake_writes_.push_back({target, value_id});
+        if (is_fake(target))  // it holds the value from here on (jit/fake_record.cpp)
+            fake_made_.push_back({target.impl_ptr(), value_id});
+        else
+            fake_writes_.push_back({target, value_id});
     } else {
         if (slot >= 0 || !tr || tr->kind == RefKind::slot) snapshot_inputs(target, slot);
         assign_data(target, value);

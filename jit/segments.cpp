@@ -106,7 +106,9 @@ Segment* Tracer::end_record(bool is_return, const std::vector<Tensor>& ts, const
         for (int id : outs) live.push_back(Tensor(node_out_[id].lock()));
         compile_into(*seg, outs);
         rewind_rng();
+        Strays strays = strays_before(outs);
         adopt(*seg, in_examples_, live, input_views(e_, *seg));
+        fill_strays(strays);
     }
     for (const Tensor& t : ts) {
         if (is_return)

@@ -128,6 +128,18 @@ class Tracer final : public DispatchHook {
     // inputs, its live fake tensors take the values, the in-place writes it deferred are
     // done; the rest of the call records with real tensors, as real tracing would.
     void materialize(const std::string& why);
+    // Fake tensors of the open graph that are not its outputs but outlive it (host state
+    // holds them: an optimizer's buffer): before the graph's run, what computing them
+    // needs; after, their values (the graph's prefix interpreted again, off the record).
+    struct Strays {
+        std::vector<Tensor> inputs;  // in_examples_ as they were before the write-backs
+        RngState rng;
+        bool any = false;
+    };
+    Strays strays_before(const std::vector<int>& outs);
+    void fill_strays(const Strays& st);
+    // Every fake tensor the open graph made, with its builder id.
+    std::vector<std::pair<std::weak_ptr<TensorImpl>, int>> fake_made_;
 
     // --- replaying (jit/tracer_replay.cpp)
     // The inputs of a replayed candidate, read off the ops that used them.

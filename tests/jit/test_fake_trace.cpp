@@ -256,3 +256,55 @@ BOOST_AUTO_TEST_CASE(a_fake_tensor_has_no_values_to_read) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(jit_fake_trace_state)
+
+// Tensors fn keeps in host state without returning them (an optimizer's buffers) get their
+// values on the recording call though no graph outputs them.
+template <class Opt>
+void check_training(const char* name) {
+    for (bool fake : {false, true}) {
+        jit::FakeTraceScope mode(fake);
+        jit::reset();
+        manual_seed(3);
+        nn::Linear model(4, 3), eager_model(4, 3);
+        {
+            NoGradGuard no_grad;
+            auto pe = eager_model.parameters(), pc = model.parameters();
+            for (size_t i = 0; i < pe.size(); ++i) pc[i].copy_(pe[i]);
+        }
+        Opt opt(model.parameters()), opt_e(eager_model.parameters());
+        auto step = [](nn::Module& m, optim::Optimizer& o, Tensor x, Tensor y) {
+            o.zero_grad();
+            Tensor loss = nn::functional::mse_loss(m(x), y);
+            loss.backward();
+            o.step();
+            return loss.detach();
+        };
+        auto c = compile([&](Tensor x, Tensor y) { return step(model, opt, x, y); },
+                         {.backend = "eager"});
+        for (int i = 0; i < 4; ++i) {
+            Tensor x = randn({8, 4}), y = randn({8, 3});
+            Tensor le = step(eager_model, opt_e, x, y), lc = c(x, y);
+            BOOST_TEST_CONTEXT(name << " fake " << fake << " step " << i) {
+                BOOST_CHECK(same(lc, le));
+                auto pe = eager_model.parameters(), pc = model.parameters();
+                for (size_t k = 0; k < pe.size(); ++k) BOOST_CHECK(same(pc[k], pe[k]));
+            }
+        }
+    }
+}
+
+struct Sgd : optim::SGD {
+    explicit Sgd(std::vector<Tensor> p) : optim::SGD(std::move(p), 0.05, 0.9) {}
+};
+struct Adam : optim::Adam {
+    explicit Adam(std::vector<Tensor> p) : optim::Adam(std::move(p), 0.01) {}
+};
+
+BOOST_AUTO_TEST_CASE(optimizer_buffers_kept_in_host_state_get_their_values) {
+    check_training<Sgd>("sgd momentum");
+    check_training<Adam>("adam");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
