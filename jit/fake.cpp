@@ -5,6 +5,10 @@
 // (jit/segments.cpp, adopt).
 #include "jit/fake.h"
 
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,6 +25,11 @@ int& fake_switch() {
         return v && std::strcmp(v, "0") == 0 ? 0 : 1;
     }();
     return on;
+}
+
+std::array<bool, kOpCount>& rule_off() {
+    static std::array<bool, kOpCount> off{};
+    return off;
 }
 
 Tensor fake_strided(const Shape& shape, const Shape& strides, DType dtype, Device device) {
@@ -63,6 +72,28 @@ Shape reshape_target(const Shape& want, int64_t numel) {
     KILN_CHECK(checked_numel(s, "reshape") == numel, "reshape: shape ", want,
                " is invalid for input of size ", numel);
     return s;
+}
+
+// gather's and scatter_add's shape checks (tensor/kernels_index.cpp, plan_index); where
+// they fail the op runs for real and raises the kernel's error.
+bool index_fits(const Tensor& data, const Tensor& index, int64_t dim) {
+    if (index.dtype() != DType::int64 || index.dim() != data.dim() ||
+        index.device() != data.device() || dim < -std::max<int64_t>(data.dim(), 1) ||
+        dim >= std::max<int64_t>(data.dim(), 1))
+        return false;
+    int64_t d0 = normalize_dim(dim, std::max<int64_t>(data.dim(), 1), "gather");
+    for (int64_t d = 0; d < data.dim(); ++d)
+        if (d != d0 && index.size(d) != data.size(d)) return false;
+    return true;
+}
+
+constexpr double kTwo63 = 9223372036854775808.0;
+
+// tensor/kernels_factory.cpp's check_fits, as a test: where it fails the op runs for real.
+bool fits(double v, DType t) {
+    if (t == DType::int64) return v >= -kTwo63 && v < kTwo63;
+    if (t == DType::float32) return !std::isfinite(v) || std::abs(v) <= double(FLT_MAX);
+    return true;
 }
 
 bool is_unary_pointwise(const OpInfo& info) {
@@ -147,10 +178,25 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             return true;
         }
         case OpId::full:
+            if (!fits(a.scalar, a.dtype)) return false;
             shape = a.shape;
             dtype = a.dtype;
             device = a.device;
             return true;
+        case OpId::arange: {  // tensor/kernels_factory.cpp's count, to the bit
+            if (!std::isfinite(a.lo) || !std::isfinite(a.hi) || !std::isfinite(a.scalar) ||
+                a.scalar == 0)
+                return false;
+            double n = std::ceil((a.hi - a.lo) / a.scalar);
+            if (!(n >= 0) || !(n < kTwo63)) return false;
+            int64_t count = int64_t(n);
+            if (count > 0 && (!fits(a.lo, a.dtype) || !fits(a.lo + double(count - 1) * a.scalar, a.dtype)))
+                return false;
+            shape = {count};
+            dtype = a.dtype;
+            device = a.device;
+            return true;
+        }
         case OpId::rand:
         case OpId::randn:
         case OpId::randint:
@@ -182,14 +228,51 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             dtype = in[0].dtype();
             return true;
         }
+        case OpId::gather:  // index values are checked by the kernel on the real run
+            if (!index_fits(in[0], in[1], a.dim)) return false;
+            shape = in[1].shape();
+            dtype = in[0].dtype();
+            device = in[0].device();
+            return true;
+        case OpId::scatter_add:
+            if (!index_fits(in[0], in[1], a.dim) || in[2].shape() != in[1].shape() ||
+                in[2].dtype() != in[0].dtype())
+                return false;
+            shape = in[0].shape();
+            dtype = in[0].dtype();
+            device = in[0].device();
+            return true;
+        case OpId::unfold2d:
+        case OpId::fold2d: {  // tensor/kernels_conv.cpp; bad windows run for real (its errors)
+            if (a.shape.size() != 8 || !is_floating(in[0].dtype())) return false;
+            int64_t kh = a.shape[0], kw = a.shape[1], sh = a.shape[2], sw = a.shape[3],
+                    ph = a.shape[4], pw = a.shape[5], dh = a.shape[6], dw = a.shape[7];
+            if (kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || ph < 0 || pw < 0)
+                return false;
+            const Shape& x = in[0].shape();
+            if (op == OpId::unfold2d) {
+                if (x.size() != 4) return false;
+                int64_t oh = window_out_size(x[2], kh, sh, ph, dh),
+                        ow = window_out_size(x[3], kw, sw, pw, dw);
+                if (oh <= 0 || ow <= 0) return false;
+                shape = {x[0], x[1] * kh * kw, oh * ow};
+            } else {
+                if (a.dims.size() != 2 || x.size() != 3) return false;
+                int64_t oh = window_out_size(a.dims[0], kh, sh, ph, dh),
+                        ow = window_out_size(a.dims[1], kw, sw, pw, dw);
+                if (oh <= 0 || ow <= 0 || x[1] % (kh * kw) != 0 || x[2] != oh * ow) return false;
+                shape = {x[0], x[1] / (kh * kw), a.dims[0], a.dims[1]};
+            }
+            dtype = in[0].dtype();
+            return true;
+        }
         case OpId::max_pool2d_index:
             if (in[0].dim() != 4 || a.dims.size() != 2 || !is_floating(in[0].dtype())) return false;
             shape = {in[0].size(0), in[0].size(1), a.dims[0], a.dims[1]};
             dtype = DType::int64;
             return true;
         default:
-            return false;  // arange (its length is a rounding of doubles), to_device, unfold2d,
-                           // fold2d, gather, scatter_add, conv2d_fused: real tensors
+            return false;  // to_device, conv2d_fused: real tensors
     }
 }
 
@@ -212,17 +295,7 @@ Tensor fake_empty(const Shape& shape, DType dtype, Device device) {
     return fake_strided(shape, contiguous_strides(shape), dtype, device);
 }
 
-bool has_fake_rule(OpId op, std::span<const Tensor> in) {
-    if (op_info(op).kind == OpKind::view) return true;
-    Shape s;
-    DType d;
-    Device dev;
-    try {
-        return rule(op, in, Attrs{}, s, d, dev);
-    } catch (const Error&) {
-        return true;  // a rule that checks its attributes: it has one
-    }
-}
+void set_fake_rule(OpId op, bool on) { rule_off()[size_t(op)] = !on; }
 
 Tensor fake_call(OpId op, std::span<const Tensor> in, const Attrs& a) {
     const OpInfo& info = op_info(op);
@@ -251,7 +324,7 @@ Tensor fake_call(OpId op, std::span<const Tensor> in, const Attrs& a) {
             Shape shape;
             DType dtype;
             Device device;
-            if (!rule(op, in, a, shape, dtype, device)) return Tensor();
+            if (rule_off()[size_t(op)] || !rule(op, in, a, shape, dtype, device)) return Tensor();
             checked_numel(shape, info.name);
             out = fake_empty(shape, dtype, device);
         }

@@ -28,7 +28,7 @@ Tensor fake_empty(const Shape& shape, DType dtype, Device device);
 // caller falls back to real tensors). Throws the kernel's kiln::Error for bad input only
 // where the rule checks it; the real run checks the rest.
 Tensor fake_call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
-// Ops with a shape rule here (for explain and the tests).
-bool has_fake_rule(OpId op, std::span<const Tensor> inputs);
+// Turns an op's shape rule off (it then runs for real: the fallback), for the tests.
+void set_fake_rule(OpId op, bool on);
 
 }  // namespace kiln::jit
