@@ -8,6 +8,7 @@
 #include "jit/explain.h"
 #include "jit/fake.h"
 #include "kiln.h"
+#include "models/resnet.h"
 
 using namespace kiln;
 
@@ -310,6 +311,51 @@ struct Adam : optim::Adam {
 BOOST_AUTO_TEST_CASE(optimizer_buffers_kept_in_host_state_get_their_values) {
     check_training<Sgd>("sgd momentum");
     check_training<Adam>("adam");
+}
+
+// ResNet-18 (32x32, batch 2; BatchNorm's running statistics are functionalized writes):
+// two compiled training steps with shape-only tracing equal those with real tracing and
+// eager's, under aot_eager (the joint graph recorded shape-only too).
+BOOST_AUTO_TEST_CASE(resnet18_training_steps_equal_both_ways) {
+    auto make = [] {
+        manual_seed(5);
+        return std::make_shared<models::ResNet18>(10);
+    };
+    auto step = [](models::ResNet18& net, optim::SGD& opt, Tensor x, Tensor y) {
+        opt.zero_grad();
+        Tensor loss = nn::functional::cross_entropy(net.forward(x), y);
+        loss.backward();
+        opt.step();
+        return loss.detach();
+    };
+    std::vector<std::vector<Tensor>> losses, params;
+    for (int mode = 0; mode < 3; ++mode) {  // eager, real tracing, shape-only tracing
+        jit::FakeTraceScope fake(mode == 2);
+        jit::reset();
+        auto net = make();
+        optim::SGD opt(net->parameters(), 0.05, 0.9);
+        auto c = compile([&](Tensor x, Tensor y) { return step(*net, opt, x, y); },
+                         {.backend = "aot_eager"});
+        losses.emplace_back();
+        for (int i = 0; i < 2; ++i) {
+            manual_seed(50 + i);
+            Tensor x = randn({2, 3, 32, 32}), y = randint(0, 10, {2});
+            losses.back().push_back(mode == 0 ? step(*net, opt, x, y) : c(x, y));
+        }
+        params.emplace_back();
+        for (const Tensor& p : net->parameters()) params.back().push_back(p.detach().clone());
+        for (const auto& [name, b] : net->named_buffers()) params.back().push_back(b.detach().clone());
+    }
+    for (int mode = 1; mode < 3; ++mode)
+        BOOST_TEST_CONTEXT("mode " << mode) {
+            for (size_t i = 0; i < losses[0].size(); ++i)
+                BOOST_CHECK(allclose(losses[mode][i], losses[0][i], 1e-4, 1e-5));
+            BOOST_REQUIRE_EQUAL(params[mode].size(), params[0].size());
+            for (size_t k = 0; k < params[0].size(); ++k)
+                BOOST_CHECK(allclose(params[mode][k], params[0][k], 1e-4, 1e-5));
+        }
+    for (size_t k = 0; k < params[1].size(); ++k)  // the two recordings: the same graphs
+        BOOST_CHECK(same(params[1][k], params[2][k]));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
