@@ -44,11 +44,11 @@ Tensor fake_strided(const Shape& shape, const Shape& strides, DType dtype, Devic
     return Tensor(std::move(impl));
 }
 
-// The device of an op's result: its first input's, unless that is a 0-d CPU tensor mixed
-// with tensors of another device (dispatch.cpp's check_inputs allows it).
+// The device of an op's result: a CUDA input's, since a 0-d CPU tensor mixes with tensors
+// of any device (dispatch.cpp's check_inputs), else the first input's.
 Device result_device(std::span<const Tensor> in) {
     for (const Tensor& t : in)
-        if (t.dim() > 0) return t.device();
+        if (t.device().type != DeviceType::cpu) return t.device();
     return in.empty() ? cpu : in[0].device();
 }
 
@@ -150,8 +150,8 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             if (yv) ys.push_back(1);
             int64_t M = xs[xs.size() - 2], K = xs.back(), N = ys.back();
             if (ys[ys.size() - 2] != K) return false;
-            shape = broadcast_shapes(Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2),
-                                     "matmul");
+            shape = broadcast_shapes(Shape(xs.begin(), xs.end() - 2),
+                                     Shape(ys.begin(), ys.end() - 2), "matmul");
             if (!xv) shape.push_back(M);
             if (!yv) shape.push_back(N);
             dtype = x.dtype();
@@ -190,7 +190,8 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             double n = std::ceil((a.hi - a.lo) / a.scalar);
             if (!(n >= 0) || !(n < kTwo63)) return false;
             int64_t count = int64_t(n);
-            if (count > 0 && (!fits(a.lo, a.dtype) || !fits(a.lo + double(count - 1) * a.scalar, a.dtype)))
+            if (count > 0 &&
+                (!fits(a.lo, a.dtype) || !fits(a.lo + double(count - 1) * a.scalar, a.dtype)))
                 return false;
             shape = {count};
             dtype = a.dtype;
@@ -299,8 +300,13 @@ void set_fake_rule(OpId op, bool on) { rule_off()[size_t(op)] = !on; }
 
 Tensor fake_call(OpId op, std::span<const Tensor> in, const Attrs& a) {
     const OpInfo& info = op_info(op);
-    if (info.kind == OpKind::view && !any_fake(in))
-        return dispatch_eager(op, in, a);  // an alias of a real tensor: metadata only
+    if (info.kind == OpKind::view && !any_fake(in) && op != OpId::contiguous) {
+        // A view of a real tensor is eager's (metadata only). Where eager copies (a reshape
+        // no strides can say), the copy would read values a deferred write has not
+        // reached: a fake tensor instead.
+        Tensor out = dispatch_eager(op, in, a);
+        if (out.impl()->storage == in[0].impl()->storage) return out;
+    }
     for (const Tensor& t : in)
         KILN_CHECK(t.defined(), info.name, ": an input is an undefined tensor");
     Tensor out;

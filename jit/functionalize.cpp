@@ -53,7 +53,8 @@ void Tracer::assign(const Tensor& target, const Tensor& value) {
         value_id = resolve(value)->id;
         tr = resolve(target);
     }
-    if (fake_) {  // the write waits for the graph's run (write-back) or materialize()
+    // Shape-only: the write waits for the graph's run (write-back) or materialize().
+    if (fake_) {
         if (is_fake(target))  // it holds the value from here on (jit/fake_record.cpp)
             fake_made_.push_back({target.impl_ptr(), value_id});
         else

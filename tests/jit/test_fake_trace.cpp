@@ -2,7 +2,6 @@
 // entry with fake tensors gives the same graphs, guards and results as recording with
 // real ones (KILN_FAKE_TRACE=0), and where it must stop it says so in explain.
 #include <boost/test/unit_test.hpp>
-
 #include <sstream>
 
 #include "jit/explain.h"
@@ -141,7 +140,8 @@ BOOST_AUTO_TEST_CASE(pointwise_reductions_and_views_record_the_same_graphs) {
         [](std::vector<Tensor> a) {
             Tensor t = a[0].t();
             Tensor s = t.slice(0, 1, 4).reshape({-1});
-            return s.unsqueeze(0).expand({3, s.size(0)}).contiguous() * 2 + a[0].reshape({35}).slice(0, 0, 3 * 7, 7).sum();
+            return s.unsqueeze(0).expand({3, s.size(0)}).contiguous() * 2 +
+                   a[0].reshape({35}).slice(0, 0, 3 * 7, 7).sum();
         },
         inputs({{5, 7}}));
     BOOST_CHECK(fs.empty());
@@ -149,7 +149,8 @@ BOOST_AUTO_TEST_CASE(pointwise_reductions_and_views_record_the_same_graphs) {
         "matmul and compares",
         [](std::vector<Tensor> a) {
             Tensor m = a[0].matmul(a[1]);
-            return where(m > 0, m, a[2].to(DType::float64).to(DType::float32)) + (m < 1).to(DType::float32);
+            return where(m > 0, m, a[2].to(DType::float64).to(DType::float32)) +
+                   (m < 1).to(DType::float32);
         },
         inputs({{3, 4}, {4, 2}, {2}}));
     BOOST_CHECK(fs.empty());
@@ -237,8 +238,9 @@ BOOST_AUTO_TEST_CASE(an_op_without_a_shape_rule_falls_back_to_real_tensors_and_s
     // explain prints it
     jit::FakeTraceScope on(true);
     std::ostringstream os;
-    os << jit::explain({}, [](Tensor x) { return gather(x * 2, 0, zeros({2}, {.dtype = DType::int64})); },
-                       randn({3}));
+    os << jit::explain(
+        {}, [](Tensor x) { return gather(x * 2, 0, zeros({2}, {.dtype = DType::int64})); },
+        randn({3}));
     BOOST_CHECK_MESSAGE(os.str().find("shape-only tracing stopped") != std::string::npos, os.str());
 }
 
@@ -344,10 +346,10 @@ BOOST_AUTO_TEST_CASE(resnet18_training_steps_equal_both_ways) {
         }
         params.emplace_back();
         for (const Tensor& p : net->parameters()) params.back().push_back(p.detach().clone());
-        for (const auto& [name, b] : net->named_buffers()) params.back().push_back(b.detach().clone());
+        for (const auto& [name, b] : net->named_buffers())
+            params.back().push_back(b.detach().clone());
     }
-    for (int mode = 1; mode < 3; ++mode)
-        BOOST_TEST_CONTEXT("mode " << mode) {
+    for (int mode = 1; mode < 3; ++mode) BOOST_TEST_CONTEXT("mode " << mode) {
             for (size_t i = 0; i < losses[0].size(); ++i)
                 BOOST_CHECK(allclose(losses[mode][i], losses[0][i], 1e-4, 1e-5));
             BOOST_REQUIRE_EQUAL(params[mode].size(), params[0].size());
