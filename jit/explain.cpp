@@ -30,6 +30,7 @@ ExplainOutput explain_core(const CompiledCore& core) {
             out.rerun = out.rerun || e->rerun;
             if (e->rerun) out.rerun_reasons.push_back(entry + e->rerun_reason);
             if (!e->eager_reason.empty()) out.eager_reasons.push_back(entry + e->eager_reason);
+            if (!e->fake_fallback.empty()) out.fake_fallbacks.push_back(entry + e->fake_fallback);
             if (!e->mutated_slots.empty()) {
                 std::string w = entry + std::to_string(e->mutated_slots.size()) + " input(s) mutated in place (slots";
                 for (int s : e->mutated_slots)
@@ -98,6 +99,10 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
     if (!e.eager_reasons.empty()) {
         os << "Runs eagerly (could not be functionalized):\n";
         for (const std::string& r : e.eager_reasons) os << "  " << r << "\n";
+    }
+    if (!e.fake_fallbacks.empty()) {
+        os << "Recorded with real tensors from a point on (shape-only tracing stopped there):\n";
+        for (const std::string& r : e.fake_fallbacks) os << "  " << r << "\n";
     }
     os << "Host side effects that touch no tensor run only when fn's host code runs (recording, re-run "
           "entries); see docs/jit.md, \"What compile guarantees\"\n";

@@ -18,6 +18,8 @@ struct ExplainOutput {
     bool rerun = false;  // host code consumed a value: fn re-runs on every call
     std::vector<std::string> rerun_reasons;   // per re-run entry: why ("entry 1: item() at f.cpp:12")
     std::vector<std::string> eager_reasons;   // per entry that runs eagerly: why
+    // Per entry whose recording began shape-only (fake tensors) and needed real ones: why.
+    std::vector<std::string> fake_fallbacks;
     std::vector<std::string> write_backs;     // per entry with functionalized in-place writes to inputs
     // Per graph, when AOT autograd partitioned it: saved tensors, eager vs compiled.
     std::vector<std::string> saved_for_backward;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "autograd/node.h"
+#include "jit/fake.h"
 #include "jit/tracer_state.h"
 #include "tensor/kernels.h"
 
@@ -52,8 +53,16 @@ void Tracer::assign(const Tensor& target, const Tensor& value) {
         value_id = resolve(value)->id;
         tr = resolve(target);
     }
-    if (slot >= 0 || !tr || tr->kind == RefKind::slot) snapshot_inputs(target, slot);
-    assign_data(target, value);
+    // Shape-only: the write waits for the graph's run (write-back) or materialize().
+    if (fake_) {
+        if (is_fake(target))  // it holds the value from here on (jit/fake_record.cpp)
+            fake_made_.push_back({target.impl_ptr(), value_id});
+        else
+            fake_writes_.push_back({target, value_id});
+    } else {
+        if (slot >= 0 || !tr || tr->kind == RefKind::slot) snapshot_inputs(target, slot);
+        assign_data(target, value);
+    }
     if (matched) {
         slot = alog_.back().slot;
         log_[value_id].aliases.push_back(target);

@@ -93,6 +93,7 @@ struct Entry {
     std::vector<int> mutated_slots;    // argument and lifted slots that in-place ops write
     std::string rerun_reason;          // why host code re-runs every call (first reason)
     std::string eager_reason;          // set: fn runs eagerly on every call (could not be functionalized)
+    std::string fake_fallback;         // set: shape-only tracing stopped here, real tensors from then on
     std::unique_ptr<Segment> root;
     std::vector<SlotKind> slot_kinds;
     std::vector<Tensor> held;          // per slot: the lifted tensor (others undefined)

@@ -3,6 +3,7 @@
 // Tracer::record_call. Where the entry already has segments, jit/tracer_replay.cpp checks
 // the op against them instead.
 #include "autograd/node.h"
+#include "jit/fake.h"
 #include "jit/tracer_state.h"
 
 namespace kiln::jit::tracing {
@@ -28,8 +29,10 @@ Tensor Tracer::call_sized(OpId op, std::span<const Tensor> inputs, const Attrs& 
     if (matching()) return match(std::move(s));
     std::vector<int> ids;
     for (const Tensor& t : inputs) ids.push_back(value_of(t));
-    Tensor out = eager(op, inputs, attrs);
-    bind(out, RefKind::op, record_node(record_call(s, ids, out), out));
+    Tensor out = fake_ ? fake_op(op, inputs, attrs) : eager(op, inputs, attrs);
+    int id = record_node(record_call(s, ids, out), out);
+    bind(out, RefKind::op, id);
+    if (is_fake(out)) fake_made_.push_back({out.impl_ptr(), id});
     return out;
 }
 
@@ -41,7 +44,9 @@ void Tracer::detached(const Tensor& src, const Tensor& out) {
         match(Step{.is_detach = true, .inputs = {src}, .out = out});
         return;
     }
-    bind(out, RefKind::op, record_node(record_detach(value_of(src), out), out));
+    int id = record_node(record_detach(value_of(src), out), out);
+    bind(out, RefKind::op, id);
+    if (is_fake(out)) fake_made_.push_back({out.impl_ptr(), id});
 }
 
 // Records an op with its output's symbols (jit/sym_record.cpp).
@@ -62,6 +67,8 @@ void Tracer::start_record() {
     if (trace_log::on()) trace_log::recording_started();
     in_slots_.clear();
     in_examples_.clear();
+    fake_writes_.clear();
+    fake_made_.clear();
     slot_ph_.clear();
     node_out_.clear();
     assigns_.clear();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "jit/fake.h"
 #include "jit/log.h"
 #include "jit/tracer_state.h"
 
@@ -76,7 +77,7 @@ void adopt(const Segment& seg, std::span<const Tensor> inputs, const std::vector
             write_values(live[j], outs[j]);
             continue;
         }
-        if (views[j]) continue;
+        if (views[j] && !is_fake(live[j])) continue;  // a fake view has no values of its own
         dst.storage = src.storage;
         dst.strides = src.strides;
         dst.offset = src.offset;
@@ -105,7 +106,9 @@ Segment* Tracer::end_record(bool is_return, const std::vector<Tensor>& ts, const
         for (int id : outs) live.push_back(Tensor(node_out_[id].lock()));
         compile_into(*seg, outs);
         rewind_rng();
+        Strays strays = strays_before(outs);
         adopt(*seg, in_examples_, live, input_views(e_, *seg));
+        fill_strays(strays);
     }
     for (const Tensor& t : ts) {
         if (is_return)
@@ -127,6 +130,7 @@ Segment* Tracer::end_record(bool is_return, const std::vector<Tensor>& ts, const
     }
     b_.reset();
     written_slot_.clear();
+    fake_writes_.clear();  // done by the write-backs
     return graft(std::move(seg));
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "jit/fake.h"
 #include "jit/log.h"
 #include "jit/tracer_state.h"
 
@@ -110,10 +111,12 @@ Tracer::Tracer(Entry& e, const Args& args, const std::vector<int64_t>& syms, con
     }
     for (size_t s = 0; s < e_.held.size(); ++s)
         if (e_.held[s].defined()) bind(e_.held[s], RefKind::slot, int(s));
-    if (e_.root)
+    if (e_.root) {
         cands_ = {e_.root.get()};
-    else
+    } else {
+        fake_ = fake_trace_enabled();  // a new entry: shape-only (jit/fake_record.cpp)
         start_record();
+    }
 }
 
 void Tracer::host_effect(const std::string& what, const std::source_location& loc) {
@@ -160,6 +163,7 @@ Tensor Tracer::eager(OpId op, std::span<const Tensor> inputs, const Attrs& attrs
 void Tracer::go_eager(const std::string& why) {
     if (cfg_.fullgraph)
         fail("compile(fullgraph=true): ", cfg_.fn_name, " can't be captured whole: ", why);
+    if (fake_) materialize(why);  // eager from here needs the values so far
     passthrough_ = true;
     e_.eager_reason = why;
     if (trace_log::on()) trace_log::runs_eagerly(&cfg_, e_.id, why);

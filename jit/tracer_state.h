@@ -7,6 +7,7 @@
 //   jit/functionalize.cpp  an in-place op: functional op + write-back        assign()
 //   jit/segments.cpp       a graph break closes the open graph as a segment  end_record()
 //   jit/tracer_replay.cpp  a later call checked against the recording        match()
+//   jit/fake_record.cpp    shape-only recording (fake tensors) and its exit  fake_op()
 // Internal to jit/: include jit/tracer.h instead.
 #pragma once
 #include <map>
@@ -121,6 +122,26 @@ class Tracer final : public DispatchHook {
     // the generator where eager left it.
     void rewind_rng();
 
+    // --- shape-only recording (jit/fake_record.cpp, over jit/fake.h)
+    // The op's fake output, or (no shape rule) its real one after materialize().
+    Tensor fake_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs);
+    // Shape-only recording stops: the open graph so far runs (interpreted) on the real
+    // inputs, its live fake tensors take the values, the in-place writes it deferred are
+    // done; the rest of the call records with real tensors, as real tracing would.
+    void materialize(const std::string& why);
+    // Fake tensors of the open graph that are not its outputs but outlive it (host state
+    // holds them: an optimizer's buffer): before the graph's run, what computing them
+    // needs; after, their values (the graph's prefix interpreted again, off the record).
+    struct Strays {
+        std::vector<Tensor> inputs;  // in_examples_ as they were before the write-backs
+        RngState rng;
+        bool any = false;
+    };
+    Strays strays_before(const std::vector<int>& outs);
+    void fill_strays(const Strays& st);
+    // Every fake tensor the open graph made, with its builder id.
+    std::vector<std::pair<std::weak_ptr<TensorImpl>, int>> fake_made_;
+
     // --- replaying (jit/tracer_replay.cpp)
     // The inputs of a replayed candidate, read off the ops that used them.
     std::vector<Tensor> replay_inputs(const Segment& c) const;
@@ -170,6 +191,8 @@ class Tracer final : public DispatchHook {
     // both
     bool rng_saved_ = false;  // rng_ holds the generator before the open segment's first random op
     RngState rng_;
+    bool fake_ = false;  // recording with fake tensors (jit/fake.h)
+    std::vector<std::pair<Tensor, int>> fake_writes_;  // real targets of deferred in-place writes
     bool passthrough_ = false;  // fn runs eagerly from here on (entry.eager_reason says why)
     std::unordered_map<int, Tensor> slot_tensor_;  // the tensor each bound slot holds
     std::unordered_map<const TensorImpl*, int>

@@ -18,6 +18,13 @@ class IndexError : public Error {
     using Error::Error;
 };
 
+// A read of a fake tensor's values (shape-only tracing, jit/fake.h): it has none. The
+// tracer catches it and records with real tensors instead.
+class FakeTensorRead : public Error {
+   public:
+    using Error::Error;
+};
+
 // Builds a message from streamable parts: KILN_CHECK(cond, "matmul: ", a.shape(), " vs ", ...).
 template <class E = Error, class... Parts>
 [[noreturn]] void fail_as(const Parts&... parts) {

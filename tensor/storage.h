@@ -16,6 +16,7 @@ struct Storage {
     Device device = cpu;
     bool owned = true;      // false: wraps user memory, never freed
     uint64_t version = 0;   // bumped by every in-place write (autograd checks saved tensors)
+    bool fake = false;      // no buffer: a shape-only tracing value (jit/fake.h)
     Storage() = default;
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;

@@ -93,6 +93,11 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::raw_data() const {
     auto& impl = checked();
+    if (impl.storage->fake)
+        fail_as<FakeTensorRead>(
+            "a read of the values of a ", impl.dtype, shape(),
+            " tensor recorded shape-only (jit shape-only tracing): it has none; "
+            "KILN_FAKE_TRACE=0 traces with real tensors");
     return static_cast<char*>(impl.storage->data) + impl.offset * int64_t(dtype_bytes(impl.dtype));
 }
 

@@ -4,6 +4,8 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "jit/fake.h"
+#include "jit/log.h"
 
 namespace kiln::jit::aot {
 namespace {
@@ -11,7 +13,8 @@ namespace {
 // Records every op the derivative formulas dispatch, naming values by their TensorImpl.
 class JointRecorder final : public DispatchHook {
    public:
-    explicit JointRecorder(GraphBuilder& b) : b_(b) {}
+    // fake: outputs by the ops' shape rules (jit/fake.h), no kernel runs.
+    JointRecorder(GraphBuilder& b, bool fake) : b_(b), fake_(fake) {}
     int add(const Tensor& t, int id) {
         ids_[t.impl()] = id;
         keep_.push_back(t);  // keeps the address unique while recording
@@ -26,7 +29,8 @@ class JointRecorder final : public DispatchHook {
     Tensor call(OpId op, std::span<const Tensor> inputs, const Attrs& attrs) override {
         std::vector<int> args;
         for (const Tensor& t : inputs) args.push_back(id_of(t, op_info(op).name));
-        Tensor out = dispatch_eager(op, inputs, attrs);
+        Tensor out = fake_ ? fake_call(op, inputs, attrs) : dispatch_eager(op, inputs, attrs);
+        if (!out.defined()) throw NoShapeRule{op};
         return add(out, b_.call(op, attrs, std::move(args), out, true)), out;
     }
     void assign(const Tensor& t, const Tensor&) override {
@@ -36,8 +40,13 @@ class JointRecorder final : public DispatchHook {
         fail("aot: a derivative formula read a tensor's value (shape ", t.shape(), "); formulas must stay in Tensor ops");
     }
 
+    struct NoShapeRule {
+        OpId op;
+    };
+
    private:
     GraphBuilder& b_;
+    bool fake_;
     std::unordered_map<TensorImpl*, int> ids_;
     std::vector<Tensor> keep_;
 };
@@ -53,10 +62,11 @@ void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + 
 
 }  // namespace
 
-JointGraph build_joint(const Graph& fw, std::span<const Tensor> example_inputs) {
+namespace {
+JointGraph build_joint_as(const Graph& fw, std::span<const Tensor> example_inputs, bool fake) {
     autograd::NoGradGuard no_grad;
     GraphBuilder b;
-    JointRecorder rec(b);
+    JointRecorder rec(b, fake);
     HookScope hook(&rec);
     const auto& nodes = fw.nodes();
     std::vector<Tensor> vals(nodes.size());
@@ -91,7 +101,8 @@ JointGraph build_joint(const Graph& fw, std::span<const Tensor> example_inputs) 
         Tensor tangent;
         {
             HookScope plain(nullptr);  // an example value, not a recorded op
-            tangent = ones_like(vals[o].detach());
+            tangent = fake ? fake_empty(vals[o].shape(), vals[o].dtype(), vals[o].device())
+                           : ones_like(vals[o].detach());
         }
         j.tangent_of.back() = rec.add(tangent, b.placeholder("tangents_" + std::to_string(j.tangent_of.size()), meta_of(tangent), "tangent"));
         accumulate(grads[o], tangent);
@@ -133,6 +144,25 @@ JointGraph build_joint(const Graph& fw, std::span<const Tensor> example_inputs) 
     for (int& t : j.tangent_of)
         if (t >= 0) t = j.num_primals + tangents_seen++;  // tangents follow primals
     return j;
+}
+
+}  // namespace
+
+// Shape-only where every op has a shape rule (jit/fake.h); else, or with
+// KILN_FAKE_TRACE=0, with the example inputs' values.
+JointGraph build_joint(const Graph& fw, std::span<const Tensor> example_inputs) {
+    if (fake_trace_enabled()) {
+        try {
+            return build_joint_as(fw, example_inputs, true);
+        } catch (const JointRecorder::NoShapeRule& e) {
+            log_event("compile", std::string("joint graph: ") + op_name(e.op) +
+                                     " has no shape rule; built with real tensors instead");
+        } catch (const FakeTensorRead& e) {
+            log_event("compile", std::string("joint graph: a derivative formula read values (") +
+                                     e.what() + "); built with real tensors instead");
+        }
+    }
+    return build_joint_as(fw, example_inputs, false);
 }
 
 }  // namespace kiln::jit::aot
