@@ -13,7 +13,7 @@ namespace kiln::codegen {
 
 namespace {
 
-// The math table's functions the lean prelude has in exact SIMD form (abs, sqrt); the
+// The math table's functions the lean prelude has in exact SIMD form (abs, sqrt, fmod); the
 // helpers it also has (maximum, minimum, sign, neg, fmod, remainder, select) are not in the
 // table's function list. Everything else in the list needs xsimd.
 const std::set<std::string, std::less<>>& xsimd_only_functions() {
@@ -21,7 +21,7 @@ const std::set<std::string, std::less<>>& xsimd_only_functions() {
         std::set<std::string, std::less<>> all{"pow"};
 #define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) all.insert(#name);
 #include "tensor/math_functions.def"
-        for (const char* lean : {"abs", "sqrt"}) all.erase(lean);
+        for (const char* lean : {"abs", "sqrt", "fmod"}) all.erase(lean);  // the lean prelude has these
         return all;
     }();
     return names;

@@ -114,7 +114,15 @@ Tracer::Tracer(Entry& e, const Args& args, const std::vector<int64_t>& syms, con
     if (e_.root) {
         cands_ = {e_.root.get()};
     } else {
-        fake_ = fake_trace_enabled();  // a new entry: shape-only (jit/fake_record.cpp)
+        // a new entry: shape-only (jit/fake_record.cpp), for CPU tensors; CUDA inputs record
+        // with real tensors (the fake rules' device handling is not yet checked on a GPU)
+        bool all_cpu = true;
+        for (const auto& a : args)
+            if (a.kind == ArgKind::tensor && a.tensor.defined() && a.tensor.device().type != DeviceType::cpu)
+                all_cpu = false;
+        for (const Tensor& h : e_.held)
+            if (h.defined() && h.device().type != DeviceType::cpu) all_cpu = false;
+        fake_ = fake_trace_enabled() && all_cpu;
         start_record();
     }
 }
