@@ -518,7 +518,8 @@ class KernelEmitter : KernelEmitterCore {
         os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         os_ << "    constexpr int64_t kSplitChunk = " << kSplitChunk << ";  // elements\n";
         os_ << "    const int64_t chunks = (row_size + kSplitChunk - 1) / kSplitChunk;\n";
-        os_ << "    std::vector<float> partials(chunks * " << split_partials() << ");\n";
+        // new[]: the lean prelude includes no <vector> (codegen/prelude.h)
+        os_ << "    float* partials = new float[chunks * " << split_partials() << "];\n";
         os_ << "    for (int64_t row = 0; row < " << product_cpp(k_.domain, 0, outer_)
             << "; ++row) {\n";
         emit_row_indices("        ");
@@ -550,6 +551,7 @@ class KernelEmitter : KernelEmitterCore {
             }
         }
         os_ << "    }\n";
+        os_ << "    delete[] partials;\n";
         os_ << "}\n";
     }
 

@@ -28,7 +28,9 @@ kiln_launch_test(dist.2ranks.cuda $<TARGET_FILE:test_dist> --run_test=dist_cuda 
 kiln_launch_test(dist.2ranks.lesson_11_script ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/11_data_parallel.kn)
 set_tests_properties(dist.2ranks.lesson_11_script PROPERTIES PASS_REGULAR_EXPRESSION
                      "on 2 process.*equals one process's trained on the whole batch: yes")
-foreach(mode auto off)
-  add_test(NAME dist.launch_forwards_signals.${mode}
-           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_signals.sh $<TARGET_FILE:kiln_cli> ${mode})
-endforeach()
+# Without mpirun (--mpi off) the launcher signals each rank itself. Through mpirun the signal
+# goes to mpirun, which tears the job down once the first rank exits, and a rank can be killed
+# before its program sees the signal (seen under a 16-way parallel ctest on the GPU host):
+# docs/distributed.md, "Limits". So only the direct mode's forwarding is a test.
+add_test(NAME dist.launch_forwards_signals.off
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_signals.sh $<TARGET_FILE:kiln_cli> off)
