@@ -61,16 +61,7 @@ class KernelEmitter : KernelEmitterCore {
         os_ << "// " << name << ": " << describe() << "\n";
         os_ << "static void " << name << "_body(void* ctx, int64_t begin, int64_t end) {\n";
         os_ << "    const KernelArgs& args = *static_cast<const KernelArgs*>(ctx);\n";
-        emit_symbols("    ", "args.symbols");
-        std::vector<int> args = k_.args();
-        for (size_t i = 0; i < args.size(); ++i) {
-            bool out = i >= k_.loads.size();
-            std::string type = std::string(out ? "" : "const ") + cpp_type(dtype(args[i])) + "*";
-            std::string buffer = "args.buffers[" + std::to_string(i) + "]";
-            if (dtype(args[i]) != DType::float32)
-                buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
-            os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
-        }
+        emit_arguments();
         if (flat_) {
             os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0") << ";\n";
             emit_row_body("    ", "begin", "end");
@@ -495,16 +486,8 @@ class KernelEmitter : KernelEmitterCore {
         return most;
     }
 
-    // Row by row; each pass along the row runs over chunks of kSplitChunk elements on the
-    // thread pool, each chunk folding its own partials, which are then combined in chunk
-    // order: the result does not depend on the thread count, and repeats run for run. The
-    // chunk that computes an element value stores it.
-    void emit_split_rows(const std::string& name) {
-        scratch_.clear(), scratch_ready_.clear();  // long rows: recomputed, not kept
-        os_ << "// " << name
-            << " over few long rows: each pass along a row in chunks of kSplitChunk "
-               "elements over the threads, the chunks' partials combined in chunk order\n";
-        os_ << "static void " << name << "_split(const KernelArgs& args, ParallelFn parallel) {\n";
+    // The kernel's symbols and one typed pointer per buffer, from `args` (its KernelArgs).
+    void emit_arguments() {
         emit_symbols("    ", "args.symbols");
         std::vector<int> args = k_.args();
         for (size_t i = 0; i < args.size(); ++i) {
@@ -515,6 +498,19 @@ class KernelEmitter : KernelEmitterCore {
                 buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
             os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
         }
+    }
+
+    // Row by row; each pass along the row runs over chunks of kSplitChunk elements on the
+    // thread pool, each chunk folding its own partials, which are then combined in chunk
+    // order: the result does not depend on the thread count, and repeats run for run. The
+    // chunk that computes an element value stores it.
+    void emit_split_rows(const std::string& name) {
+        scratch_.clear(), scratch_ready_.clear();  // long rows: recomputed, not kept
+        os_ << "// " << name
+            << " over few long rows: each pass along a row in chunks of kSplitChunk "
+               "elements over the threads, the chunks' partials combined in chunk order\n";
+        os_ << "static void " << name << "_split(const KernelArgs& args, ParallelFn parallel) {\n";
+        emit_arguments();
         os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         os_ << "    constexpr int64_t kSplitChunk = " << kSplitChunk << ";  // elements\n";
         os_ << "    const int64_t chunks = (row_size + kSplitChunk - 1) / kSplitChunk;\n";
