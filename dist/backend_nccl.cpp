@@ -3,8 +3,6 @@
 // stream of their own, after the work kiln's stream has queued so far (an event between the
 // two); wait() polls the finishing event against the deadline, and a timeout aborts the
 // communicator (ncclCommAbort) rather than hang.
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +16,8 @@ namespace kiln::dist::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cuda::detail::LibrarySymbols;
+using cuda::detail::open_library;
 
 // --- the C signatures kiln uses (nccl.h 2.x, cuda.h)
 using ncclResult_t = int;
@@ -55,13 +55,6 @@ struct Cuda {
     CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
 };
 
-template <class F>
-bool bind(void* lib, F& fn, const char* symbol, std::string& why) {
-    fn = reinterpret_cast<F>(dlsym(lib, symbol));
-    if (!fn) why = std::string("symbol ") + symbol + " missing";
-    return fn != nullptr;
-}
-
 // Where libnccl.so.2 may be: KILN_NCCL_LIB (the file or its folder), the loader's path, then
 // PyTorch's CUDA wheels (site-packages/nvidia/nccl/lib).
 std::vector<std::string> nccl_candidates() {
@@ -98,43 +91,50 @@ struct Library {
     int version = 0;
     Library() { error = load(); }
     std::string load() {
-        std::string why, tried;
+        std::string tried;
         void* lib = nullptr;
         for (const auto& p : nccl_candidates()) {
-            if ((lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+            if ((lib = open_library({p.c_str()}, tried))) {
                 path = p;
                 break;
             }
-            tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
         }
         if (!lib)
             return "libnccl.so.2 (NCCL) not found: " + tried +
                    ". Install it (pip install nvidia-nccl-cu12, or PyTorch's CUDA wheels) or point "
                    "KILN_NCCL_LIB "
                    "at the file or its folder";
-#define KILN_BIND(h, table, name) \
-    if (!bind(h, table.name, #name, why)) return path + ": " + why;
-        KILN_BIND(lib, nccl, ncclGetVersion)
-        KILN_BIND(lib, nccl, ncclGetUniqueId)
-        KILN_BIND(lib, nccl, ncclCommInitRank)
-        KILN_BIND(lib, nccl, ncclCommAbort)
-        KILN_BIND(lib, nccl, ncclCommGetAsyncError)
-        KILN_BIND(lib, nccl, ncclGetErrorString)
-        KILN_BIND(lib, nccl, ncclAllReduce)
-        KILN_BIND(lib, nccl, ncclBroadcast)
-        KILN_BIND(lib, nccl, ncclAllGather)
-        KILN_BIND(lib, nccl, ncclReduceScatter)
-        nccl.ncclGetVersion(&version);
-        void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!cuda) return std::string("libcuda.so.1 (the NVIDIA driver) not found: ") + dlerror();
-        KILN_BIND(cuda, cu, cuStreamCreate)
-        KILN_BIND(cuda, cu, cuEventCreate)
-        KILN_BIND(cuda, cu, cuEventRecord)
-        KILN_BIND(cuda, cu, cuEventQuery)
-        KILN_BIND(cuda, cu, cuStreamWaitEvent)
-        if (!bind(cuda, cu.cuEventDestroy, "cuEventDestroy_v2", why)) return "libcuda.so.1: " + why;
-#undef KILN_BIND
+        try {
+            bind_nccl(LibrarySymbols(lib, path));
+            nccl.ncclGetVersion(&version);
+            std::string why;
+            void* driver = open_library({"libcuda.so.1"}, why);
+            if (!driver) return "libcuda.so.1 (the NVIDIA driver) not found: " + why;
+            bind_cuda(LibrarySymbols(driver, "libcuda.so.1"));
+        } catch (const Error& e) {
+            return e.what();
+        }
         return "";
+    }
+    void bind_nccl(const LibrarySymbols& symbols) {
+        symbols.bind(nccl.ncclGetVersion, "ncclGetVersion");
+        symbols.bind(nccl.ncclGetUniqueId, "ncclGetUniqueId");
+        symbols.bind(nccl.ncclCommInitRank, "ncclCommInitRank");
+        symbols.bind(nccl.ncclCommAbort, "ncclCommAbort");
+        symbols.bind(nccl.ncclCommGetAsyncError, "ncclCommGetAsyncError");
+        symbols.bind(nccl.ncclGetErrorString, "ncclGetErrorString");
+        symbols.bind(nccl.ncclAllReduce, "ncclAllReduce");
+        symbols.bind(nccl.ncclBroadcast, "ncclBroadcast");
+        symbols.bind(nccl.ncclAllGather, "ncclAllGather");
+        symbols.bind(nccl.ncclReduceScatter, "ncclReduceScatter");
+    }
+    void bind_cuda(const LibrarySymbols& symbols) {
+        symbols.bind(cu.cuStreamCreate, "cuStreamCreate");
+        symbols.bind(cu.cuEventCreate, "cuEventCreate");
+        symbols.bind(cu.cuEventRecord, "cuEventRecord");
+        symbols.bind(cu.cuEventQuery, "cuEventQuery");
+        symbols.bind(cu.cuStreamWaitEvent, "cuStreamWaitEvent");
+        symbols.bind(cu.cuEventDestroy, "cuEventDestroy_v2");
     }
 };
 Library& library() {

@@ -76,25 +76,19 @@ struct Library {
              "/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so"},
             why);
         if (!lib) return "cublasLt (libcublasLt.so) not found: " + why;
-        bool ok = true;
-        auto bind = [&](auto& fn, const char* name) {
-            if (!ok) return;
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-                library_symbol(lib, name, why));
-            ok = fn != nullptr;
-        };
         Api& a = api;
-        bind(a.cublasLtCreate, "cublasLtCreate");
-        bind(a.cublasLtGetStatusString, "cublasLtGetStatusString");
-        bind(a.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
-        bind(a.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-        bind(a.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-        bind(a.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
-        bind(a.cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-        bind(a.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-        bind(a.cublasLtMatmul, "cublasLtMatmul");
-        if (!ok) return "libcublasLt: " + why;
         try {
+            LibrarySymbols symbols(lib, "libcublasLt");
+            symbols.bind(a.cublasLtCreate, "cublasLtCreate");
+            symbols.bind(a.cublasLtGetStatusString, "cublasLtGetStatusString");
+            symbols.bind(a.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
+            symbols.bind(a.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+            symbols.bind(a.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+            symbols.bind(a.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+            symbols.bind(a.cublasLtMatmulPreferenceSetAttribute,
+                         "cublasLtMatmulPreferenceSetAttribute");
+            symbols.bind(a.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+            symbols.bind(a.cublasLtMatmul, "cublasLtMatmul");
             library_stream("cublasLt");  // cuda:0's context current before the handle is made
         } catch (const Error& e) {
             return e.what();

@@ -1,8 +1,7 @@
-// The CUDA driver API, NVRTC and cuBLAS through dlopen, the caching device allocator, and
-// NVRTC compilation of kernel source (tensor/cuda_runtime.h says why no header is used).
+// The CUDA driver API and cuBLAS through dlopen (tensor/cuda_runtime.h says why no header is
+// used): the caching device allocator, copies, loading and launching kernels (compiled by
+// tensor/cuda_nvrtc.cpp), GEMM, CUDA graphs and events.
 #include "tensor/cuda_runtime.h"
-
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +18,7 @@ namespace kiln::cuda {
 namespace detail {
 namespace {
 
-// --- the C signatures kiln uses (cuda.h, nvrtc.h, cublas_api.h)
+// --- the C signatures kiln uses (cuda.h, cublas_api.h)
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
@@ -30,8 +29,6 @@ using CUstream = void*;
 using CUevent = void*;
 using CUgraph = void*;
 using CUgraphExec = void*;
-using nvrtcResult = int;
-using nvrtcProgram = void*;
 using cublasStatus_t = int;
 using cublasHandle_t = void*;
 constexpr int kAttrComputeMajor = 75, kAttrComputeMinor = 76, kAttrSmCount = 16;
@@ -72,23 +69,6 @@ struct Driver {
     CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
     CUresult (*cuEventDestroy)(CUevent);
 };
-struct Nvrtc {
-    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
-                                      const char* const*);
-    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
-    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
-    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
-    nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*);
-    nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
-    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
-    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
-    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
-    const char* (*nvrtcGetErrorString)(nvrtcResult);
-    nvrtcResult (*nvrtcVersion)(int*, int*);
-    // Optional (CUDA 11.2+): the sm_XX this NVRTC can assemble for; null if absent.
-    nvrtcResult (*nvrtcGetNumSupportedArchs)(int*);
-    nvrtcResult (*nvrtcGetSupportedArchs)(int*);
-};
 struct Cublas {
     cublasStatus_t (*cublasCreate_v2)(cublasHandle_t*);
     cublasStatus_t (*cublasSetStream_v2)(cublasHandle_t, CUstream);
@@ -100,65 +80,7 @@ struct Cublas {
                                                 const double*, double*, int, long long, int);
 };
 
-// Opens the first of `names` that loads; null and the loader's messages otherwise.
-void* open_first(std::initializer_list<const char*> names, std::string& why) {
-    for (const char* n : names) {
-        if (void* h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) return h;
-        why += std::string(why.empty() ? "" : "; ") + dlerror();
-    }
-    return nullptr;
-}
-template <class F>
-bool bind(void* lib, F& fn, const char* symbol, std::string& why) {
-    fn = reinterpret_cast<F>(dlsym(lib, symbol));
-    if (!fn) why = std::string("symbol ") + symbol + " missing";
-    return fn != nullptr;
-}
-
 // Everything opened once, on first use. `error` says why CUDA is unusable ("" when usable).
-// NVRTC alone: all a compile needs (no driver, no GPU), so compile-only tests run anywhere
-// the toolkit is installed. `error` says why it cannot load ("" when it can).
-struct NvrtcLibrary {
-    Nvrtc rtc{};
-    std::string error;
-    NvrtcLibrary() {
-        std::string why;
-        void* lib = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
-                                "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"},
-                               why);
-        if (!lib) {
-            error = "NVRTC (libnvrtc.so, the CUDA Toolkit's run-time compiler) not found: " + why;
-            return;
-        }
-        bool ok = bind(lib, rtc.nvrtcCreateProgram, "nvrtcCreateProgram", why) &&
-                  bind(lib, rtc.nvrtcCompileProgram, "nvrtcCompileProgram", why) &&
-                  bind(lib, rtc.nvrtcGetCUBINSize, "nvrtcGetCUBINSize", why) &&
-                  bind(lib, rtc.nvrtcGetCUBIN, "nvrtcGetCUBIN", why) &&
-                  bind(lib, rtc.nvrtcGetPTXSize, "nvrtcGetPTXSize", why) &&
-                  bind(lib, rtc.nvrtcGetPTX, "nvrtcGetPTX", why) &&
-                  bind(lib, rtc.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", why) &&
-                  bind(lib, rtc.nvrtcGetProgramLog, "nvrtcGetProgramLog", why) &&
-                  bind(lib, rtc.nvrtcDestroyProgram, "nvrtcDestroyProgram", why) &&
-                  bind(lib, rtc.nvrtcGetErrorString, "nvrtcGetErrorString", why) &&
-                  bind(lib, rtc.nvrtcVersion, "nvrtcVersion", why);
-        if (!ok) error = "libnvrtc: " + why;
-        std::string optional;
-        if (ok && bind(lib, rtc.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs", optional) &&
-            bind(lib, rtc.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs", optional)) {
-            int count = 0;
-            if (rtc.nvrtcGetNumSupportedArchs(&count) == 0 && count > 0) {
-                supported_archs.resize(size_t(count));
-                if (rtc.nvrtcGetSupportedArchs(supported_archs.data()) != 0)
-                    supported_archs.clear();
-            }
-        }
-    }
-    std::vector<int> supported_archs;  // ascending, e.g. {75, 80, ..., 120}; empty: unknown
-};
-NvrtcLibrary& nvrtc_library() {
-    static NvrtcLibrary n;
-    return n;
-}
 
 struct Runtime {
     Driver cu{};
@@ -183,47 +105,16 @@ struct Runtime {
     Runtime() { error = open(); }
     std::string open() {
         std::string why;
-        void* lib = open_first({"libcuda.so.1"}, why);
+        void* lib = open_library({"libcuda.so.1"}, why);
         if (!lib) return "libcuda.so.1 (the NVIDIA driver) not found: " + why;
-#define KILN_BIND(field, symbol) \
-    if (!bind(lib, cu.field, symbol, why)) return "libcuda.so.1: " + why;
-        KILN_BIND(cuInit, "cuInit")
-        KILN_BIND(cuDeviceGetCount, "cuDeviceGetCount")
-        KILN_BIND(cuDeviceGet, "cuDeviceGet")
-        KILN_BIND(cuDeviceGetName, "cuDeviceGetName")
-        KILN_BIND(cuDeviceGetAttribute, "cuDeviceGetAttribute")
-        KILN_BIND(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
-        KILN_BIND(cuCtxSetCurrent, "cuCtxSetCurrent")
-        KILN_BIND(cuCtxGetCurrent, "cuCtxGetCurrent")
-        KILN_BIND(cuStreamCreate, "cuStreamCreate")
-        KILN_BIND(cuStreamSynchronize, "cuStreamSynchronize")
-        KILN_BIND(cuMemAlloc, "cuMemAlloc_v2")
-        KILN_BIND(cuMemFree, "cuMemFree_v2")
-        KILN_BIND(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
-        KILN_BIND(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
-        KILN_BIND(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
-        KILN_BIND(cuMemsetD8Async, "cuMemsetD8Async")
-        KILN_BIND(cuMemsetD32Async, "cuMemsetD32Async")
-        KILN_BIND(cuModuleLoadData, "cuModuleLoadData")
-        KILN_BIND(cuModuleGetFunction, "cuModuleGetFunction")
-        KILN_BIND(cuLaunchKernel, "cuLaunchKernel")
-        KILN_BIND(cuGetErrorString, "cuGetErrorString")
-        KILN_BIND(cuFuncGetAttribute, "cuFuncGetAttribute")
-        KILN_BIND(cuStreamBeginCapture, "cuStreamBeginCapture_v2")
-        KILN_BIND(cuStreamEndCapture, "cuStreamEndCapture")
-        KILN_BIND(cuGraphInstantiate, "cuGraphInstantiateWithFlags")
-        KILN_BIND(cuGraphLaunch, "cuGraphLaunch")
-        KILN_BIND(cuGraphExecDestroy, "cuGraphExecDestroy")
-        KILN_BIND(cuGraphDestroy, "cuGraphDestroy")
-        KILN_BIND(cuEventCreate, "cuEventCreate")
-        KILN_BIND(cuEventRecord, "cuEventRecord")
-        KILN_BIND(cuEventSynchronize, "cuEventSynchronize")
-        KILN_BIND(cuEventElapsedTime, "cuEventElapsedTime")
-        KILN_BIND(cuEventDestroy, "cuEventDestroy_v2")
-#undef KILN_BIND
+        try {
+            bind_driver(LibrarySymbols(lib, "libcuda.so.1"));
+        } catch (const Error& e) {
+            return e.what();
+        }
         if (CUresult r = cu.cuInit(0)) return "cuInit failed (" + cu_error(r) + ")";
         if (cu.cuDeviceGetCount(&devices) || devices == 0) return "the driver reports no CUDA device";
-        if (!nvrtc_library().error.empty()) return nvrtc_library().error;
+        if (std::string nvrtc = nvrtc_unavailable_reason(); !nvrtc.empty()) return nvrtc;
         int major = 0, minor = 0;
         char buf[256] = {};
         if (CUresult r = cu.cuDeviceGet(&device, 0)) return "cuDeviceGet(0) failed (" + cu_error(r) + ")";
@@ -239,6 +130,41 @@ struct Runtime {
         name = buf;
         if (CUresult r = cu.cuStreamCreate(&stream, 0)) return "cuStreamCreate failed (" + cu_error(r) + ")";
         return "";
+    }
+    void bind_driver(const LibrarySymbols& lib) {
+        lib.bind(cu.cuInit, "cuInit");
+        lib.bind(cu.cuDeviceGetCount, "cuDeviceGetCount");
+        lib.bind(cu.cuDeviceGet, "cuDeviceGet");
+        lib.bind(cu.cuDeviceGetName, "cuDeviceGetName");
+        lib.bind(cu.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+        lib.bind(cu.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+        lib.bind(cu.cuCtxSetCurrent, "cuCtxSetCurrent");
+        lib.bind(cu.cuCtxGetCurrent, "cuCtxGetCurrent");
+        lib.bind(cu.cuStreamCreate, "cuStreamCreate");
+        lib.bind(cu.cuStreamSynchronize, "cuStreamSynchronize");
+        lib.bind(cu.cuMemAlloc, "cuMemAlloc_v2");
+        lib.bind(cu.cuMemFree, "cuMemFree_v2");
+        lib.bind(cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+        lib.bind(cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+        lib.bind(cu.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+        lib.bind(cu.cuMemsetD8Async, "cuMemsetD8Async");
+        lib.bind(cu.cuMemsetD32Async, "cuMemsetD32Async");
+        lib.bind(cu.cuModuleLoadData, "cuModuleLoadData");
+        lib.bind(cu.cuModuleGetFunction, "cuModuleGetFunction");
+        lib.bind(cu.cuLaunchKernel, "cuLaunchKernel");
+        lib.bind(cu.cuGetErrorString, "cuGetErrorString");
+        lib.bind(cu.cuFuncGetAttribute, "cuFuncGetAttribute");
+        lib.bind(cu.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+        lib.bind(cu.cuStreamEndCapture, "cuStreamEndCapture");
+        lib.bind(cu.cuGraphInstantiate, "cuGraphInstantiateWithFlags");
+        lib.bind(cu.cuGraphLaunch, "cuGraphLaunch");
+        lib.bind(cu.cuGraphExecDestroy, "cuGraphExecDestroy");
+        lib.bind(cu.cuGraphDestroy, "cuGraphDestroy");
+        lib.bind(cu.cuEventCreate, "cuEventCreate");
+        lib.bind(cu.cuEventRecord, "cuEventRecord");
+        lib.bind(cu.cuEventSynchronize, "cuEventSynchronize");
+        lib.bind(cu.cuEventElapsedTime, "cuEventElapsedTime");
+        lib.bind(cu.cuEventDestroy, "cuEventDestroy_v2");
     }
     std::string cu_error(CUresult r) {
         const char* s = nullptr;
@@ -260,15 +186,20 @@ struct Runtime {
     }
     std::string load_blas() {
         std::string why;
-        void* lib = open_first({"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                                "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so"},
-                               why);
+        void* lib = open_library(
+            {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+             "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so"},
+            why);
         if (!lib) return "cuBLAS (libcublas.so) not found: " + why;
-        if (!bind(lib, blas.cublasCreate_v2, "cublasCreate_v2", why) ||
-            !bind(lib, blas.cublasSetStream_v2, "cublasSetStream_v2", why) ||
-            !bind(lib, blas.cublasSgemmStridedBatched, "cublasSgemmStridedBatched", why) ||
-            !bind(lib, blas.cublasDgemmStridedBatched, "cublasDgemmStridedBatched", why))
-            return "libcublas: " + why;
+        try {
+            LibrarySymbols symbols(lib, "libcublas");
+            symbols.bind(blas.cublasCreate_v2, "cublasCreate_v2");
+            symbols.bind(blas.cublasSetStream_v2, "cublasSetStream_v2");
+            symbols.bind(blas.cublasSgemmStridedBatched, "cublasSgemmStridedBatched");
+            symbols.bind(blas.cublasDgemmStridedBatched, "cublasDgemmStridedBatched");
+        } catch (const Error& e) {
+            return e.what();
+        }
         if (cublasStatus_t s = blas.cublasCreate_v2(&blas_handle))
             return "cublasCreate failed (status " + std::to_string(s) + ")";
         blas.cublasSetStream_v2(blas_handle, stream);
@@ -365,14 +296,6 @@ std::atomic<int64_t> g_issued{0};  // kernels, cuBLAS calls, copies and memsets 
 }
 int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
 
-void* open_library(std::initializer_list<const char*> names, std::string& why) {
-    return open_first(names, why);
-}
-void* library_symbol(void* lib, const char* symbol, std::string& why) {
-    void* fn = dlsym(lib, symbol);
-    if (!fn) why = std::string("symbol ") + symbol + " missing";
-    return fn;
-}
 void* library_stream(const char* op) {
     Runtime& r = live(op);
     g_issued.fetch_add(1, std::memory_order_relaxed);
@@ -406,134 +329,6 @@ void memset_zero(void* p, size_t bytes) {
     check(r.cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, r.stream), "memset");
 }
 
-std::string nvrtc_unavailable_reason() { return nvrtc_library().error; }
-
-namespace {
-struct CubinCache {
-    std::mutex mu;
-    CubinStore store;
-    std::atomic<int64_t> compiles{0}, disk_hits{0}, module_loads{0}, nvrtc_ns{0}, load_ns{0};
-};
-int64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                start)
-        .count();
-}
-CubinCache& cubin_cache() {
-    static CubinCache* c = new CubinCache;  // leaked: used until exit
-    return *c;
-}
-}  // namespace
-
-void set_cubin_store(CubinStore store) {
-    std::lock_guard lock(cubin_cache().mu);
-    cubin_cache().store = std::move(store);
-}
-
-CompileStats compile_stats() {
-    CubinCache& c = cubin_cache();
-    return {c.compiles.load(), c.disk_hits.load(), c.module_loads.load(),
-            double(c.nvrtc_ns.load()) * 1e-9, double(c.load_ns.load()) * 1e-9};
-}
-
-// The options every kernel compiles with (after --gpu-architecture); part of the cache key.
-constexpr const char* kNvrtcOptions[] = {"--std=c++17", "-default-device"};
-
-NvrtcTarget nvrtc_target(int arch) {
-    const std::vector<int>& known = nvrtc_library().supported_archs;
-    if (known.empty() || std::find(known.begin(), known.end(), arch) != known.end() ||
-        arch < known.front())
-        return {"sm_" + std::to_string(arch), false};
-    // A device newer than this NVRTC: PTX for the newest architecture it knows, which the
-    // driver compiles for the device when the module loads (PTX runs forward, cubins do not).
-    int newest = *std::max_element(known.begin(), known.end());
-    if (arch > newest) return {"compute_" + std::to_string(newest), true};
-    return {"sm_" + std::to_string(arch), false};  // an unlisted gap: let NVRTC say why
-}
-
-std::string nvrtc_version() {
-    NvrtcLibrary& lib = nvrtc_library();
-    KILN_CHECK(lib.error.empty(), "NVRTC: ", lib.error);
-    int major = 0, minor = 0;
-    lib.rtc.nvrtcVersion(&major, &minor);
-    return std::to_string(major) + "." + std::to_string(minor);
-}
-
-std::string cubin_cache_key(const std::string& source, const std::string& name,
-                            const NvrtcTarget& target) {
-    std::string options;
-    for (const char* option : kNvrtcOptions) options += std::string(" ") + option;
-    return "kiln-cubin-v2 nvrtc " + nvrtc_version() + " --gpu-architecture=" + target.arch +
-           options + " " + (target.ptx ? "ptx" : "cubin") + " " + name + "\n" + source;
-}
-
-static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
-                                      const NvrtcTarget& target);
-
-std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
-    NvrtcLibrary& lib = nvrtc_library();
-    KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
-    auto start = std::chrono::steady_clock::now();
-    if (ptx_only) {  // compile-only tests: never cached
-        std::string ptx =
-            compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
-        ++cubin_cache().compiles;
-        cubin_cache().nvrtc_ns += nanoseconds_since(start);
-        return ptx;
-    }
-    NvrtcTarget target = nvrtc_target(arch);
-    CubinStore store;
-    {
-        std::lock_guard lock(cubin_cache().mu);
-        store = cubin_cache().store;
-    }
-    std::string key;
-    if (store.load) {  // what decides the bytes: the compiler, the target, the options, the text
-        key = cubin_cache_key(source, name, target);
-        std::optional<std::string> cached = store.load(key);
-        cubin_cache().load_ns += nanoseconds_since(start);
-        if (cached) {
-            ++cubin_cache().disk_hits;
-            return *cached;
-        }
-    }
-    start = std::chrono::steady_clock::now();
-    std::string binary = compile_with_nvrtc(source, name, target);
-    ++cubin_cache().compiles;
-    cubin_cache().nvrtc_ns += nanoseconds_since(start);
-    if (!key.empty() && store.save) store.save(key, binary);
-    return binary;
-}
-
-static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
-                                      const NvrtcTarget& target) {
-    NvrtcLibrary& lib = nvrtc_library();
-    const Nvrtc& rtc = lib.rtc;
-    nvrtcProgram prog = nullptr;
-    KILN_CHECK(rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,
-               "NVRTC: cannot create a program for kernel ", name);
-    std::string arch_flag = "--gpu-architecture=" + target.arch;
-    std::vector<const char*> opts{arch_flag.c_str()};
-    for (const char* option : kNvrtcOptions) opts.push_back(option);
-    nvrtcResult res = rtc.nvrtcCompileProgram(prog, int(opts.size()), opts.data());
-    size_t log_size = 0;
-    rtc.nvrtcGetProgramLogSize(prog, &log_size);
-    std::string log(log_size, '\0');
-    if (log_size) rtc.nvrtcGetProgramLog(prog, log.data());
-    if (res != 0) {
-        rtc.nvrtcDestroyProgram(&prog);
-        fail("NVRTC could not compile kernel ", name, " for ", target.arch, ": ",
-             rtc.nvrtcGetErrorString(res), "\n", log, "\nsource:\n", source);
-    }
-    size_t size = 0;
-    (target.ptx ? rtc.nvrtcGetPTXSize : rtc.nvrtcGetCUBINSize)(prog, &size);
-    std::string binary(
-        size, '\0');  // PTX's size counts its terminating NUL, which cuModuleLoadData needs
-    (target.ptx ? rtc.nvrtcGetPTX : rtc.nvrtcGetCUBIN)(prog, binary.data());
-    rtc.nvrtcDestroyProgram(&prog);
-    return binary;
-}
-
 void* kernel(const std::string& source, const std::string& name) {
     Runtime& r = live("kernel compile");
     std::lock_guard lock(r.mu);
@@ -548,8 +343,7 @@ void* kernel(const std::string& source, const std::string& name) {
         }
         auto start = std::chrono::steady_clock::now();
         CUresult loaded = r.cu.cuModuleLoadData(&module, cubin.data());
-        ++cubin_cache().module_loads;
-        cubin_cache().load_ns += nanoseconds_since(start);
+        count_module_load(std::chrono::steady_clock::now() - start);
         if (loaded != 0) r.modules.erase(source);
         check(loaded, "loading a compiled kernel (cuModuleLoadData)");
     }
@@ -711,10 +505,6 @@ float Event::elapsed_ms(const Event& end) const {
     detail::check(r.cu.cuEventElapsedTime(&ms, event_, end.event_), "cuEventElapsedTime");
     return ms;
 }
-
-namespace detail {
-
-}  // namespace detail
 
 bool is_available() { return detail::runtime().error.empty(); }
 std::string unavailable_reason() { return detail::runtime().error; }

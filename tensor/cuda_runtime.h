@@ -6,6 +6,7 @@
 // are declared here with their C signatures, so kiln builds on machines without the
 // toolkit and starts on machines without a driver (tensor/cuda.h).
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -63,6 +64,8 @@ struct CompileStats {
     double load_seconds = 0;     // wall time reading the store and in cuModuleLoadData
 };
 CompileStats compile_stats();
+// kernel() counts each cuModuleLoadData and its time here, into compile_stats().
+void count_module_load(std::chrono::steady_clock::duration took);
 std::string nvrtc_unavailable_reason();
 
 // The kernel `name` of CUDA C++ `source`, compiled by NVRTC for this device once per
@@ -83,11 +86,37 @@ void gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 void synchronize();
 
-// For the libraries kiln calls on its stream besides cuBLAS (cuDNN: tensor/cudnn.cpp; cublasLt:
-// tensor/cublaslt.cpp; NCCL: dist/backend_nccl.cpp): the first of `names` that dlopen loads (null, and the loader's messages
-// appended to `why`, when none does), and one of its symbols (null and `why` when missing).
+// Every library kiln opens at run time (the driver, NVRTC, cuBLAS; cuDNN: tensor/cudnn.cpp;
+// cublasLt: tensor/cublaslt.cpp; NCCL: dist/backend_nccl.cpp), in tensor/cuda_library.cpp.
+// The first of `names` that dlopen loads (null, and the loader's messages appended to `why`,
+// when none does).
 void* open_library(std::initializer_list<const char*> names, std::string& why);
-void* library_symbol(void* lib, const char* symbol, std::string& why);
+// The entry points of one opened library, bound by name into its table of function pointers.
+// A library that did not open (null) or a symbol it lacks raises a kiln::Error naming the
+// library, the symbol and the file it was looked up in; a loader that reports instead of
+// throwing keeps the message as its reason.
+class LibrarySymbols {
+   public:
+    // `library`: the name errors give it ("libcuda.so.1", or the path it was opened from).
+    LibrarySymbols(void* lib, std::string library);
+    template <class F>
+    void bind(F& fn, const char* symbol) const {
+        fn = reinterpret_cast<F>(find(symbol));
+    }
+    // For an entry point only some versions have: false (and `fn` null) when it is absent.
+    template <class F>
+    bool bind_optional(F& fn, const char* symbol) const {
+        fn = reinterpret_cast<F>(find_optional(symbol));
+        return fn != nullptr;
+    }
+    void* find(const char* symbol) const;              // raises when missing
+    void* find_optional(const char* symbol) const;     // null when missing
+    const std::string& file() const { return file_; }  // the file the loader opened
+
+   private:
+    void* lib_;
+    std::string library_, file_;
+};
 // kiln's stream (a CUstream, which is a cudaStream_t) with cuda:0's context current in this
 // thread, for one library call about to be put on it (counted in operations_issued()).
 void* library_stream(const char* op);

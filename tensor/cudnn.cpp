@@ -177,46 +177,46 @@ struct Library {
             return "cuDNN (libcudnn.so.9) not found: " + why +
                    " (set KILN_CUDNN_LIB to its path, e.g. "
                    "site-packages/nvidia/cudnn/lib/libcudnn.so.9)";
-        bool ok = true;
-        auto bind = [&](auto& fn, const char* name) {
-            if (!ok) return;
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-                library_symbol(lib, name, why));
-            ok = fn != nullptr;
-        };
         Api& a = api;
-        bind(a.cudnnCreate, "cudnnCreate");
-        bind(a.cudnnSetStream, "cudnnSetStream");
-        bind(a.cudnnGetErrorString, "cudnnGetErrorString");
-        bind(a.cudnnGetVersion, "cudnnGetVersion");
-        bind(a.cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor");
-        bind(a.cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
-        bind(a.cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor");
-        bind(a.cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
-        bind(a.cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
-        bind(a.cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
-        bind(a.cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
-        bind(a.cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType");
-        bind(a.cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7");
-        bind(a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
-             "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        bind(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-             "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        bind(a.cudnnFindConvolutionForwardAlgorithm, "cudnnFindConvolutionForwardAlgorithm");
-        bind(a.cudnnFindConvolutionBackwardDataAlgorithm,
-             "cudnnFindConvolutionBackwardDataAlgorithm");
-        bind(a.cudnnFindConvolutionBackwardFilterAlgorithm,
-             "cudnnFindConvolutionBackwardFilterAlgorithm");
-        bind(a.cudnnGetConvolutionForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
-        bind(a.cudnnGetConvolutionBackwardDataWorkspaceSize,
-             "cudnnGetConvolutionBackwardDataWorkspaceSize");
-        bind(a.cudnnGetConvolutionBackwardFilterWorkspaceSize,
-             "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-        bind(a.cudnnConvolutionForward, "cudnnConvolutionForward");
-        bind(a.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
-        bind(a.cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
-        bind(a.cudnnAddTensor, "cudnnAddTensor");
-        if (!ok) return "libcudnn: " + why;
+        try {
+            LibrarySymbols symbols(lib, "libcudnn");
+            symbols.bind(a.cudnnCreate, "cudnnCreate");
+            symbols.bind(a.cudnnSetStream, "cudnnSetStream");
+            symbols.bind(a.cudnnGetErrorString, "cudnnGetErrorString");
+            symbols.bind(a.cudnnGetVersion, "cudnnGetVersion");
+            symbols.bind(a.cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor");
+            symbols.bind(a.cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
+            symbols.bind(a.cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor");
+            symbols.bind(a.cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
+            symbols.bind(a.cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
+            symbols.bind(a.cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
+            symbols.bind(a.cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
+            symbols.bind(a.cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType");
+            symbols.bind(a.cudnnGetConvolutionForwardAlgorithm_v7,
+                         "cudnnGetConvolutionForwardAlgorithm_v7");
+            symbols.bind(a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                         "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+            symbols.bind(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                         "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+            symbols.bind(a.cudnnFindConvolutionForwardAlgorithm,
+                         "cudnnFindConvolutionForwardAlgorithm");
+            symbols.bind(a.cudnnFindConvolutionBackwardDataAlgorithm,
+                         "cudnnFindConvolutionBackwardDataAlgorithm");
+            symbols.bind(a.cudnnFindConvolutionBackwardFilterAlgorithm,
+                         "cudnnFindConvolutionBackwardFilterAlgorithm");
+            symbols.bind(a.cudnnGetConvolutionForwardWorkspaceSize,
+                         "cudnnGetConvolutionForwardWorkspaceSize");
+            symbols.bind(a.cudnnGetConvolutionBackwardDataWorkspaceSize,
+                         "cudnnGetConvolutionBackwardDataWorkspaceSize");
+            symbols.bind(a.cudnnGetConvolutionBackwardFilterWorkspaceSize,
+                         "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+            symbols.bind(a.cudnnConvolutionForward, "cudnnConvolutionForward");
+            symbols.bind(a.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
+            symbols.bind(a.cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
+            symbols.bind(a.cudnnAddTensor, "cudnnAddTensor");
+        } catch (const Error& e) {
+            return e.what();
+        }
         version = int64_t(a.cudnnGetVersion());
         if (version < 90000)
             return "libcudnn: version " + std::to_string(version) + " found, kiln needs cuDNN 9";

@@ -1,0 +1,224 @@
+// NVRTC, opened with dlopen on first use: CUDA C++ source compiled to a cubin for the
+// device's sm_XX (or to PTX), with the cubins kept in a store between processes
+// (tensor/cuda_runtime.h). Needs no driver and no GPU, so compile-only tests run anywhere
+// the toolkit is installed; loading the module and launching stay in cuda_runtime.cpp.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "tensor/cuda_runtime.h"
+#include "tensor/error.h"
+
+namespace kiln::cuda::detail {
+namespace {
+
+// --- the C signatures kiln uses (nvrtc.h)
+using nvrtcResult = int;
+using nvrtcProgram = void*;
+
+struct Nvrtc {
+    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                                      const char* const*);
+    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+    const char* (*nvrtcGetErrorString)(nvrtcResult);
+    nvrtcResult (*nvrtcVersion)(int*, int*);
+    // Optional (CUDA 11.2+): the sm_XX this NVRTC can assemble for; null if absent.
+    nvrtcResult (*nvrtcGetNumSupportedArchs)(int*);
+    nvrtcResult (*nvrtcGetSupportedArchs)(int*);
+};
+
+// NVRTC alone: all a compile needs (no driver, no GPU), so compile-only tests run anywhere
+// the toolkit is installed. `error` says why it cannot load ("" when it can).
+struct NvrtcLibrary {
+    Nvrtc rtc{};
+    std::string error;
+    NvrtcLibrary() {
+        std::string why;
+        void* lib = open_library(
+            {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+             "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"},
+            why);
+        if (!lib) {
+            error = "NVRTC (libnvrtc.so, the CUDA Toolkit's run-time compiler) not found: " + why;
+            return;
+        }
+        try {
+            LibrarySymbols symbols(lib, "libnvrtc");
+            bind_required(symbols);
+            if (symbols.bind_optional(rtc.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs") &&
+                symbols.bind_optional(rtc.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs"))
+                read_supported_archs();
+        } catch (const Error& e) {
+            error = e.what();
+        }
+    }
+    void bind_required(const LibrarySymbols& symbols) {
+        symbols.bind(rtc.nvrtcCreateProgram, "nvrtcCreateProgram");
+        symbols.bind(rtc.nvrtcCompileProgram, "nvrtcCompileProgram");
+        symbols.bind(rtc.nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
+        symbols.bind(rtc.nvrtcGetCUBIN, "nvrtcGetCUBIN");
+        symbols.bind(rtc.nvrtcGetPTXSize, "nvrtcGetPTXSize");
+        symbols.bind(rtc.nvrtcGetPTX, "nvrtcGetPTX");
+        symbols.bind(rtc.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize");
+        symbols.bind(rtc.nvrtcGetProgramLog, "nvrtcGetProgramLog");
+        symbols.bind(rtc.nvrtcDestroyProgram, "nvrtcDestroyProgram");
+        symbols.bind(rtc.nvrtcGetErrorString, "nvrtcGetErrorString");
+        symbols.bind(rtc.nvrtcVersion, "nvrtcVersion");
+    }
+    void read_supported_archs() {
+        int count = 0;
+        if (rtc.nvrtcGetNumSupportedArchs(&count) != 0 || count <= 0) return;
+        supported_archs.resize(size_t(count));
+        if (rtc.nvrtcGetSupportedArchs(supported_archs.data()) != 0) supported_archs.clear();
+    }
+    std::vector<int> supported_archs;  // ascending, e.g. {75, 80, ..., 120}; empty: unknown
+};
+NvrtcLibrary& nvrtc_library() {
+    static NvrtcLibrary n;
+    return n;
+}
+
+}  // namespace
+
+std::string nvrtc_unavailable_reason() { return nvrtc_library().error; }
+
+namespace {
+struct CubinCache {
+    std::mutex mu;
+    CubinStore store;
+    std::atomic<int64_t> compiles{0}, disk_hits{0}, module_loads{0}, nvrtc_ns{0}, load_ns{0};
+};
+int64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                start)
+        .count();
+}
+CubinCache& cubin_cache() {
+    static CubinCache* c = new CubinCache;  // leaked: used until exit
+    return *c;
+}
+}  // namespace
+
+void set_cubin_store(CubinStore store) {
+    std::lock_guard lock(cubin_cache().mu);
+    cubin_cache().store = std::move(store);
+}
+
+CompileStats compile_stats() {
+    CubinCache& c = cubin_cache();
+    return {c.compiles.load(), c.disk_hits.load(), c.module_loads.load(),
+            double(c.nvrtc_ns.load()) * 1e-9, double(c.load_ns.load()) * 1e-9};
+}
+
+void count_module_load(std::chrono::steady_clock::duration took) {
+    ++cubin_cache().module_loads;
+    cubin_cache().load_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+}
+
+// The options every kernel compiles with (after --gpu-architecture); part of the cache key.
+constexpr const char* kNvrtcOptions[] = {"--std=c++17", "-default-device"};
+
+NvrtcTarget nvrtc_target(int arch) {
+    const std::vector<int>& known = nvrtc_library().supported_archs;
+    if (known.empty() || std::find(known.begin(), known.end(), arch) != known.end() ||
+        arch < known.front())
+        return {"sm_" + std::to_string(arch), false};
+    // A device newer than this NVRTC: PTX for the newest architecture it knows, which the
+    // driver compiles for the device when the module loads (PTX runs forward, cubins do not).
+    int newest = *std::max_element(known.begin(), known.end());
+    if (arch > newest) return {"compute_" + std::to_string(newest), true};
+    return {"sm_" + std::to_string(arch), false};  // an unlisted gap: let NVRTC say why
+}
+
+std::string nvrtc_version() {
+    NvrtcLibrary& lib = nvrtc_library();
+    KILN_CHECK(lib.error.empty(), "NVRTC: ", lib.error);
+    int major = 0, minor = 0;
+    lib.rtc.nvrtcVersion(&major, &minor);
+    return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string cubin_cache_key(const std::string& source, const std::string& name,
+                            const NvrtcTarget& target) {
+    std::string options;
+    for (const char* option : kNvrtcOptions) options += std::string(" ") + option;
+    return "kiln-cubin-v2 nvrtc " + nvrtc_version() + " --gpu-architecture=" + target.arch +
+           options + " " + (target.ptx ? "ptx" : "cubin") + " " + name + "\n" + source;
+}
+
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
+                                      const NvrtcTarget& target);
+
+std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
+    NvrtcLibrary& lib = nvrtc_library();
+    KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+    auto start = std::chrono::steady_clock::now();
+    if (ptx_only) {  // compile-only tests: never cached
+        std::string ptx =
+            compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
+        ++cubin_cache().compiles;
+        cubin_cache().nvrtc_ns += nanoseconds_since(start);
+        return ptx;
+    }
+    NvrtcTarget target = nvrtc_target(arch);
+    CubinStore store;
+    {
+        std::lock_guard lock(cubin_cache().mu);
+        store = cubin_cache().store;
+    }
+    std::string key;
+    if (store.load) {  // what decides the bytes: the compiler, the target, the options, the text
+        key = cubin_cache_key(source, name, target);
+        std::optional<std::string> cached = store.load(key);
+        cubin_cache().load_ns += nanoseconds_since(start);
+        if (cached) {
+            ++cubin_cache().disk_hits;
+            return *cached;
+        }
+    }
+    start = std::chrono::steady_clock::now();
+    std::string binary = compile_with_nvrtc(source, name, target);
+    ++cubin_cache().compiles;
+    cubin_cache().nvrtc_ns += nanoseconds_since(start);
+    if (!key.empty() && store.save) store.save(key, binary);
+    return binary;
+}
+
+static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
+                                      const NvrtcTarget& target) {
+    NvrtcLibrary& lib = nvrtc_library();
+    const Nvrtc& rtc = lib.rtc;
+    nvrtcProgram prog = nullptr;
+    KILN_CHECK(rtc.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == 0,
+               "NVRTC: cannot create a program for kernel ", name);
+    std::string arch_flag = "--gpu-architecture=" + target.arch;
+    std::vector<const char*> opts{arch_flag.c_str()};
+    for (const char* option : kNvrtcOptions) opts.push_back(option);
+    nvrtcResult res = rtc.nvrtcCompileProgram(prog, int(opts.size()), opts.data());
+    size_t log_size = 0;
+    rtc.nvrtcGetProgramLogSize(prog, &log_size);
+    std::string log(log_size, '\0');
+    if (log_size) rtc.nvrtcGetProgramLog(prog, log.data());
+    if (res != 0) {
+        rtc.nvrtcDestroyProgram(&prog);
+        fail("NVRTC could not compile kernel ", name, " for ", target.arch, ": ",
+             rtc.nvrtcGetErrorString(res), "\n", log, "\nsource:\n", source);
+    }
+    size_t size = 0;
+    (target.ptx ? rtc.nvrtcGetPTXSize : rtc.nvrtcGetCUBINSize)(prog, &size);
+    std::string binary(
+        size, '\0');  // PTX's size counts its terminating NUL, which cuModuleLoadData needs
+    (target.ptx ? rtc.nvrtcGetPTX : rtc.nvrtcGetCUBIN)(prog, binary.data());
+    rtc.nvrtcDestroyProgram(&prog);
+    return binary;
+}
+
+}  // namespace kiln::cuda::detail
