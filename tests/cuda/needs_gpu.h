@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
 
 namespace kiln_test {
 
@@ -22,5 +23,14 @@ struct NeedsGpu {
         return r;
     }
 };
+
+// For compile-only cases (NVRTC, no GPU): true when NVRTC loads; otherwise prints why the
+// case is skipped (`what` names the suite) and returns false.
+inline bool have_nvrtc(const std::string& what) {
+    const std::string why = kiln::cuda::detail::nvrtc_unavailable_reason();
+    if (why.empty()) return true;
+    std::cout << what << ": SKIPPED compile-only test (" << why << ")\n";
+    return false;
+}
 
 }  // namespace kiln_test
