@@ -8,7 +8,7 @@
 // Each measurement runs in a process of its own (this binary again, with --part), so its peak
 // RSS is its own and the thread counts and kernel cache are set before anything starts.
 // Prints one JSON object; bench/torch_models.py measures PyTorch the same way and
-// bench/compare_models.py joins the two into one table (docs/perf.md).
+// bench/compare_models.py joins the two into one table (docs/perf-models.md).
 //   build/bench_models [--quick] [--cuda]   # --quick: the 32x32 ResNet and the decoder only;
 //                                            # --cuda: on the GPU (one host thread)
 #include <sys/resource.h>

@@ -1,6 +1,6 @@
 // The cache of weights in oneDNN's layouts (tensor/conv_weight_cache.h). Without it every
 // convolution reordered its weights from OIHW on every call: about a fifth of ResNet-18's
-// oneDNN time at 224x224 (docs/perf.md).
+// oneDNN time at 224x224 (docs/perf-models.md).
 #ifdef KILN_HAVE_DNNL
 #include "tensor/conv_weight_cache.h"
 

@@ -119,7 +119,7 @@ Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvPara
 }
 
 // KILN_CONV=onednn-plain keeps oneDNN on kiln's NCHW/OIHW layouts (no reorders); by default
-// oneDNN picks its layouts and kiln reorders in and out, which measured faster (docs/perf.md).
+// oneDNN picks its layouts and kiln reorders in and out, which measured faster (docs/perf-models.md).
 bool plain_layouts() {
     const char* e = std::getenv("KILN_CONV");
     return e && std::string_view(e) == "onednn-plain";
