@@ -81,7 +81,6 @@ struct Cublas {
 };
 
 // Everything opened once, on first use. `error` says why CUDA is unusable ("" when usable).
-
 struct Runtime {
     Driver cu{};
     Cublas blas{};
@@ -131,40 +130,40 @@ struct Runtime {
         if (CUresult r = cu.cuStreamCreate(&stream, 0)) return "cuStreamCreate failed (" + cu_error(r) + ")";
         return "";
     }
-    void bind_driver(const LibrarySymbols& lib) {
-        lib.bind(cu.cuInit, "cuInit");
-        lib.bind(cu.cuDeviceGetCount, "cuDeviceGetCount");
-        lib.bind(cu.cuDeviceGet, "cuDeviceGet");
-        lib.bind(cu.cuDeviceGetName, "cuDeviceGetName");
-        lib.bind(cu.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-        lib.bind(cu.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-        lib.bind(cu.cuCtxSetCurrent, "cuCtxSetCurrent");
-        lib.bind(cu.cuCtxGetCurrent, "cuCtxGetCurrent");
-        lib.bind(cu.cuStreamCreate, "cuStreamCreate");
-        lib.bind(cu.cuStreamSynchronize, "cuStreamSynchronize");
-        lib.bind(cu.cuMemAlloc, "cuMemAlloc_v2");
-        lib.bind(cu.cuMemFree, "cuMemFree_v2");
-        lib.bind(cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-        lib.bind(cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
-        lib.bind(cu.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-        lib.bind(cu.cuMemsetD8Async, "cuMemsetD8Async");
-        lib.bind(cu.cuMemsetD32Async, "cuMemsetD32Async");
-        lib.bind(cu.cuModuleLoadData, "cuModuleLoadData");
-        lib.bind(cu.cuModuleGetFunction, "cuModuleGetFunction");
-        lib.bind(cu.cuLaunchKernel, "cuLaunchKernel");
-        lib.bind(cu.cuGetErrorString, "cuGetErrorString");
-        lib.bind(cu.cuFuncGetAttribute, "cuFuncGetAttribute");
-        lib.bind(cu.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
-        lib.bind(cu.cuStreamEndCapture, "cuStreamEndCapture");
-        lib.bind(cu.cuGraphInstantiate, "cuGraphInstantiateWithFlags");
-        lib.bind(cu.cuGraphLaunch, "cuGraphLaunch");
-        lib.bind(cu.cuGraphExecDestroy, "cuGraphExecDestroy");
-        lib.bind(cu.cuGraphDestroy, "cuGraphDestroy");
-        lib.bind(cu.cuEventCreate, "cuEventCreate");
-        lib.bind(cu.cuEventRecord, "cuEventRecord");
-        lib.bind(cu.cuEventSynchronize, "cuEventSynchronize");
-        lib.bind(cu.cuEventElapsedTime, "cuEventElapsedTime");
-        lib.bind(cu.cuEventDestroy, "cuEventDestroy_v2");
+    void bind_driver(const LibrarySymbols& symbols) {
+        symbols.bind(cu.cuInit, "cuInit");
+        symbols.bind(cu.cuDeviceGetCount, "cuDeviceGetCount");
+        symbols.bind(cu.cuDeviceGet, "cuDeviceGet");
+        symbols.bind(cu.cuDeviceGetName, "cuDeviceGetName");
+        symbols.bind(cu.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+        symbols.bind(cu.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+        symbols.bind(cu.cuCtxSetCurrent, "cuCtxSetCurrent");
+        symbols.bind(cu.cuCtxGetCurrent, "cuCtxGetCurrent");
+        symbols.bind(cu.cuStreamCreate, "cuStreamCreate");
+        symbols.bind(cu.cuStreamSynchronize, "cuStreamSynchronize");
+        symbols.bind(cu.cuMemAlloc, "cuMemAlloc_v2");
+        symbols.bind(cu.cuMemFree, "cuMemFree_v2");
+        symbols.bind(cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+        symbols.bind(cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+        symbols.bind(cu.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+        symbols.bind(cu.cuMemsetD8Async, "cuMemsetD8Async");
+        symbols.bind(cu.cuMemsetD32Async, "cuMemsetD32Async");
+        symbols.bind(cu.cuModuleLoadData, "cuModuleLoadData");
+        symbols.bind(cu.cuModuleGetFunction, "cuModuleGetFunction");
+        symbols.bind(cu.cuLaunchKernel, "cuLaunchKernel");
+        symbols.bind(cu.cuGetErrorString, "cuGetErrorString");
+        symbols.bind(cu.cuFuncGetAttribute, "cuFuncGetAttribute");
+        symbols.bind(cu.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+        symbols.bind(cu.cuStreamEndCapture, "cuStreamEndCapture");
+        symbols.bind(cu.cuGraphInstantiate, "cuGraphInstantiateWithFlags");
+        symbols.bind(cu.cuGraphLaunch, "cuGraphLaunch");
+        symbols.bind(cu.cuGraphExecDestroy, "cuGraphExecDestroy");
+        symbols.bind(cu.cuGraphDestroy, "cuGraphDestroy");
+        symbols.bind(cu.cuEventCreate, "cuEventCreate");
+        symbols.bind(cu.cuEventRecord, "cuEventRecord");
+        symbols.bind(cu.cuEventSynchronize, "cuEventSynchronize");
+        symbols.bind(cu.cuEventElapsedTime, "cuEventElapsedTime");
+        symbols.bind(cu.cuEventDestroy, "cuEventDestroy_v2");
     }
     std::string cu_error(CUresult r) {
         const char* s = nullptr;
