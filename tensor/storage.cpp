@@ -1,5 +1,5 @@
 // The caching allocator: size classes, best-fit reuse of freed blocks, least recently freed
-// blocks given back to the OS first. See docs/perf.md, "The buffer pool".
+// blocks given back to the OS first. See docs/architecture.md (its bullet on buffers and the caching pool).
 #include "tensor/storage.h"
 
 #include <malloc.h>
