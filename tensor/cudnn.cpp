@@ -405,9 +405,11 @@ struct Planner {
         set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
         if (failed(a.cudnnBackendFinalize(heur.get()), "the heuristics' finalize")) return {};
         int64_t count = 0;
-        check(a.cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-              "cudnnBackendGetAttribute(heuristics' result count)");
+        if (failed(a.cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+                   "the heuristics' result count") ||
+            count <= 0)
+            return {};
         std::vector<Descriptor> configs;
         std::vector<cudnnBackendDescriptor_t> raw;
         for (int64_t i = 0; i < count; ++i) {
@@ -415,9 +417,11 @@ struct Planner {
             raw.push_back(configs.back().get());
         }
         int64_t got = 0;
-        check(a.cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
-              "cudnnBackendGetAttribute(heuristics' results)");
+        if (failed(
+                a.cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
+                "the heuristics' results"))
+            return {};
         configs.resize(size_t(std::min(got, count)));
         return configs;
     }
@@ -566,8 +570,10 @@ ExecPlan make_plan(Planner& p, const int64_t align[3], void* const by_uid[3]) {
 }
 
 std::mutex g_mu;  // the plans, and the handle's use (one stream)
-std::map<std::vector<int64_t>, ExecPlan>& plans() {
-    static auto* m = new std::map<std::vector<int64_t>, ExecPlan>;  // leaked with the handle
+// (direction, geometry, dtype, TF32, the operands' alignments): no allocation per call.
+using PlanKey = std::array<int64_t, 20>;
+std::map<PlanKey, ExecPlan>& plans() {
+    static auto* m = new std::map<PlanKey, ExecPlan>;  // leaked with the handle
     return *m;
 }
 
@@ -576,9 +582,9 @@ std::map<std::vector<int64_t>, ExecPlan>& plans() {
 ExecPlan& plan_for(Direction d, const CudnnConv& g, void* const by_uid[3]) {
     bool math_tf32 = !g.f64 && tf32();
     int64_t align[3] = {alignment(by_uid[0]), alignment(by_uid[1]), alignment(by_uid[2])};
-    std::vector<int64_t> key = {d,        g.n,   g.c,       g.h,      g.w,      g.o,     g.kh,
-                                g.kw,     g.sh,  g.sw,      g.ph,     g.pw,     g.dh,    g.dw,
-                                g.groups, g.f64, math_tf32, align[0], align[1], align[2]};
+    PlanKey key = {d,        g.n,   g.c,       g.h,      g.w,      g.o,     g.kh,
+                   g.kw,     g.sh,  g.sw,      g.ph,     g.pw,     g.dh,    g.dw,
+                   g.groups, g.f64, math_tf32, align[0], align[1], align[2]};
     auto [it, fresh] = plans().try_emplace(key);
     ExecPlan& plan = it->second;
     if (!fresh) {
