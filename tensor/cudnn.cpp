@@ -91,6 +91,7 @@ struct Library {
     cudnnHandle_t handle = nullptr;
     std::string error;  // why cuDNN cannot be used ("" when it can)
     int64_t version = 0;
+    bool bound = false;  // the entry points (cudnn_check_graph binds them without a GPU too)
 
     Library() { error = load(); }
 
@@ -117,6 +118,23 @@ struct Library {
 
     std::string load() {
         if (!is_available()) return "CUDA is not available: " + unavailable_reason();
+        if (std::string why = bind_api(); !why.empty()) return why;
+        void* stream = nullptr;
+        try {
+            stream = library_stream(
+                "cuDNN");  // the device's context current before cuDNN makes its handle
+        } catch (const Error& e) {
+            return e.what();
+        }
+        if (cudnnStatus_t s = api.cudnnCreate(&handle))
+            return std::string("cudnnCreate failed (") + api.cudnnGetErrorString(s) + ")";
+        if (cudnnStatus_t s = api.cudnnSetStream(handle, stream))
+            return std::string("cudnnSetStream failed (") + api.cudnnGetErrorString(s) + ")";
+        return "";
+    }
+
+    // Opens the library and binds the entry points (no GPU needed): "" when they are bound.
+    std::string bind_api() {
         std::string why;
         void* lib = open(why);
         if (!lib)
@@ -151,17 +169,7 @@ struct Library {
         version = int64_t(a.cudnnGetVersion());
         if (version < 90000)
             return "libcudnn: version " + std::to_string(version) + " found, kiln needs cuDNN 9";
-        void* stream = nullptr;
-        try {
-            stream = library_stream(
-                "cuDNN");  // the device's context current before cuDNN makes its handle
-        } catch (const Error& e) {
-            return e.what();
-        }
-        if (cudnnStatus_t s = a.cudnnCreate(&handle))
-            return std::string("cudnnCreate failed (") + a.cudnnGetErrorString(s) + ")";
-        if (cudnnStatus_t s = a.cudnnSetStream(handle, stream))
-            return std::string("cudnnSetStream failed (") + a.cudnnGetErrorString(s) + ")";
+        bound = true;
         return "";
     }
 };
@@ -391,7 +399,8 @@ struct Planner {
         Descriptor graph = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
         cudnnBackendDescriptor_t op_raw = op.get();
         set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op_raw);
-        set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        if (handle)  // none in cudnn_check_graph without a GPU
+            set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
         finalize(graph, "operation graph");
         parts.push_back(std::move(op));
         parts.push_back(std::move(graph));
@@ -704,6 +713,26 @@ bool cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, vo
 }
 bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw) {
     return run(kFilter, g, x, dy, dw, nullptr);
+}
+
+std::string cudnn_check_graph(const CudnnConv& g, int direction) {
+    KILN_CHECK(direction >= 0 && direction < 3, "cudnn_check_graph: direction ", direction,
+               " is not 0 (forward), 1 (input gradient) or 2 (weight gradient)");
+    Library& lib = library();
+    std::lock_guard lock(g_mu);
+    if (!lib.bound) {
+        std::string why = lib.bind_api();
+        KILN_CHECK(why.empty(), "cudnn_check_graph: ", why);
+    }
+    Planner p{.d = Direction(direction), .g = g, .tf32 = false};
+    std::vector<Descriptor> parts;
+    const int64_t align[3] = {16, 16, 16};
+    try {
+        p.graph(align, parts);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";  // no heuristics query: without a device cuDNN 9.19's crashes (SIGFPE)
 }
 
 CudnnStats cudnn_stats() { return {g_calls.load(), g_plans.load(), g_plan_reuses.load()}; }

@@ -43,6 +43,13 @@ bool cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, vo
 // dw = the weight gradient, from x and the output gradient dy.
 bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw);
 
+// For tests without a GPU: builds and finalizes `g`'s operation graph for `direction` (0
+// forward, 1 input gradient, 2 weight gradient) in the library found as above, as a first call
+// would before choosing an engine (which needs a device). "" when cuDNN accepts it, else the
+// error naming the geometry and cuDNN's message; raises a kiln::Error when the library cannot
+// be loaded.
+std::string cudnn_check_graph(const CudnnConv& g, int direction);
+
 struct CudnnStats {
     int64_t calls = 0;  // convolutions run (each direction counts one)
     // Execution plans made: one per direction, geometry, dtype, TF32 switch and the operands'
