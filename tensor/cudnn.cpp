@@ -684,6 +684,7 @@ bool run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, vo
     if (bias) add_bias(p, g, bias, out);
     return true;
 }
+
 }  // namespace
 
 int64_t CudnnConv::out_h() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
