@@ -82,3 +82,14 @@ endforeach()
 # CUDA libraries hidden (LD_LIBRARY_PATH pointing nowhere): kiln still starts and says why
 # CUDA is unavailable (tests/cuda/hidden_libraries.sh).
 add_test(NAME cuda.hidden_libraries COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda/hidden_libraries.sh $<TARGET_FILE:kiln_cli>)
+
+# tests/tensor/test_cudnn_api.cpp checks tensor/cudnn_api.h against cuDNN's own headers where
+# they are installed (cudnn_graph.h, and CUDA's cuda_runtime_api.h that it includes).
+find_path(KILN_CUDNN_INCLUDE_DIR cudnn_graph.h PATHS /usr/local/cuda/include)
+find_path(KILN_CUDART_INCLUDE_DIR cuda_runtime_api.h PATHS /usr/local/cuda/include)
+if(KILN_CUDNN_INCLUDE_DIR AND KILN_CUDART_INCLUDE_DIR)
+  set_property(SOURCE tests/tensor/test_cudnn_api.cpp APPEND PROPERTY INCLUDE_DIRECTORIES
+               ${KILN_CUDNN_INCLUDE_DIR} ${KILN_CUDART_INCLUDE_DIR})
+  set_property(SOURCE tests/tensor/test_cudnn_api.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+               KILN_HAVE_CUDNN_HEADERS)
+endif()

@@ -1,12 +1,18 @@
-// cuDNN's legacy convolution API through dlopen (tensor/cudnn.h): descriptors and algorithms
-// made once per convolution geometry, each call put on kiln's stream with its workspace from
-// kiln's caching allocator.
+// CUDA convolutions through cuDNN's backend (graph) API, opened with dlopen (tensor/cudnn.h).
+// Per geometry and direction, once: an operation graph of one convolution, an engine config
+// (cuDNN's heuristics, or the fastest candidate timed), its execution plan finalized and
+// cached. Per call: a variant pack (the data pointers and a workspace from kiln's caching
+// allocator) executed on kiln's stream. cuDNN's legacy cudnnConvolution* entry points build
+// and finalize such a plan on every call, which made a small convolution host-bound.
 #include "tensor/cudnn.h"
 
 #include <glob.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,76 +21,16 @@
 #include <type_traits>
 #include <vector>
 
+#include "jit/log.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/cudnn_api.h"
 #include "tensor/error.h"
 
 namespace kiln::cuda::detail {
 namespace {
 
-// --- The C declarations kiln uses, with the values of cuDNN 9's public headers
-// (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h).
-using cudnnStatus_t = int;  // CUDNN_STATUS_SUCCESS = 0
-using cudnnHandle_t = void*;
-using cudnnTensorDescriptor_t = void*;
-using cudnnFilterDescriptor_t = void*;
-using cudnnConvolutionDescriptor_t = void*;
-constexpr int kDataFloat = 0,
-              kDataDouble = 1;        // cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
-constexpr int kNchw = 0;              // cudnnTensorFormat_t: CUDNN_TENSOR_NCHW
-constexpr int kCrossCorrelation = 1;  // cudnnConvolutionMode_t: CUDNN_CROSS_CORRELATION
-// cudnnMathType_t: CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, CUDNN_FMA_MATH
-constexpr int kTensorOpMath = 1, kAllowConversion = 2, kFmaMath = 3;
-
-// cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t: one layout for the three directions.
-struct AlgoPerf {
-    int algo;
-    cudnnStatus_t status;
-    float time;
-    size_t memory;
-    int determinism;
-    int math_type;
-    int reserved[3];
-};
-
-using Describe = cudnnStatus_t (*)(void*);
-struct Api {
-    cudnnStatus_t (*cudnnCreate)(cudnnHandle_t*);
-    cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, void*);
-    const char* (*cudnnGetErrorString)(cudnnStatus_t);
-    size_t (*cudnnGetVersion)();
-    cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t*);
-    cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, int, int, int, int, int,
-                                                int);
-    cudnnStatus_t (*cudnnCreateFilterDescriptor)(cudnnFilterDescriptor_t*);
-    cudnnStatus_t (*cudnnSetFilter4dDescriptor)(cudnnFilterDescriptor_t, int, int, int, int, int,
-                                                int);
-    cudnnStatus_t (*cudnnCreateConvolutionDescriptor)(cudnnConvolutionDescriptor_t*);
-    cudnnStatus_t (*cudnnSetConvolution2dDescriptor)(cudnnConvolutionDescriptor_t, int, int, int,
-                                                     int, int, int, int, int);
-    cudnnStatus_t (*cudnnSetConvolutionGroupCount)(cudnnConvolutionDescriptor_t, int);
-    cudnnStatus_t (*cudnnSetConvolutionMathType)(cudnnConvolutionDescriptor_t, int);
-    // (handle, the three operand descriptors in the direction's order, conv, requested, returned,
-    // perf)
-    using Choose = cudnnStatus_t (*)(cudnnHandle_t, void*, void*, cudnnConvolutionDescriptor_t,
-                                     void*, int, int*, AlgoPerf*);
-    Choose cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionBackwardDataAlgorithm_v7,
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7;
-    Choose cudnnFindConvolutionForwardAlgorithm, cudnnFindConvolutionBackwardDataAlgorithm,
-        cudnnFindConvolutionBackwardFilterAlgorithm;
-    // (handle, the three operand descriptors, conv, algo, bytes)
-    using Workspace = cudnnStatus_t (*)(cudnnHandle_t, void*, void*, cudnnConvolutionDescriptor_t,
-                                        void*, int, size_t*);
-    Workspace cudnnGetConvolutionForwardWorkspaceSize, cudnnGetConvolutionBackwardDataWorkspaceSize,
-        cudnnGetConvolutionBackwardFilterWorkspaceSize;
-    // (handle, alpha, desc a, a, desc b, b, conv, algo, workspace, bytes, beta, desc out, out)
-    using Run = cudnnStatus_t (*)(cudnnHandle_t, const void*, void*, const void*, void*,
-                                  const void*, cudnnConvolutionDescriptor_t, int, void*, size_t,
-                                  const void*, void*, void*);
-    Run cudnnConvolutionForward, cudnnConvolutionBackwardData, cudnnConvolutionBackwardFilter;
-    cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t,
-                                    const void*, const void*, cudnnTensorDescriptor_t, void*);
-};
+using namespace cudnn_api;
 
 bool is_folder(const std::string& path) {
     struct stat st {};
@@ -145,6 +91,7 @@ struct Library {
     cudnnHandle_t handle = nullptr;
     std::string error;  // why cuDNN cannot be used ("" when it can)
     int64_t version = 0;
+    bool bound = false;  // the entry points (cudnn_check_graph binds them without a GPU too)
 
     Library() { error = load(); }
 
@@ -171,6 +118,23 @@ struct Library {
 
     std::string load() {
         if (!is_available()) return "CUDA is not available: " + unavailable_reason();
+        if (std::string why = bind_api(); !why.empty()) return why;
+        void* stream = nullptr;
+        try {
+            stream = library_stream(
+                "cuDNN");  // the device's context current before cuDNN makes its handle
+        } catch (const Error& e) {
+            return e.what();
+        }
+        if (cudnnStatus_t s = api.cudnnCreate(&handle))
+            return std::string("cudnnCreate failed (") + api.cudnnGetErrorString(s) + ")";
+        if (cudnnStatus_t s = api.cudnnSetStream(handle, stream))
+            return std::string("cudnnSetStream failed (") + api.cudnnGetErrorString(s) + ")";
+        return "";
+    }
+
+    // Opens the library and binds the entry points (no GPU needed): "" when they are bound.
+    std::string bind_api() {
         std::string why;
         void* lib = open(why);
         if (!lib)
@@ -184,53 +148,24 @@ struct Library {
             symbols.bind(a.cudnnSetStream, "cudnnSetStream");
             symbols.bind(a.cudnnGetErrorString, "cudnnGetErrorString");
             symbols.bind(a.cudnnGetVersion, "cudnnGetVersion");
+            symbols.bind(a.cudnnBackendCreateDescriptor, "cudnnBackendCreateDescriptor");
+            symbols.bind(a.cudnnBackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
+            symbols.bind(a.cudnnBackendFinalize, "cudnnBackendFinalize");
+            symbols.bind(a.cudnnBackendSetAttribute, "cudnnBackendSetAttribute");
+            symbols.bind(a.cudnnBackendGetAttribute, "cudnnBackendGetAttribute");
+            symbols.bind(a.cudnnBackendExecute, "cudnnBackendExecute");
             symbols.bind(a.cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor");
             symbols.bind(a.cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
-            symbols.bind(a.cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor");
-            symbols.bind(a.cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
-            symbols.bind(a.cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
-            symbols.bind(a.cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
-            symbols.bind(a.cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
-            symbols.bind(a.cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType");
-            symbols.bind(a.cudnnGetConvolutionForwardAlgorithm_v7,
-                         "cudnnGetConvolutionForwardAlgorithm_v7");
-            symbols.bind(a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
-                         "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-            symbols.bind(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-                         "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-            symbols.bind(a.cudnnFindConvolutionForwardAlgorithm,
-                         "cudnnFindConvolutionForwardAlgorithm");
-            symbols.bind(a.cudnnFindConvolutionBackwardDataAlgorithm,
-                         "cudnnFindConvolutionBackwardDataAlgorithm");
-            symbols.bind(a.cudnnFindConvolutionBackwardFilterAlgorithm,
-                         "cudnnFindConvolutionBackwardFilterAlgorithm");
-            symbols.bind(a.cudnnGetConvolutionForwardWorkspaceSize,
-                         "cudnnGetConvolutionForwardWorkspaceSize");
-            symbols.bind(a.cudnnGetConvolutionBackwardDataWorkspaceSize,
-                         "cudnnGetConvolutionBackwardDataWorkspaceSize");
-            symbols.bind(a.cudnnGetConvolutionBackwardFilterWorkspaceSize,
-                         "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-            symbols.bind(a.cudnnConvolutionForward, "cudnnConvolutionForward");
-            symbols.bind(a.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
-            symbols.bind(a.cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
             symbols.bind(a.cudnnAddTensor, "cudnnAddTensor");
+            // cuDNN 9.0 may lack it: error messages then give the status only
+            symbols.bind_optional(a.cudnnGetLastErrorString, "cudnnGetLastErrorString");
         } catch (const Error& e) {
             return e.what();
         }
         version = int64_t(a.cudnnGetVersion());
         if (version < 90000)
             return "libcudnn: version " + std::to_string(version) + " found, kiln needs cuDNN 9";
-        void* stream = nullptr;
-        try {
-            stream = library_stream(
-                "cuDNN");  // the device's context current before cuDNN makes its handle
-        } catch (const Error& e) {
-            return e.what();
-        }
-        if (cudnnStatus_t s = a.cudnnCreate(&handle))
-            return std::string("cudnnCreate failed (") + a.cudnnGetErrorString(s) + ")";
-        if (cudnnStatus_t s = a.cudnnSetStream(handle, stream))
-            return std::string("cudnnSetStream failed (") + a.cudnnGetErrorString(s) + ")";
+        bound = true;
         return "";
     }
 };
@@ -240,154 +175,101 @@ Library& library() {
     return *lib;
 }
 
-std::atomic<int64_t> g_calls{0}, g_plans{0};
-
-void check(cudnnStatus_t s, const char* what, const CudnnConv& g) {
-    KILN_CHECK(s == 0, "conv2d on CUDA: cuDNN ", what, " failed (",
-               library().api.cudnnGetErrorString(s), ", status ", s, ") for input [", g.n, ", ",
-               g.c, ", ", g.h, ", ", g.w, "], weight [", g.o, ", ", g.c / g.groups, ", ", g.kh,
-               ", ", g.kw, "], stride ", g.sh, "x", g.sw, ", padding ", g.ph, "x", g.pw,
-               ", dilation ", g.dh, "x", g.dw, ", groups ", g.groups);
-}
+std::atomic<int64_t> g_calls{0}, g_plans{0}, g_plan_reuses{0};
 
 // KILN_CUDNN_TF32=1 lets float32 convolutions use tensor cores (TF32 inputs, as PyTorch's
-// default torch.backends.cudnn.allow_tf32); by default they are exact float32 (FMA), as
-// kiln's cuBLAS matmuls.
+// default torch.backends.cudnn.allow_tf32); by default they are exact float32 (no engine that
+// cuDNN notes as using tensor cores), as kiln's cuBLAS matmuls.
 bool tf32() {
     const char* e = std::getenv("KILN_CUDNN_TF32");
     return e && std::string_view(e) == "1";
 }
-// KILN_CUDNN_BENCHMARK=1 times the candidate algorithms once per geometry (cudnnFind*, as
-// torch.backends.cudnn.benchmark); by default cuDNN's heuristics choose (cudnnGet*_v7).
+// KILN_CUDNN_BENCHMARK=1 times the candidate engine configs once per geometry and direction
+// (as torch.backends.cudnn.benchmark); by default the first that heuristics mode A ranks and
+// that finalizes is taken.
 bool benchmark() {
     const char* e = std::getenv("KILN_CUDNN_BENCHMARK");
     return e && std::string_view(e) == "1";
 }
 
 enum Direction { kForward = 0, kData = 1, kFilter = 2 };
-struct Choice {
-    bool made = false;
-    int algo = 0;
-    int math_type = kFmaMath;  // set on the convolution descriptor before each call
-    size_t workspace_bytes = 0;
-};
-// Descriptors of one geometry, and the algorithm chosen for each direction.
-struct Plan {
-    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-    cudnnFilterDescriptor_t w = nullptr;
-    cudnnConvolutionDescriptor_t conv = nullptr;
-    Choice choice[3];
-    bool tf32 = false;  // float32 may run on tensor cores (KILN_CUDNN_TF32=1 when planned)
-};
+const char* const kDirectionNames[3] = {"forward", "input gradient", "weight gradient"};
 
-std::mutex g_mu;  // the plans, and the handle's use (one stream)
-std::map<std::vector<int64_t>, Plan>& plans() {
-    static auto* m = new std::map<std::vector<int64_t>, Plan>;  // leaked with the handle
-    return *m;
+std::string geometry_text(const CudnnConv& g) {
+    auto s = [](int64_t v) { return std::to_string(v); };
+    return "input [" + s(g.n) + ", " + s(g.c) + ", " + s(g.h) + ", " + s(g.w) + "], weight [" +
+           s(g.o) + ", " + s(g.c / g.groups) + ", " + s(g.kh) + ", " + s(g.kw) + "], stride " +
+           s(g.sh) + "x" + s(g.sw) + ", padding " + s(g.ph) + "x" + s(g.pw) + ", dilation " +
+           s(g.dh) + "x" + s(g.dw) + ", groups " + s(g.groups) +
+           (g.f64 ? ", float64" : ", float32");
 }
 
-int as_int(int64_t v, const CudnnConv& g) {
-    KILN_CHECK(v >= 0 && v < (int64_t(1) << 31), "conv2d on CUDA: size ", v,
-               " passes cuDNN's int range (input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "])");
-    return int(v);
-}
-
-Plan& plan_for(const CudnnConv& g) {
-    bool math_tf32 = !g.f64 && tf32();
-    std::vector<int64_t> key = {g.n,  g.c,  g.h,  g.w,  g.o,  g.kh,     g.kw,           g.sh,
-                                g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, int64_t(g.f64), math_tf32};
-    auto [it, fresh] = plans().try_emplace(key);
-    Plan& p = it->second;
-    if (!fresh) return p;
-    p.tf32 = math_tf32;
+// cuDNN's name for a status, and its own message for the last failure where it has one.
+std::string status_text(cudnnStatus_t s) {
     const Api& a = library().api;
-    int dt = g.f64 ? kDataDouble : kDataFloat;
-    try {
-        check(a.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor", g);
-        check(a.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor", g);
-        check(a.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor", g);
-        check(a.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor", g);
-        check(a.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor", g);
-        check(a.cudnnSetTensor4dDescriptor(p.x, kNchw, dt, as_int(g.n, g), as_int(g.c, g),
-                                           as_int(g.h, g), as_int(g.w, g)),
-              "cudnnSetTensor4dDescriptor (input)", g);
-        check(a.cudnnSetTensor4dDescriptor(p.y, kNchw, dt, as_int(g.n, g), as_int(g.o, g),
-                                           as_int(g.out_h(), g), as_int(g.out_w(), g)),
-              "cudnnSetTensor4dDescriptor (output)", g);
-        check(a.cudnnSetTensor4dDescriptor(p.bias, kNchw, dt, 1, as_int(g.o, g), 1, 1),
-              "cudnnSetTensor4dDescriptor (bias)", g);
-        check(
-            a.cudnnSetFilter4dDescriptor(p.w, dt, kNchw, as_int(g.o, g), as_int(g.c / g.groups, g),
-                                         as_int(g.kh, g), as_int(g.kw, g)),
-            "cudnnSetFilter4dDescriptor", g);
-        check(a.cudnnSetConvolution2dDescriptor(p.conv, as_int(g.ph, g), as_int(g.pw, g),
-                                                as_int(g.sh, g), as_int(g.sw, g), as_int(g.dh, g),
-                                                as_int(g.dw, g), kCrossCorrelation, dt),
-              "cudnnSetConvolution2dDescriptor", g);
-        check(a.cudnnSetConvolutionGroupCount(p.conv, as_int(g.groups, g)),
-              "cudnnSetConvolutionGroupCount", g);
-        check(a.cudnnSetConvolutionMathType(p.conv, math_tf32 ? kTensorOpMath : kFmaMath),
-              "cudnnSetConvolutionMathType", g);
-    } catch (...) {
-        plans().erase(it);  // descriptors leak on this error path only; the geometry is refused
-        throw;
+    std::string out = std::string(a.cudnnGetErrorString(s)) + ", status " + std::to_string(s);
+    if (a.cudnnGetLastErrorString) {
+        char message[512] = {};
+        a.cudnnGetLastErrorString(message, sizeof message);
+        if (message[0]) out += ": " + std::string(message);
     }
-    ++g_plans;
-    return p;
+    return out;
 }
 
-// The most workspace an algorithm may ask for; above it the next candidate is taken.
+// One backend descriptor, destroyed with its owner. Cached plans are never destroyed: like
+// the handle, they live until exit.
+class Descriptor {
+   public:
+    Descriptor() = default;
+    Descriptor(Descriptor&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+    Descriptor& operator=(Descriptor&& o) noexcept {
+        std::swap(d_, o.d_);
+        return *this;
+    }
+    ~Descriptor() {
+        if (d_) library().api.cudnnBackendDestroyDescriptor(d_);
+    }
+    cudnnBackendDescriptor_t get() const { return d_; }
+    cudnnBackendDescriptor_t* out() { return &d_; }
+
+   private:
+    cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// The unique ids of the three tensors in a graph and in each call's variant pack.
+constexpr int64_t kUidX = 0, kUidW = 1, kUidY = 2;
+// Each direction's (a, b, out) operands of run(), as tensor ids.
+constexpr int64_t kOperandUids[3][3] = {{kUidX, kUidW, kUidY},   // (x, w) -> y
+                                        {kUidW, kUidY, kUidX},   // (w, dy) -> dx
+                                        {kUidX, kUidY, kUidW}};  // (x, dy) -> dw
+// Each direction's operation descriptor and its attributes for the x, w, y tensors (or their
+// gradients), the convolution, alpha and beta.
+struct OperationNames {
+    int type, x, w, y, conv, alpha, beta;
+};
+constexpr OperationNames kOperations[3] = {
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
+};
+
+// The most workspace an engine config may ask for; above it the next candidate is taken.
 constexpr size_t kMaxWorkspaceBytes = size_t(1) << 30;
-
-// The direction's algorithm, chosen on first use: cuDNN's heuristic order (or, with
-// KILN_CUDNN_BENCHMARK=1 outside a CUDA graph capture, measured), the first candidate that
-// is supported and fits the workspace limit.
-const Choice& choose(Plan& p, Direction d, const CudnnConv& g) {
-    Choice& c = p.choice[d];
-    if (c.made) return c;
-    const Api& a = library().api;
-    // Each direction's descriptors in the order its functions take them.
-    void* operands[3][3] = {{p.x, p.w, p.y}, {p.w, p.y, p.x}, {p.x, p.y, p.w}};
-    void** o = operands[d];
-    bool measure = benchmark() && !capturing();
-    Api::Choose get[3] = {a.cudnnGetConvolutionForwardAlgorithm_v7,
-                          a.cudnnGetConvolutionBackwardDataAlgorithm_v7,
-                          a.cudnnGetConvolutionBackwardFilterAlgorithm_v7};
-    Api::Choose find[3] = {a.cudnnFindConvolutionForwardAlgorithm,
-                           a.cudnnFindConvolutionBackwardDataAlgorithm,
-                           a.cudnnFindConvolutionBackwardFilterAlgorithm};
-    Api::Workspace size[3] = {a.cudnnGetConvolutionForwardWorkspaceSize,
-                              a.cudnnGetConvolutionBackwardDataWorkspaceSize,
-                              a.cudnnGetConvolutionBackwardFilterWorkspaceSize};
-    AlgoPerf perf[16] = {};
-    int returned = 0;
-    if (measure) synchronize();  // cudnnFind* runs on its own: kiln's queued work first
-    check(
-        (measure ? find : get)[d](library().handle, o[0], o[1], p.conv, o[2], 16, &returned, perf),
-        measure ? "cudnnFindConvolution*Algorithm" : "cudnnGetConvolution*Algorithm_v7", g);
-    for (int i = 0; i < returned; ++i) {
-        if (perf[i].status != 0) continue;
-        // cuDNN lists candidates of every math type and leaves setting it to the caller: exact
-        // float32 (and float64) takes FMA math whatever the candidate says, as PyTorch does
-        // without allow_tf32; with TF32 allowed each candidate runs with its own.
-        int math = p.tf32 ? perf[i].math_type : kFmaMath;
-        if (!p.tf32 && perf[i].math_type != kFmaMath && perf[i].math_type != 0)
-            continue;                                         // 0: default math
-        if (perf[i].math_type == kAllowConversion) continue;  // may round float32 to half
-        check(a.cudnnSetConvolutionMathType(p.conv, math), "cudnnSetConvolutionMathType", g);
-        size_t bytes = 0;
-        if (size[d](library().handle, o[0], o[1], p.conv, o[2], perf[i].algo, &bytes) != 0)
-            continue;
-        if (bytes > kMaxWorkspaceBytes) continue;
-        c = {true, perf[i].algo, math, bytes};
-        return c;
-    }
-    const char* names[3] = {"forward", "input gradient", "weight gradient"};
-    fail("conv2d on CUDA: cuDNN has no ", names[d], " algorithm for input [", g.n, ", ", g.c, ", ",
-         g.h, ", ", g.w, "], weight [", g.o, ", ", g.c / g.groups, ", ", g.kh, ", ", g.kw,
-         "] within ", kMaxWorkspaceBytes >> 20, " MiB of workspace (", returned,
-         " candidates); KILN_CUDNN=0 runs im2col + GEMM");
-}
+// KILN_CUDNN_BENCHMARK=1 times at most this many candidates (PyTorch's default limit is 10).
+constexpr size_t kMaxTimedCandidates = 10;
 
 // A workspace from kiln's allocator for the length of one call (stream-ordered: the next user
 // of the block runs after this call on the same stream).
@@ -404,58 +286,398 @@ struct Workspace {
     Workspace& operator=(const Workspace&) = delete;
 };
 
-// Runs one direction: out = op(a, b), alpha 1 and beta 0 of the data's type. False, with a
-// note the first time, when cuDNN cannot plan this geometry (a descriptor it refuses, no
-// algorithm): the caller runs im2col + GEMM. A failure of the call itself raises.
+// One direction of one geometry, planned: the finalized execution plan and the descriptors it
+// was built from (kept while it lives), or why cuDNN cannot run it (the caller then runs
+// im2col + GEMM).
+struct ExecPlan {
+    bool usable = false;
+    std::string refused;  // why not usable
+    Descriptor plan;
+    int64_t workspace_bytes = 0;
+    std::vector<Descriptor> parts;  // tensors, convolution, operation, graph, engine config
+    std::string engine;             // what was chosen, for KILN_LOGS=cudnn
+    // The bias add after a forward plan (legacy descriptors, made on the first call with a bias).
+    cudnnTensorDescriptor_t bias = nullptr, y = nullptr;
+};
+
+// The largest power of two (at most 16) dividing the address: cuDNN needs each tensor's byte
+// alignment, and a view's data may start anywhere in its storage.
+int64_t alignment(const void* p) {
+    int64_t a = 1;
+    while (a < 16 && reinterpret_cast<uintptr_t>(p) % (a * 2) == 0) a *= 2;
+    return a;
+}
+
+// Builds one plan: its calls check cuDNN's status and raise a kiln::Error naming the
+// direction, the geometry and cuDNN's message.
+struct Planner {
+    const Api& a = library().api;
+    cudnnHandle_t handle = library().handle;
+    Direction d;
+    const CudnnConv& g;
+    bool tf32;
+    std::string last_failure;  // cuDNN's message for the last candidate it refused
+
+    void check(cudnnStatus_t s, const std::string& what) const {
+        KILN_CHECK(s == CUDNN_STATUS_SUCCESS, "conv2d on CUDA: cuDNN ", what, " failed (",
+                   status_text(s), ") planning the ", kDirectionNames[d], " of ", geometry_text(g));
+    }
+    Descriptor create(int type) const {
+        Descriptor out;
+        check(a.cudnnBackendCreateDescriptor(type, out.out()),
+              "cudnnBackendCreateDescriptor(type " + std::to_string(type) + ")");
+        return out;
+    }
+    void set(const Descriptor& desc, int name, int type, int64_t count, const void* elems) const {
+        check(a.cudnnBackendSetAttribute(desc.get(), name, type, count, elems),
+              "cudnnBackendSetAttribute(attribute " + std::to_string(name) + ")");
+    }
+    void finalize(const Descriptor& desc, const char* what) const {
+        check(a.cudnnBackendFinalize(desc.get()),
+              std::string("cudnnBackendFinalize(") + what + ")");
+    }
+    int data_type() const { return g.f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+
+    // A contiguous NCHW (or OIHW) tensor.
+    Descriptor tensor(int64_t uid, std::array<int64_t, 4> dims, int64_t align) const {
+        Descriptor t = create(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+        std::array<int64_t, 4> strides = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3],
+                                          1};
+        int dt = data_type();
+        set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+        set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data());
+        set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data());
+        set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+        set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+        finalize(t, "tensor");
+        return t;
+    }
+    // Cross-correlation (what conv2d computes); padding on both sides, as PyTorch's. Groups
+    // are not an attribute: cuDNN reads them from the weight's C / groups channels.
+    Descriptor convolution() const {
+        Descriptor c = create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+        int dt = data_type(), mode = CUDNN_CROSS_CORRELATION;
+        int64_t spatial = 2;
+        int64_t dilation[2] = {g.dh, g.dw}, stride[2] = {g.sh, g.sw}, padding[2] = {g.ph, g.pw};
+        set(c, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+        set(c, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+        set(c, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial);
+        set(c, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation);
+        set(c, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
+        set(c, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
+        set(c, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
+        finalize(c, "convolution");
+        return c;
+    }
+
+    // The operation graph of this direction's one convolution (out = 1 * conv + 0 * out);
+    // its parts are appended to `parts`, the graph last.
+    void graph(const int64_t align[3], std::vector<Descriptor>& parts) const {
+        parts.push_back(tensor(kUidX, {g.n, g.c, g.h, g.w}, align[kUidX]));
+        parts.push_back(tensor(kUidW, {g.o, g.c / g.groups, g.kh, g.kw}, align[kUidW]));
+        parts.push_back(tensor(kUidY, {g.n, g.o, g.out_h(), g.out_w()}, align[kUidY]));
+        parts.push_back(convolution());
+        const OperationNames& names = kOperations[d];
+        Descriptor op = create(names.type);
+        cudnnBackendDescriptor_t x = parts[0].get(), w = parts[1].get(), y = parts[2].get(),
+                                 conv = parts[3].get();
+        set(op, names.x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+        set(op, names.w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+        set(op, names.y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+        set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+        // alpha and beta in the computation's type: double for float64, else float
+        double one_d = 1, zero_d = 0;
+        float one_f = 1, zero_f = 0;
+        int scalar = g.f64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+        set(op, names.alpha, scalar, 1, g.f64 ? static_cast<const void*>(&one_d) : &one_f);
+        set(op, names.beta, scalar, 1, g.f64 ? static_cast<const void*>(&zero_d) : &zero_f);
+        finalize(op, "operation");
+        Descriptor graph = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+        cudnnBackendDescriptor_t op_raw = op.get();
+        set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op_raw);
+        if (handle)  // none in cudnn_check_graph without a GPU
+            set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        finalize(graph, "operation graph");
+        parts.push_back(std::move(op));
+        parts.push_back(std::move(graph));
+    }
+
+    // The engine configs heuristics `mode` ranks for the graph, best first; none where the
+    // mode does not support the graph.
+    std::vector<Descriptor> candidates(cudnnBackendDescriptor_t graph, int mode) {
+        Descriptor heur = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+        set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+        if (failed(a.cudnnBackendFinalize(heur.get()), "the heuristics' finalize")) return {};
+        int64_t count = 0;
+        if (failed(a.cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+                   "the heuristics' result count") ||
+            count <= 0)
+            return {};
+        std::vector<Descriptor> configs;
+        std::vector<cudnnBackendDescriptor_t> raw;
+        for (int64_t i = 0; i < count; ++i) {
+            configs.push_back(create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+            raw.push_back(configs.back().get());
+        }
+        int64_t got = 0;
+        if (failed(
+                a.cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
+                "the heuristics' results"))
+            return {};
+        configs.resize(size_t(std::min(got, count)));
+        return configs;
+    }
+
+    // Whether a candidate's failure is skipped: true, and cuDNN's message kept for the refusal
+    // note, when `s` is not success.
+    bool failed(cudnnStatus_t s, const char* what) {
+        if (s == CUDNN_STATUS_SUCCESS) return false;
+        last_failure = std::string(what) + ": " + status_text(s);
+        return true;
+    }
+
+    // Whether the config keeps kiln's numbers (its engine's number in `engine`, for logs): no
+    // engine that rounds inputs to a narrower type; for exact float32 (TF32 off) none on tensor
+    // cores (TF32) and none with reduced-precision reductions. float64 on tensor cores is exact.
+    bool keeps_numbers(const Descriptor& config, int64_t& engine_index) {
+        Descriptor engine = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        cudnnBackendDescriptor_t engine_raw = engine.get();
+        int64_t n = 0;
+        if (failed(a.cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine_raw),
+                   "the engine config's engine"))
+            return false;
+        // Room for more note kinds than cuDNN 9.19 has (a newer library may add some).
+        constexpr int64_t kMaxNotes = 4 * CUDNN_NUMERICAL_NOTE_TYPE_COUNT;
+        int notes[kMaxNotes] = {};
+        if (failed(a.cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                              CUDNN_TYPE_NUMERICAL_NOTE, kMaxNotes, &n, notes),
+                   "the engine's numerical notes"))
+            return false;
+        for (int64_t i = 0; i < std::min(n, kMaxNotes); ++i) {
+            if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) return false;
+            if (!tf32 && notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) return false;
+            if (!tf32 && !g.f64 && notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) return false;
+        }
+        engine_index = -1;
+        a.cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64,
+                                   1, &n, &engine_index);  // for logs only
+        return true;
+    }
+
+    // The config's execution plan, finalized, and its workspace; false (nothing raised) when
+    // cuDNN cannot finalize it for this device or it needs more than the workspace limit.
+    bool finalize_plan(const Descriptor& config, Descriptor& plan, int64_t& workspace) {
+        plan = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        cudnnBackendDescriptor_t config_raw = config.get();
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+            &config_raw);
+        if (failed(a.cudnnBackendFinalize(plan.get()), "the execution plan's finalize"))
+            return false;
+        int64_t n = 0;
+        if (failed(a.cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                              CUDNN_TYPE_INT64, 1, &n, &workspace),
+                   "the plan's workspace size"))
+            return false;
+        return workspace >= 0 && size_t(workspace) <= kMaxWorkspaceBytes;
+    }
+};
+
+// Runs a finalized plan on kiln's stream over the tensors `by_uid` (x, w, y or gradients).
+cudnnStatus_t execute(const Descriptor& plan, void* const by_uid[3], void* workspace) {
+    const Api& a = library().api;
+    Descriptor pack;
+    const int64_t uids[3] = {kUidX, kUidW, kUidY};
+    cudnnStatus_t s =
+        a.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack.out());
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = a.cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                       CUDNN_TYPE_INT64, 3, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = a.cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                       CUDNN_TYPE_VOID_PTR, 3, by_uid);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = a.cudnnBackendSetAttribute(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                       CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    if (s == CUDNN_STATUS_SUCCESS) s = a.cudnnBackendFinalize(pack.get());
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = a.cudnnBackendExecute(library().handle, plan.get(), pack.get());
+    return s;
+}
+
+// Host seconds for 3 runs of `plan` after a warm-up (the GPU idle before and after), or a
+// negative number when it fails to run.
+double time_plan(const Descriptor& plan, int64_t workspace_bytes, void* const by_uid[3]) {
+    Workspace ws{size_t(workspace_bytes)};
+    synchronize();
+    if (execute(plan, by_uid, ws.ptr) != CUDNN_STATUS_SUCCESS) return -1;
+    synchronize();
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3; ++i)
+        if (execute(plan, by_uid, ws.ptr) != CUDNN_STATUS_SUCCESS) return -1;
+    synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Plans one direction of one geometry: the graph, then the candidates of heuristics mode A
+// (then of the fallback list where A has none that finalizes), each checked for kiln's
+// numbers and finalized; the first that finalizes is taken, or with KILN_CUDNN_BENCHMARK=1
+// (outside a CUDA graph capture) the fastest of the first few, timed on this call's tensors.
+ExecPlan make_plan(Planner& p, const int64_t align[3], void* const by_uid[3]) {
+    ExecPlan out;
+    p.graph(align, out.parts);
+    cudnnBackendDescriptor_t graph = out.parts.back().get();
+    bool measure = benchmark() && !capturing();
+    double best_seconds = 0;
+    int considered = 0, timed = 0;
+    for (int mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+        std::vector<Descriptor> configs = p.candidates(graph, mode);
+        for (size_t i = 0; i < configs.size(); ++i) {
+            if (out.usable && (!measure || size_t(timed) >= kMaxTimedCandidates)) break;
+            int64_t engine = -1;
+            if (!p.keeps_numbers(configs[i], engine)) continue;
+            ++considered;
+            Descriptor plan;
+            int64_t workspace = 0;
+            if (!p.finalize_plan(configs[i], plan, workspace)) continue;
+            double seconds = 0;
+            if (measure) {
+                seconds = time_plan(plan, workspace, by_uid);
+                if (seconds < 0) continue;
+                ++timed;
+            }
+            if (out.usable && seconds >= best_seconds) continue;
+            if (out.usable) out.parts.pop_back();  // the config of the slower plan
+            out.usable = true;
+            best_seconds = seconds;
+            out.plan = std::move(plan);
+            out.workspace_bytes = workspace;
+            out.parts.push_back(std::move(configs[i]));  // kept with its plan
+            out.engine = "engine " + std::to_string(engine) + " (" +
+                         (mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "fallback list") +
+                         ", candidate " + std::to_string(i + 1) + " of " +
+                         std::to_string(configs.size()) + (measure ? ", fastest timed" : "") + ")";
+        }
+        if (out.usable) break;
+    }
+    if (!out.usable)
+        out.refused = "conv2d on CUDA: cuDNN has no " + std::string(kDirectionNames[p.d]) +
+                      " engine config that finalizes, keeps " + (p.tf32 ? "TF32" : "exact") +
+                      " numbers and needs at most " + std::to_string(kMaxWorkspaceBytes >> 20) +
+                      " MiB of workspace for " + geometry_text(p.g) + " (" +
+                      std::to_string(considered) + " considered" +
+                      (p.last_failure.empty() ? "" : "; the last refused: " + p.last_failure) + ")";
+    return out;
+}
+
+std::mutex g_mu;  // the plans, and the handle's use (one stream)
+// (direction, geometry, dtype, TF32, the operands' alignments): no allocation per call.
+using PlanKey = std::array<int64_t, 20>;
+std::map<PlanKey, ExecPlan>& plans() {
+    static auto* m = new std::map<PlanKey, ExecPlan>;  // leaked with the handle
+    return *m;
+}
+
+// The cached plan of (direction, geometry, dtype, TF32, the operands' alignments), made on
+// first use. A geometry cuDNN cannot plan is remembered as refused, with one note on stderr.
+ExecPlan& plan_for(Direction d, const CudnnConv& g, void* const by_uid[3]) {
+    bool math_tf32 = !g.f64 && tf32();
+    int64_t align[3] = {alignment(by_uid[0]), alignment(by_uid[1]), alignment(by_uid[2])};
+    PlanKey key = {d,        g.n,   g.c,       g.h,      g.w,      g.o,     g.kh,
+                   g.kw,     g.sh,  g.sw,      g.ph,     g.pw,     g.dh,    g.dw,
+                   g.groups, g.f64, math_tf32, align[0], align[1], align[2]};
+    auto [it, fresh] = plans().try_emplace(key);
+    ExecPlan& plan = it->second;
+    if (!fresh) {
+        if (plan.usable) ++g_plan_reuses;
+        return plan;
+    }
+    auto start = std::chrono::steady_clock::now();
+    try {
+        Planner planner{.d = d, .g = g, .tf32 = math_tf32};
+        plan = make_plan(planner, align, by_uid);
+    } catch (const Error& e) {
+        plan = ExecPlan{};
+        plan.refused = e.what();
+    }
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (plan.usable) {
+        ++g_plans;
+        if (log_enabled("cudnn"))
+            log_event("cudnn", std::string(kDirectionNames[d]) + " of " + geometry_text(g) +
+                                   (math_tf32 ? ", TF32" : "") + ": " + plan.engine +
+                                   ", workspace " + std::to_string(plan.workspace_bytes) +
+                                   " bytes, planned in " + std::to_string(ms) + " ms");
+        return plan;
+    }
+    log_event("cudnn", plan.refused);
+    static std::once_flag noted;
+    std::call_once(noted, [&] {
+        std::fprintf(stderr, "kiln: %s; such convolutions run as im2col + GEMM\n",
+                     plan.refused.c_str());
+    });
+    return plan;
+}
+
+int as_int(int64_t v, const CudnnConv& g) {
+    KILN_CHECK(v >= 0 && v < (int64_t(1) << 31), "conv2d on CUDA: size ", v,
+               " passes cuDNN's int range (", geometry_text(g), ")");
+    return int(v);
+}
+
+// y += bias[o] broadcast over [n, ., oh, ow], by cudnnAddTensor (legacy descriptors, made once
+// per forward plan).
+void add_bias(ExecPlan& p, const CudnnConv& g, const void* bias, void* y) {
+    const Api& a = library().api;
+    auto check = [&](cudnnStatus_t s, const char* what) {
+        KILN_CHECK(s == CUDNN_STATUS_SUCCESS, "conv2d on CUDA: cuDNN ", what, " failed (",
+                   status_text(s), ") adding the bias of ", geometry_text(g));
+    };
+    int dt = g.f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    if (!p.bias) {
+        cudnnTensorDescriptor_t b = nullptr, out = nullptr;
+        check(a.cudnnCreateTensorDescriptor(&b), "cudnnCreateTensorDescriptor");
+        check(a.cudnnCreateTensorDescriptor(&out), "cudnnCreateTensorDescriptor");
+        check(a.cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, dt, 1, as_int(g.o, g), 1, 1),
+              "cudnnSetTensor4dDescriptor (bias)");
+        check(
+            a.cudnnSetTensor4dDescriptor(out, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g), as_int(g.o, g),
+                                         as_int(g.out_h(), g), as_int(g.out_w(), g)),
+            "cudnnSetTensor4dDescriptor (output)");
+        p.bias = b;
+        p.y = out;
+    }
+    const float one_f = 1;
+    const double one_d = 1;
+    const void* one = g.f64 ? static_cast<const void*>(&one_d) : &one_f;
+    check(a.cudnnAddTensor(library().handle, one, p.bias, bias, one, p.y, y), "cudnnAddTensor");
+}
+
+// Runs one direction: out = op(a, b). False, having run nothing, when cuDNN cannot plan this
+// geometry (a note the first time): the caller runs im2col + GEMM. A failing call raises.
 bool run(Direction d, const CudnnConv& g, const void* in_a, const void* in_b, void* out,
          const void* bias) {
     Library& lib = library();
     KILN_CHECK(lib.error.empty(), "conv2d on CUDA: ", lib.error);
     std::lock_guard lock(g_mu);
     library_stream("conv2d (cuDNN)");  // the handle was given kiln's stream when made
-    const Api& a = lib.api;
-    Plan* plan = nullptr;
-    const Choice* choice = nullptr;
-    try {
-        plan = &plan_for(g);
-        choice = &choose(*plan, d, g);
-    } catch (const Error& e) {
-        static std::once_flag noted;
-        std::call_once(noted, [&] {
-            std::fprintf(stderr, "kiln: %s; such convolutions run as im2col + GEMM\n", e.what());
-        });
-        return false;
-    }
-    Plan& p = *plan;
-    const Choice& c = *choice;
-    check(a.cudnnSetConvolutionMathType(p.conv, c.math_type), "cudnnSetConvolutionMathType", g);
-    Workspace ws(c.workspace_bytes);
-    const float one_f = 1, zero_f = 0;
-    const double one_d = 1, zero_d = 0;
-    const void* one = g.f64 ? static_cast<const void*>(&one_d) : &one_f;
-    const void* zero = g.f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+    void* by_uid[3] = {};
+    const void* operands[3] = {in_a, in_b, out};
+    for (int i = 0; i < 3; ++i) by_uid[kOperandUids[d][i]] = const_cast<void*>(operands[i]);
+    ExecPlan& p = plan_for(d, g, by_uid);
+    if (!p.usable) return false;
+    Workspace ws{size_t(p.workspace_bytes)};
     ++g_calls;
-    switch (d) {
-        case kForward:
-            check(a.cudnnConvolutionForward(lib.handle, one, p.x, in_a, p.w, in_b, p.conv, c.algo,
-                                            ws.ptr, c.workspace_bytes, zero, p.y, out),
-                  "cudnnConvolutionForward", g);
-            if (bias)
-                check(a.cudnnAddTensor(lib.handle, one, p.bias, bias, one, p.y, out),
-                      "cudnnAddTensor (bias)", g);
-            break;
-        case kData:  // (w, dy) -> dx
-            check(a.cudnnConvolutionBackwardData(lib.handle, one, p.w, in_a, p.y, in_b, p.conv,
-                                                 c.algo, ws.ptr, c.workspace_bytes, zero, p.x, out),
-                  "cudnnConvolutionBackwardData", g);
-            break;
-        case kFilter:  // (x, dy) -> dw
-            check(
-                a.cudnnConvolutionBackwardFilter(lib.handle, one, p.x, in_a, p.y, in_b, p.conv,
-                                                 c.algo, ws.ptr, c.workspace_bytes, zero, p.w, out),
-                "cudnnConvolutionBackwardFilter", g);
-            break;
-    }
+    cudnnStatus_t s = execute(p.plan, by_uid, ws.ptr);
+    KILN_CHECK(s == CUDNN_STATUS_SUCCESS, "conv2d on CUDA: cuDNN cudnnBackendExecute failed (",
+               status_text(s), ") running the ", kDirectionNames[d], " of ", geometry_text(g),
+               " with ", p.engine);
+    if (bias) add_bias(p, g, bias, out);
     return true;
 }
 
@@ -490,6 +712,26 @@ bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, v
     return run(kFilter, g, x, dy, dw, nullptr);
 }
 
-CudnnStats cudnn_stats() { return {g_calls.load(), g_plans.load()}; }
+std::string cudnn_check_graph(const CudnnConv& g, int direction) {
+    KILN_CHECK(direction >= 0 && direction < 3, "cudnn_check_graph: direction ", direction,
+               " is not 0 (forward), 1 (input gradient) or 2 (weight gradient)");
+    Library& lib = library();
+    std::lock_guard lock(g_mu);
+    if (!lib.bound) {
+        std::string why = lib.bind_api();
+        KILN_CHECK(why.empty(), "cudnn_check_graph: ", why);
+    }
+    Planner p{.d = Direction(direction), .g = g, .tf32 = false};
+    std::vector<Descriptor> parts;
+    const int64_t align[3] = {16, 16, 16};
+    try {
+        p.graph(align, parts);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";  // no heuristics query: without a device cuDNN 9.19's crashes (SIGFPE)
+}
+
+CudnnStats cudnn_stats() { return {g_calls.load(), g_plans.load(), g_plan_reuses.load()}; }
 
 }  // namespace kiln::cuda::detail

@@ -12,8 +12,8 @@
 namespace kiln::cuda::detail {
 
 // One 2-d convolution as cuDNN sees it: an NCHW input, an OIHW weight (I = c / groups) and
-// the window. The plan (descriptors, and each direction's algorithm) is made once per
-// geometry and cached.
+// the window. Each direction's execution plan (cuDNN's backend API: operation graph, engine
+// config, finalized plan) is made once per geometry and cached.
 struct CudnnConv {
     int64_t n, c, h, w;  // input
     int64_t o, kh, kw;   // weight [o, c / groups, kh, kw]
@@ -32,7 +32,8 @@ std::string cudnn_unavailable_reason();
 int64_t cudnn_version();
 
 // Each returns false, having run nothing, when cuDNN cannot plan the geometry (a descriptor
-// it refuses, no algorithm within the workspace limit; one note on stderr the first time);
+// it refuses, no engine config that finalizes within the workspace limit; one note on stderr
+// the first time, each refusal under KILN_LOGS=cudnn);
 // the caller then runs im2col + GEMM. A failing cuDNN call raises a kiln::Error.
 // y = conv(x, w) (+ bias[o], through cudnnAddTensor, when bias is not null).
 bool cudnn_conv_forward(const CudnnConv& g, const void* x, const void* w, const void* bias,
@@ -42,9 +43,19 @@ bool cudnn_conv_input_grad(const CudnnConv& g, const void* dy, const void* w, vo
 // dw = the weight gradient, from x and the output gradient dy.
 bool cudnn_conv_weight_grad(const CudnnConv& g, const void* x, const void* dy, void* dw);
 
+// For tests without a GPU: builds and finalizes `g`'s operation graph for `direction` (0
+// forward, 1 input gradient, 2 weight gradient) in the library found as above, as a first call
+// would before choosing an engine (which needs a device). "" when cuDNN accepts it, else the
+// error naming the geometry and cuDNN's message; raises a kiln::Error when the library cannot
+// be loaded.
+std::string cudnn_check_graph(const CudnnConv& g, int direction);
+
 struct CudnnStats {
     int64_t calls = 0;  // convolutions run (each direction counts one)
-    int64_t plans = 0;  // geometries planned (algorithm choices made)
+    // Execution plans made: one per direction, geometry, dtype, TF32 switch and the operands'
+    // byte alignments (up to 16), on that combination's first call.
+    int64_t plans = 0;
+    int64_t plan_reuses = 0;  // calls that ran a plan from the cache (no planning)
 };
 CudnnStats cudnn_stats();
 

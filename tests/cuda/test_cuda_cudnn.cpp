@@ -1,11 +1,16 @@
 // CUDA conv2d through cuDNN (tensor/cudnn.cpp) against the im2col + GEMM path it replaces
 // (KILN_CUDNN=0, the reference): values and both gradients over strides, padding, dilation,
-// groups and bias, float32 and float64; compiled (default and reduce-overhead) against eager.
-// Without a GPU or without libcudnn.so.9 the cases say why they are skipped.
+// groups and bias, float32 and float64; the backend API's plan cache (one plan per direction
+// and geometry, reused), operand alignment, exact float32 against TF32, benchmark mode;
+// compiled (default and reduce-overhead) against eager. Without a GPU or without
+// libcudnn.so.9 the cases say why they are skipped.
 #include <boost/test/unit_test.hpp>
+#include <cstdint>
 #include <iostream>
+#include <sstream>
 #include <string>
 
+#include "jit/log.h"
 #include "kiln.h"
 #include "tensor/cuda.h"
 #include "tensor/cudnn.h"
@@ -68,13 +73,59 @@ Result run_conv(const ConvCase& k, const std::vector<Tensor>& leaves, const Tens
 }
 
 const std::vector<ConvCase> kCases = {
-    {2, 3, 9, 11, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // same padding
-    {2, 4, 10, 10, 6, 3, 3, {2, 2}, {1, 0}, {1, 1}, 2, false},  // strided, grouped
-    {1, 6, 12, 12, 6, 3, 3, {1, 1}, {2, 2}, {2, 2}, 6, true},   // depthwise, dilated
-    {3, 8, 7, 7, 16, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // 1x1
-    {2, 3, 20, 20, 8, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},  // a ResNet stem
-    {2, 4, 9, 8, 4, 2, 3, {3, 2}, {0, 1}, {1, 2}, 1, true},     // uneven everything
-    {4, 16, 8, 8, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},  // a ResNet downsampling block
+    {2, 3, 9, 11, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // same padding
+    {2, 4, 10, 10, 6, 3, 3, {2, 2}, {1, 0}, {1, 1}, 2, false},   // strided, grouped
+    {1, 6, 12, 12, 6, 3, 3, {1, 1}, {2, 2}, {2, 2}, 6, true},    // depthwise, dilated
+    {3, 8, 7, 7, 16, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},     // 1x1
+    {2, 3, 20, 20, 8, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},   // a ResNet stem
+    {2, 4, 9, 8, 4, 2, 3, {3, 2}, {0, 1}, {1, 2}, 1, true},      // uneven everything
+    {4, 16, 8, 8, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},   // a ResNet downsampling block
+    {1, 3, 11, 13, 5, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // batch 1, stride 2, odd sizes
+    {2, 8, 9, 9, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, false},    // 4 groups, 2 in and 3 out each
+    {2, 8, 15, 15, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 8, false},   // depthwise, stride 2, odd
+    {2, 8, 13, 13, 16, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},  // 1x1 stride 2 (a shortcut)
+    {2, 4, 12, 10, 6, 3, 3, {1, 1}, {0, 0}, {3, 2}, 2, true},    // dilated, grouped, no padding
+    {2, 4, 9, 9, 4, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false},     // 5x5
+    {1, 1, 1, 1, 3, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},      // one pixel
+};
+
+// The cache counters, read before a step: what one forward and backward added.
+struct PlanCount {
+    int64_t calls = detail::cudnn_conv_calls();
+    int64_t plans = cuda::detail::cudnn_stats().plans;
+    int64_t reuses = cuda::detail::cudnn_stats().plan_reuses;
+    int64_t new_calls() const { return detail::cudnn_conv_calls() - calls; }
+    int64_t new_plans() const { return cuda::detail::cudnn_stats().plans - plans; }
+    int64_t new_reuses() const { return cuda::detail::cudnn_stats().plan_reuses - reuses; }
+};
+
+// Random leaves for a case (the bias leaf is used only when the case has one), and a random
+// weighting of its output.
+std::vector<Tensor> leaves_for(const ConvCase& k, DType dt) {
+    return {randn({k.n, k.c, k.h, k.w}).to(dt),
+            (randn({k.o, k.c / k.groups, k.kh, k.kw}) * 0.3).to(dt), randn({k.o}).to(dt)};
+}
+Tensor weighting_for(const ConvCase& k, const std::vector<Tensor>& leaves) {
+    Tensor probe = conv2d(leaves[0], leaves[1], k.bias ? leaves[2] : Tensor(), k.stride, k.padding,
+                          k.dilation, k.groups);
+    return randn(probe.shape()).to(leaves[0].dtype());
+}
+
+// cuDNN's output and gradients against the im2col path's (KILN_CUDNN=0).
+void expect_equal_to_im2col(const ConvCase& k, const std::vector<Tensor>& leaves,
+                            const Tensor& weighting, const Result& fast, double tol) {
+    kiln_test::ScopedEnv off("KILN_CUDNN", "0");
+    Result ref = run_conv(k, leaves, weighting);
+    BOOST_TEST(relative_error(fast.y, ref.y) < tol, "output");
+    BOOST_TEST(relative_error(fast.gx, ref.gx) < tol, "input gradient");
+    BOOST_TEST(relative_error(fast.gw, ref.gw) < tol, "weight gradient");
+    if (k.bias) BOOST_TEST(relative_error(fast.gb, ref.gb) < tol, "bias gradient");
+}
+
+struct CerrCapture {
+    std::ostringstream out;
+    std::streambuf* old = std::cerr.rdbuf(out.rdbuf());
+    ~CerrCapture() { std::cerr.rdbuf(old); }
 };
 
 }  // namespace
@@ -103,26 +154,21 @@ BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path,
     for (DType dt : {DType::float32, DType::float64}) {
         for (const ConvCase& k : kCases) {
             BOOST_TEST_CONTEXT(k << ", " << dtype_name(dt)) {
-                // The bias leaf is used only when the case has one.
-                std::vector<Tensor> leaves = {
-                    randn({k.n, k.c, k.h, k.w}).to(dt),
-                    (randn({k.o, k.c / k.groups, k.kh, k.kw}) * 0.3).to(dt), randn({k.o}).to(dt)};
+                std::vector<Tensor> leaves = leaves_for(k, dt);
                 Tensor probe = conv2d(leaves[0], leaves[1], k.bias ? leaves[2] : Tensor(), k.stride,
                                       k.padding, k.dilation, k.groups);
                 Tensor weighting = randn(probe.shape()).to(dt);
-                int64_t calls = detail::cudnn_conv_calls(), plans = cuda::detail::cudnn_stats().plans;
+                PlanCount before;
                 Result fast = run_conv(k, leaves, weighting);
-                BOOST_TEST(detail::cudnn_conv_calls() - calls == 3,
+                BOOST_TEST(before.new_calls() == 3,
                            "forward, input and weight gradient through cuDNN");
-                BOOST_TEST(cuda::detail::cudnn_stats().plans - plans <= 1,
-                           "one plan per geometry and dtype, shared by the three directions");
+                BOOST_TEST(before.new_plans() <= 3, "at most one plan per direction");
                 Result ref;
                 {
                     kiln_test::ScopedEnv off("KILN_CUDNN", "0");
-                    calls = detail::cudnn_conv_calls();
+                    PlanCount off_before;
                     ref = run_conv(k, leaves, weighting);
-                    BOOST_TEST(detail::cudnn_conv_calls() == calls,
-                               "KILN_CUDNN=0 runs no cuDNN call");
+                    BOOST_TEST(off_before.new_calls() == 0, "KILN_CUDNN=0 runs no cuDNN call");
                 }
                 // float32: cuDNN's algorithms (Winograd, FFT) round differently from one GEMM.
                 double tol = dt == DType::float64 ? 1e-12 : 1e-4;
@@ -137,6 +183,124 @@ BOOST_AUTO_TEST_CASE(conv2d_values_and_gradients_equal_the_im2col_path,
             }
         }
     }
+}
+
+// Each direction of a geometry is planned once (operation graph, engine config, finalized
+// execution plan) and its later calls only execute the cached plan; float64 has plans of its own.
+BOOST_AUTO_TEST_CASE(each_direction_is_planned_once_then_its_plan_is_reused,
+                     *utf::precondition(NeedsCudnn{})) {
+    const ConvCase k = {3, 5,      13,     11,     7, 3,
+                        3, {1, 1}, {1, 1}, {1, 1}, 1, false};  // sizes no other case uses
+    for (DType dt : {DType::float32, DType::float64}) {
+        BOOST_TEST_CONTEXT(dtype_name(dt)) {
+            std::vector<Tensor> leaves = leaves_for(k, dt);
+            Tensor weighting = weighting_for(k, leaves);
+            PlanCount first;
+            run_conv(k, leaves, weighting);
+            BOOST_TEST(first.new_calls() == 3);
+            BOOST_TEST(first.new_plans() == 3, "forward, input and weight gradient planned");
+            BOOST_TEST(first.new_reuses() == 0);
+            PlanCount second;
+            Result again = run_conv(k, leaves, weighting);
+            BOOST_TEST(second.new_calls() == 3);
+            BOOST_TEST(second.new_plans() == 0, "nothing planned again");
+            BOOST_TEST(second.new_reuses() == 3, "the three cached plans ran");
+            expect_equal_to_im2col(k, leaves, weighting, again,
+                                   dt == DType::float64 ? 1e-12 : 1e-4);
+        }
+    }
+}
+
+// A contiguous view that starts 4 bytes into its storage reaches cuDNN as it is: its plan is
+// made for that alignment (a plan for 16-byte aligned data could read it misaligned), and an
+// aligned copy of the same geometry gets a plan of its own.
+BOOST_AUTO_TEST_CASE(a_view_starting_mid_storage_is_planned_for_its_alignment,
+                     *utf::precondition(NeedsCudnn{})) {
+    const int64_t numel = 2 * 3 * 7 * 9;
+    Tensor x = randn({numel + 1}).cuda().narrow(0, 1, numel).view({2, 3, 7, 9});
+    BOOST_REQUIRE(x.is_contiguous());
+    BOOST_REQUIRE(reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 4);
+    Tensor w = randn({5, 3, 3, 3}).cuda();
+    PlanCount view;
+    Tensor y = conv2d(x, w, {}, {1, 1}, {1, 1}).cpu();
+    BOOST_TEST(view.new_plans() == 1);
+    PlanCount aligned;
+    Tensor y_aligned = conv2d(x.clone(), w, {}, {1, 1}, {1, 1}).cpu();
+    BOOST_TEST(aligned.new_plans() == 1, "16-byte aligned data: another plan");
+    kiln_test::ScopedEnv off("KILN_CUDNN", "0");
+    Tensor ref = conv2d(x, w, {}, {1, 1}, {1, 1}).cpu();
+    BOOST_TEST(relative_error(y, ref) < 1e-4);
+    BOOST_TEST(relative_error(y_aligned, ref) < 1e-4);
+}
+
+// Without KILN_CUDNN_TF32 float32 stays float32 (no engine that cuDNN notes as using tensor
+// cores): a 576-term sum per output is within float32 rounding of float64, where TF32's
+// 10-bit mantissas are ~1e-3 off. KILN_CUDNN_TF32=1 stays within TF32's rounding.
+BOOST_AUTO_TEST_CASE(float32_is_exact_unless_tf32_is_allowed, *utf::precondition(NeedsCudnn{})) {
+    Tensor x = randn({4, 64, 12, 12}), w = randn({64, 64, 3, 3}) * 0.1;
+    Tensor y_weight = randn({4, 64, 12, 12});
+    auto grads = [&](DType dt, bool on_gpu) {
+        Tensor xd = on_gpu ? x.to(dt).cuda() : x.to(dt), wd = on_gpu ? w.to(dt).cuda() : w.to(dt);
+        xd.requires_grad_();
+        wd.requires_grad_();
+        Tensor y = conv2d(xd, wd, {}, {1, 1}, {1, 1});
+        (y * (on_gpu ? y_weight.to(dt).cuda() : y_weight.to(dt))).sum().backward();
+        return std::vector<Tensor>{y.detach().cpu(), xd.grad().cpu(), wd.grad().cpu()};
+    };
+    std::vector<Tensor> want = grads(DType::float64, false);
+    const char* names[3] = {"output", "input gradient", "weight gradient"};
+    std::vector<Tensor> exact = grads(DType::float32, true);
+    for (int i = 0; i < 3; ++i) BOOST_TEST(relative_error(exact[i], want[i]) < 1e-4, names[i]);
+    kiln_test::ScopedEnv tf32("KILN_CUDNN_TF32", "1");
+    PlanCount before;
+    std::vector<Tensor> fast = grads(DType::float32, true);
+    BOOST_TEST(before.new_plans() == 3, "TF32 plans of their own");
+    for (int i = 0; i < 3; ++i) BOOST_TEST(relative_error(fast[i], want[i]) < 2e-2, names[i]);
+}
+
+// KILN_CUDNN_BENCHMARK=1: each direction's candidates are timed once (then the cached plan
+// runs), and the fastest gives im2col's values, in float32 and float64.
+BOOST_AUTO_TEST_CASE(benchmark_mode_plans_each_direction_once_and_equals_im2col,
+                     *utf::precondition(NeedsCudnn{})) {
+    kiln_test::ScopedEnv bench("KILN_CUDNN_BENCHMARK", "1");
+    const ConvCase k = {2, 6,      17,     15,     10, 3,
+                        3, {2, 2}, {1, 1}, {1, 1}, 2,  true};  // sizes no other case uses
+    for (DType dt : {DType::float32, DType::float64}) {
+        BOOST_TEST_CONTEXT(dtype_name(dt)) {
+            std::vector<Tensor> leaves = leaves_for(k, dt);
+            Tensor weighting = weighting_for(k, leaves);
+            PlanCount first;
+            Result fast = run_conv(k, leaves, weighting);
+            BOOST_TEST(first.new_plans() == 3);
+            expect_equal_to_im2col(k, leaves, weighting, fast, dt == DType::float64 ? 1e-12 : 1e-4);
+            PlanCount second;
+            run_conv(k, leaves, weighting);
+            BOOST_TEST(second.new_plans() == 0);
+            BOOST_TEST(second.new_reuses() == 3);
+        }
+    }
+}
+
+// KILN_LOGS=cudnn prints one line per plan made: the direction, the geometry and the engine.
+BOOST_AUTO_TEST_CASE(kiln_logs_cudnn_names_each_plan_and_its_engine,
+                     *utf::precondition(NeedsCudnn{})) {
+    Tensor x = randn({1, 2, 19, 17}).cuda(), w = randn({3, 2, 3, 3}).cuda();  // a fresh geometry
+    std::string log;
+    {
+        kiln_test::ScopedEnv logs("KILN_LOGS", "cudnn");
+        log_reload();
+        CerrCapture cap;
+        conv2d(x, w, {}, {1, 1}, {1, 1});
+        conv2d(x, w, {}, {1, 1}, {1, 1});  // the cached plan: no second line
+        log = cap.out.str();
+    }
+    log_reload();
+    BOOST_TEST_MESSAGE(log);
+    size_t at = log.find("[kiln:cudnn] forward of input [1, 2, 19, 17], weight [3, 2, 3, 3]");
+    BOOST_TEST(at != std::string::npos);
+    BOOST_TEST(log.find("engine ") != std::string::npos);
+    BOOST_TEST(log.find("planned in") != std::string::npos);
+    BOOST_TEST(log.find("[kiln:cudnn]", at + 1) == std::string::npos, "one line");
 }
 
 // Non-contiguous operands (a transposed input, an expanded gradient) give the same result.
