@@ -81,6 +81,10 @@ void elementwise(const std::string& label, const Tensor& out, const std::vector<
 }
 
 ElementwiseKernel cast_kernel(DType from, DType to) { return {OpId::cast, to, to, {from}}; }
+// `full`: the kernel's double `scalar` converted to the dtype, its only operand.
+ElementwiseKernel full_kernel(DType dtype, bool flat = false) {
+    return {OpId::full, dtype, dtype, {}, ScalarPos::right, flat};
+}
 // out = (type of out) in, element by element (any strides, any dtypes, same shape).
 void convert(const Tensor& out, const Tensor& in) {
     elementwise("copy", out, {in}, cast_kernel(in.dtype(), out.dtype()));
@@ -256,6 +260,10 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     flat.kernel.flat = true;
     add("sigmoid float32 contiguous", flat);
     add("where", plan_pointwise(OpId::where, std::vector<Tensor>{empty({2}, DType::boolean), empty({2}), empty({2}, DType::float64)}, {}));
+    for (DType dt : dtypes)  // cuda_full's kernels: the scalar argument alone
+        for (bool contiguous : {false, true})
+            out.emplace_back(std::string("full ") + dtype_name(dt) + (contiguous ? " contiguous" : ""),
+                             codegen::eager_cuda_elementwise(full_kernel(dt, contiguous)));
     for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
         for (DType dt : {DType::float32, DType::float64, DType::int64})
             out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt),
@@ -316,7 +324,7 @@ Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device) {
     check_fits(value, dtype, "full");
     checked_numel(shape, "full");
     Tensor out = empty(shape, dtype, device);
-    elementwise("full", out, {}, {OpId::full, dtype, dtype, {}, ScalarPos::right}, value);
+    elementwise("full", out, {}, full_kernel(dtype), value);
     return out;
 }
 

@@ -109,6 +109,11 @@ BOOST_AUTO_TEST_CASE(eager_kernels_compute_each_op_with_the_generated_kernels_st
             check(std::string("cast ") + dtype_name(from) + " to " + dtype_name(to), OpId::cast,
                   {from}, to);
     check("where", OpId::where, {DType::boolean, DType::float32, DType::float64}, DType::float64);
+    // full converts its double argument to the dtype as a cast from float64 converts.
+    for (DType dt : dtypes)
+        for (const char* layout : {"", " contiguous"})
+            BOOST_TEST(after(eager[std::string("full ") + dtype_name(dt) + layout], "out[o[0]] = ") ==
+                       rename(after(eager[std::string("cast float64 to ") + dtype_name(dt)], "out[o[0]] = "), {{"v1", "scalar"}}));
     BOOST_TEST(compared >= 4 * 40);
 }
 
