@@ -8,12 +8,14 @@
 
 #include "codegen/emit_cuda.h"
 #include "codegen/emit_eager_cuda.h"
+#include "codegen/inductor.h"
 #include "kiln.h"
 #include "tensor/kernels.h"
 #include "tensor/philox.h"
 #include "tensor/reductions.h"
 #include "tests/codegen/lgraph_builder.h"
 #include "tests/cuda/needs_gpu.h"
+#include "tests/scoped_env.h"
 #include "tests/tensor/special_values.h"
 
 using namespace kiln;
@@ -161,6 +163,7 @@ BOOST_AUTO_TEST_CASE(generated_pointwise_kernels_equal_the_eager_rung,
             out.push_back(op_info(op).arity == 1 ? dispatch(op, {x}) : dispatch(op, {x, y}));
         return out;
     };
+    kiln_test::ScopedEnv always_generated("KILN_CHOOSE", "0");  // never the eager path in disguise
     auto compiled = compile(every_op);
     auto [xs, ys] = kiln_test::special_pairs();
     manual_seed(5);
@@ -173,6 +176,7 @@ BOOST_AUTO_TEST_CASE(generated_pointwise_kernels_equal_the_eager_rung,
         Tensor xc = x.cuda(), yc = y.cuda();
         std::vector<Tensor> got = compiled(xc, yc), want = every_op(xc, yc);
         BOOST_REQUIRE(got.size() == ops.size());
+        BOOST_TEST(codegen::last_compiled().source.find("__global__") != std::string::npos);
         for (size_t i = 0; i < ops.size(); ++i) {
             BOOST_TEST_CONTEXT(op_name(ops[i]) << " on " << x.dtype()) {
                 BOOST_TEST(got[i].dtype() == want[i].dtype());
@@ -203,6 +207,7 @@ BOOST_AUTO_TEST_CASE(generated_row_reductions_equal_the_eager_rung,
     auto reductions = [](const Tensor& x) {
         return std::vector<Tensor>{x.sum({1}), x.amax({1}), x.amin({1}), x.sum()};
     };
+    kiln_test::ScopedEnv always_generated("KILN_CHOOSE", "0");
     auto compiled = compile(reductions);
     manual_seed(6);
     Tensor nan_rows = randn({64, 1000});
