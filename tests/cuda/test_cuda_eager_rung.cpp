@@ -3,8 +3,12 @@
 // on the source text), and on a GPU the generated kernels compute what the eager ones compute.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include "codegen/emit_cuda.h"
 #include "codegen/emit_eager_cuda.h"
@@ -146,6 +150,38 @@ BOOST_AUTO_TEST_CASE(eager_reductions_and_draws_use_the_dialects_block_combine_a
             std::string::npos);
     }
     BOOST_CHECK_THROW(eager_cuda_random(OpId::sum, DType::float32), Error);
+}
+
+// The layering that lets tensor/kernels_cuda.cpp call into codegen/: the rung and the files it
+// includes from codegen/ (recursively) include only each other and tensor/ headers, never the
+// scheduler or jit/; and emit_eager_cuda.h is the only codegen/ header any tensor/ file includes.
+BOOST_AUTO_TEST_CASE(the_rung_reads_only_tensor_so_eager_cuda_may_call_it) {
+    namespace fs = std::filesystem;
+    const fs::path root = KILN_SOURCE_DIR;
+    auto includes = [&](const std::string& file) {
+        std::ifstream in(root / file);
+        BOOST_REQUIRE_MESSAGE(in, "cannot read " << file);
+        std::vector<std::string> out;
+        std::regex include("^#include \"([^\"]+)\"");
+        std::smatch m;
+        for (std::string line; std::getline(in, line);)
+            if (std::regex_search(line, m, include)) out.push_back(m[1]);
+        return out;
+    };
+    const std::set<std::string> rung = {"codegen/emit_eager_cuda.h", "codegen/emit_eager_cuda.cpp", "codegen/cuda_dialect.h",
+                                        "codegen/cuda_dialect.cpp",  "codegen/emit_expr.h",         "codegen/emit_expr.cpp"};
+    for (const std::string& file : rung)
+        for (const std::string& inc : includes(file))
+            BOOST_TEST((inc.rfind("tensor/", 0) == 0 || rung.count(inc)), file << " includes " << inc);
+    int tensor_files = 0;
+    for (const auto& entry : fs::directory_iterator(root / "tensor")) {
+        std::string file = "tensor/" + entry.path().filename().string();
+        ++tensor_files;
+        for (const std::string& inc : includes(file))
+            if (inc.rfind("codegen/", 0) == 0)
+                BOOST_TEST((file == "tensor/kernels_cuda.cpp" && inc == "codegen/emit_eager_cuda.h"), file << " includes " << inc);
+    }
+    BOOST_TEST(tensor_files > 20);
 }
 
 // On the GPU, a compiled function applying every pointwise op of the table (one graph, its
