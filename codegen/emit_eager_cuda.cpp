@@ -44,9 +44,13 @@ std::string eager_cuda_elementwise(const EagerElementwise& k) {
     for (size_t i = 0; i < k.inputs.size(); ++i)
         operands.push_back({"v" + std::to_string(i + 1), k.inputs[i]});
     if (k.scalar_pos == ScalarPos::right) operands.push_back({"scalar", DType::float64});
+    std::string signature;  // add(int64, scalar): the operands' dtypes
+    for (size_t i = 0; i < operands.size(); ++i)
+        signature += std::string(i ? ", " : "") +
+                     (operands[i].text == "scalar" ? "scalar" : dtype_name(operands[i].dtype));
     std::ostringstream src;
-    src << cuda_math_prelude() << kOpen << "// kiln_elementwise: " << op_name(k.op) << " in "
-        << dtype_name(k.compute) << " to " << dtype_name(k.out)
+    src << cuda_math_prelude() << kOpen << "// kiln_elementwise: " << op_name(k.op) << "("
+        << signature << ") in " << dtype_name(k.compute) << " to " << dtype_name(k.out)
         << (k.flat ? ", contiguous" : ", strided") << "\n"
         << "struct Geometry { int ndim; long long size[" << kEagerMaxDims
         << "]; long long stride[4][" << kEagerMaxDims << "]; };\n"
