@@ -3,52 +3,16 @@
 #include "codegen/emit_core.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
 
 #include "codegen/same_code.h"
-#include "tensor/reductions.h"
 
 namespace kiln::codegen {
 
-std::string finite_double_literal(double value) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    std::string text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    return value < 0 ? "(" + text + ")" : text;
-}
-
-std::string math_text(const std::string& math, const std::string& x, const std::string& y) {
-    std::string out;
-    size_t i = 0;
-    auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    while (i < math.size()) {
-        char c = math[i];
-        size_t j = i + 1;
-        if (std::isdigit(static_cast<unsigned char>(c))) {  // a literal such as 1.f: copy whole
-            while (j < math.size() && (word_char(math[j]) || math[j] == '.')) ++j;
-            out += math.substr(i, j - i);
-        } else if (word_char(c)) {
-            while (j < math.size() && word_char(math[j])) ++j;
-            std::string word = math.substr(i, j - i);
-            out += word == "x" ? x : word == "y" ? y : word;
-        } else {
-            out += c;
-        }
-        i = j;
-    }
-    return out;
-}
-
 namespace emit_detail {
-
-std::string reduction_combine(OpId op, const std::string& acc, const std::string& v) {
-    return math_text(kiln::reduction_combine(op), acc, v);  // tensor/reductions.def
-}
 
 // ---- statements
 
@@ -73,21 +37,13 @@ std::string KernelEmitterCore::constant_text(int v) const {
 }
 
 std::string KernelEmitterCore::expression(const LNode& n, bool lanes) const {
-    const OpInfo& op = op_info(n.op);
     DType compute = compute_dtype(n);
     std::string scalar = scalar_operand(scalar_literal(n.attrs.scalar, compute), lanes);
-    std::vector<std::string> xs;
-    if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back(scalar);
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-        std::string x = operand(n.inputs[i], lanes);
-        DType want = operand_dtype(n, i, compute);
-        xs.push_back(dtype(n.inputs[i]) == want ? x : convert(x, want));
-    }
-    if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back(scalar);
-    prepare_operands(xs, n, compute);
-    if (n.op == OpId::where) return select(xs[0], xs[1], xs[2]);
-    if (!op.math) return xs[0];  // contiguous / cast: the (converted) value itself
-    return result(math_text(op.math, xs[0], xs.size() > 1 ? xs[1] : ""), n, compute);
+    std::vector<Operand> xs;
+    if (n.attrs.scalar_pos == ScalarPos::left) xs.push_back({scalar, compute});
+    for (int v : n.inputs) xs.push_back({operand(v, lanes), dtype(v)});
+    if (n.attrs.scalar_pos == ScalarPos::right) xs.push_back({scalar, compute});
+    return op_expression(*this, n.op, xs, compute);
 }
 
 std::string KernelEmitterCore::index_text(const LoadPlan& p) {

@@ -13,24 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/emit_expr.h"
 #include "codegen/kernel_view.h"
 #include "codegen/schedule.h"
 
 namespace kiln::codegen {
-
-// The text of one op's math with its operands filled in: math_text("x + y", "a", "b") is
-// "a + b". The text comes from the op table (OpInfo::math), never from the emitter.
-std::string math_text(const std::string& math, const std::string& x, const std::string& y);
-
-// A finite double as a literal both emitters' compilers read back exactly ("%.17g", ".0"
-// added to an integer, parenthesized when negative).
-std::string finite_double_literal(double value);
-
 namespace emit_detail {
-
-// One step of a reduction: `acc` combined with `v` (sum: +; amax/amin: maximum/minimum,
-// which propagate NaN as eager's reductions do). Both dialects' accumulators use it.
-std::string reduction_combine(OpId op, const std::string& acc, const std::string& v);
 
 // The steps of a row kernel, in order: passes along the row (reductions folded, element
 // values stored) and values computed once per row. Reductions share a pass while none needs
@@ -43,7 +31,9 @@ struct Step {
     int node = -1;                        // a per-row value: the node computing it
 };
 
-class KernelEmitterCore : protected KernelView {
+// The dialect's spelling of one op's statement (convert, select, prepare_operands, result)
+// is its Spelling (emit_expr.h), which the eager CUDA kernels share.
+class KernelEmitterCore : protected KernelView, protected Spelling {
    protected:
     KernelEmitterCore(const Schedule& s, int index, int outer, std::ostream& os)
         : KernelView(s, index, outer), os_(os) {}
@@ -65,16 +55,6 @@ class KernelEmitterCore : protected KernelView {
     virtual std::string scalar_operand(const std::string& literal, bool lanes) const {
         return (void)lanes, literal;
     }
-    virtual std::string convert(const std::string& x, DType to) const = 0;
-    virtual std::string select(const std::string& c, const std::string& a,
-                               const std::string& b) const = 0;
-    // The operands of an op running in `compute` (int64 on the CPU: wrapping), and its
-    // result (cast back where the math's type is not the compute dtype).
-    virtual void prepare_operands(std::vector<std::string>& xs, const LNode& n,
-                                  DType compute) const {
-        (void)xs, (void)n, (void)compute;
-    }
-    virtual std::string result(const std::string& math, const LNode& n, DType compute) const = 0;
     // How a computed value is declared ("auto ", "const float "): per-row values and element
     // values of a pass.
     virtual std::string declare(int v, bool per_row_value) const = 0;

@@ -230,17 +230,16 @@ class KernelEmitter : KernelEmitterCore {
         return "select(" + c + ", " + a + ", " + b + ")";
     }
     // int64 math runs on wrap_int64, as eager's does (overflow wraps around).
-    static bool int_math(const LNode& n, DType compute) {
-        return compute == DType::int64 && op_info(n.op).math && !is_compare(n.op);
+    static bool int_math(OpId op, DType compute) {
+        return compute == DType::int64 && op_info(op).math && !is_compare(op);
     }
-    void prepare_operands(std::vector<std::string>& xs, const LNode& n,
-                          DType compute) const override {
-        if (int_math(n, compute))
+    void prepare_operands(std::vector<std::string>& xs, OpId op, DType compute) const override {
+        if (int_math(op, compute))
             for (std::string& x : xs) x = "wrap_int64(" + x + ")";
     }
-    std::string result(const std::string& math, const LNode& n, DType compute) const override {
-        if (int_math(n, compute)) return "int64_t(wrap_int64(" + math + "))";
-        if (compute == DType::float64 && !is_compare(n.op)) return "double(" + math + ")";
+    std::string result(const std::string& math, OpId op, DType compute) const override {
+        if (int_math(op, compute)) return "int64_t(wrap_int64(" + math + "))";
+        if (compute == DType::float64 && !is_compare(op)) return "double(" + math + ")";
         return math;
     }
     std::string declare(int, bool per_row_value) const override {

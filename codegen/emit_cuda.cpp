@@ -4,8 +4,10 @@
 // thread a strided share of the loop, vectorizes contiguous loads with float4, and combines
 // a row's partial reductions across the thread block with warp shuffles. It is the CUDA
 // dialect of the emitter core (emit_core.h), which writes the statements, the order of a row's
-// passes and the deduplication of repeated kernels; this file writes the grid-stride loops,
-// float4 groups, block-wide combines, split rows and register-cached rows.
+// passes and the deduplication of repeated kernels; this file writes the float4 groups, split
+// rows and register-cached rows. What it writes as the eager CUDA kernels (its first rung,
+// emit_eager_cuda.cpp) write it — statements, grid-stride and row loops, block-wide
+// combines — comes from cuda_dialect.h.
 #include "codegen/emit_cuda.h"
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/cuda_dialect.h"
 #include "codegen/emit_core.h"
 #include "tensor/kernels.h"
 #include "tensor/reductions.h"
@@ -30,27 +33,6 @@ using namespace emit_detail;
 std::string strip_zero(std::string index) {
     if (index.rfind("0 + ", 0) == 0) index = index.substr(4);
     return index;
-}
-
-// How a row's reduction is combined across its block (the block_<reduction> helpers made
-// from tensor/reductions.def), through the block's shared slots of its accumulator's type.
-struct BlockCombine {
-    std::string combine;  // block_sum, block_amax, block_amin
-    const char* acc;      // the accumulator's C type (bool: int, which warp shuffles carry)
-    const char* shared;   // the block's shared slots of that type
-};
-BlockCombine block_combine(OpId op, DType dtype) {
-    std::string combine = "block_" + std::string(op_name(op));
-    switch (dtype) {
-        case DType::float64:
-            return {combine, "double", "shared_f64"};
-        case DType::int64:
-            return {combine, "long long", "shared_i64"};
-        case DType::boolean:
-            return {combine, "int", "shared_i32"};
-        default:
-            return {combine, "float", "shared"};
-    }
 }
 
 class CudaKernelEmitter : KernelEmitterCore {
@@ -124,18 +106,16 @@ class CudaKernelEmitter : KernelEmitterCore {
     std::string reduction_identity(OpId op, DType d) const override {
         return kiln::reduction_identity(op, d);
     }
-    // As the eager CUDA kernels convert (convert_body).
+    // Statements as the eager CUDA kernels spell them (cuda_dialect.h).
     std::string convert(const std::string& x, DType to) const override {
-        return to == DType::boolean ? "(" + x + " != 0)"
-                                    : std::string("((") + cuda_c_type(to) + ")" + x + ")";
+        return CudaSpelling().convert(x, to);
     }
     std::string select(const std::string& c, const std::string& a,
                        const std::string& b) const override {
-        return "(" + c + " ? " + a + " : " + b + ")";
+        return CudaSpelling().select(c, a, b);
     }
-    std::string result(const std::string& math, const LNode& n, DType compute) const override {
-        if (compute == DType::float32 || is_compare(n.op)) return math;
-        return std::string("((") + cuda_c_type(compute) + ")(" + math + "))";
+    std::string result(const std::string& math, OpId op, DType compute) const override {
+        return CudaSpelling().result(math, op, compute);
     }
     std::string declare(int v, bool) const override {
         return std::string("const ") + type(v) + " ";
@@ -179,8 +159,7 @@ class CudaKernelEmitter : KernelEmitterCore {
         for (int v : stores) store_nodes.push_back(s_.producer.at(v));
         std::vector<int> body = element_closure(store_nodes);
         os_ << "    const long long n = " << product_cpp(k_.domain, 0, rank_) << ";\n";
-        os_ << "    const long long step = (long long)blockDim.x * gridDim.x;\n";
-        os_ << "    long long first = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n";
+        os_ << grid_stride_head("    ");
         if (vec4_) {
             // Contiguous arrays: groups of four elements, when every array's start is 16-byte aligned.
             std::vector<std::pair<int, LoadPlan>> arrays;
@@ -243,7 +222,7 @@ class CudaKernelEmitter : KernelEmitterCore {
             os_ << ind << "    const long long j = j_begin + threadIdx.x + c * (long long)blockDim.x;\n";
             os_ << ind << "    if (j >= j_end) break;\n";
         } else {
-            os_ << ind << "for (long long j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {\n";
+            os_ << row_pass_head(ind);
         }
         emit_element(ind + "    ", body, reductions, stores, false);
         os_ << ind << "}\n";
@@ -278,31 +257,18 @@ class CudaKernelEmitter : KernelEmitterCore {
     void emit_row_kernel() {
         std::vector<Step> steps = row_steps();
         int split = split_reductions();
-        os_ << "    __shared__ float shared[32];\n";
+        os_ << "    " << shared_slots("shared");
         std::set<std::string> slots;  // 64-bit and int accumulators combine through their own slots
         for (int index : k_.nodes)
             if (is_reduction(index))
                 slots.insert(block_combine(node(index).op, node(index).out.dtype).shared);
         for (const std::string& slot : slots)
-            if (slot != "shared")
-                os_ << "    __shared__ "
-                    << (slot == "shared_f64"   ? "double"
-                        : slot == "shared_i64" ? "long long"
-                                               : "int")
-                    << " " << slot << "[32];\n";
+            if (slot != "shared") os_ << "    " << shared_slots(slot.c_str());
         os_ << "    const long long rows = " << product_cpp(k_.domain, 0, outer_) << ";\n";
         os_ << "    const long long row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
         std::string ind = "        ";
-        if (split) {
-            os_ << "    __shared__ bool last_slice;\n";
-            os_ << "    const long long chunk = (row_size + splits - 1) / splits;  // a block's slice of its row\n";
-            os_ << "    for (long long task = blockIdx.x; task < rows * splits; task += gridDim.x) {\n";
-            os_ << ind << "const long long row = task / splits, slice = task % splits;\n";
-            os_ << ind << "const long long j_begin = slice * chunk, j_end = min(row_size, j_begin + chunk);\n";
-        } else {
-            os_ << "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n";
-            os_ << ind << "const long long j_begin = 0, j_end = row_size;\n";
-        }
+        if (split) os_ << "    __shared__ bool last_slice;\n";
+        os_ << row_loop_head("    ", split != 0);
         os_ << ind << "[[maybe_unused]] long long rest = row;\n";
         if (outer_ > 0) emit_split(ind, "rest", 'i', outer_ - 1, 0);
         cache_ = split ? std::set<int>{} : reread_loads(steps);
@@ -411,43 +377,6 @@ class CudaKernelEmitter : KernelEmitterCore {
     }
 };
 
-// Block-wide combines for row kernels: shuffles within each warp, then the warps' results
-// through shared memory, and every thread gets the row's value. blockDim.x is a multiple of 32.
-const char* kRowPrelude =
-    R"(template <class Combine, class T> __device__ inline T block_combine(T v, T* shared, T identity) {
-    for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    __syncthreads();  // the slots' readers from the last combine are done
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    v = lane < warps ? shared[lane] : identity;
-    for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-)";
-
-// block_<reduction>(v, shared) for each line of tensor/reductions.def: its combine step and
-// its identity for each accumulator type (int: bool's).
-std::string reduction_block_helpers() {
-    std::string out;
-    for (OpId op : reduction_ops()) {
-        std::string name = op_name(op);
-        out += "struct Combine_" + name +
-               " {\n    template <class T> __device__ static T f(T x, T y) { return " +
-               kiln::reduction_combine(op) + "; }\n};\n";
-        out += "template <class T> __device__ inline T identity_" + name + "();\n";
-        for (DType dt : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
-            std::string t = block_combine(op, dt).acc;
-            out += "template <> __device__ inline " + t + " identity_" + name + "<" + t +
-                   ">() { return " + kiln::reduction_identity(op, dt) + "; }\n";
-        }
-        out += "template <class T> __device__ inline T block_" + name +
-               "(T v, T* shared) { return block_combine<Combine_" + name +
-               ">(v, shared, identity_" + name + "<T>()); }\n";
-    }
-    return out + "\n";
-}
-
 // The runner launches the first kernel's function for a repeat (cuda_kernel_entry).
 struct CudaKernels : KernelWriter {
     void kernel(const Schedule& s, int k, std::ostream& os) const override {
@@ -472,7 +401,7 @@ std::string emit_cuda(const std::vector<const Schedule*>& schedules) {
     std::ostringstream os;
     os << "// Generated by kiln (codegen/emit_cuda.cpp) for NVRTC. One __global__ function per kernel; see docs/cuda.md.\n";
     os << cuda_math_prelude();
-    os << "namespace kiln_math {\n" << kRowPrelude << reduction_block_helpers();
+    os << "namespace kiln_math {\n" << cuda_block_helpers();
     emit_kernels(schedules, CudaKernels(), os);
     os << "}  // namespace kiln_math\n";
     return os.str();

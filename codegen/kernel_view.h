@@ -51,11 +51,6 @@ inline DType compute_dtype(const LNode& n, const std::vector<DType>& in) {
     return binary_result_dtype(in[0], in[1], true);
 }
 
-// The dtype operand `i` of n is converted to before n reads it (where's condition: bool).
-inline DType operand_dtype(const LNode& n, size_t i, DType compute) {
-    return n.op == OpId::where && i == 0 ? DType::boolean : compute;
-}
-
 class KernelView {
    protected:
     KernelView(const Schedule& s, int index, int outer)

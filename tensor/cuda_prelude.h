@@ -1,5 +1,5 @@
 // The CUDA prelude: ops.def's math vocabulary (tensor/pointwise_math.h's counterpart) for
-// float, double and long long under NVRTC. Eager CUDA kernels (tensor/kernels_cuda.cpp) and
+// float, double and long long under NVRTC. Eager CUDA kernels (codegen/emit_eager_cuda.cpp) and
 // generated ones (codegen/emit_cuda.cpp) begin with it. The math functions come from
 // tensor/math_functions.def; the helpers below them (maximum, sign, ...) are written here.
 #pragma once

@@ -1,20 +1,21 @@
-// Eager CUDA kernels. Every pointwise op's kernel is generated from its math text in
-// tensor/ops.def — the same text the CPU kernels and the C++ emitter use — so an op added to
-// the table runs on the GPU with no extra code. Kernels are CUDA C++ compiled by NVRTC on
-// first use (tensor/cuda_runtime.cpp); one elementwise kernel shape serves pointwise ops,
-// where, casts and strided copies; reductions are one block per output row; matmul is cuBLAS.
+// Eager CUDA kernels: what each op's kernel computes (dtypes, shapes, the geometry of its
+// arrays), launching, and dispatch. Their sources are the first rung of the CUDA dialect
+// (codegen/emit_eager_cuda.h): every pointwise op's kernel is written from its math text in
+// tensor/ops.def exactly as the generated kernels write it, so an op added to the table runs
+// on the GPU with no extra code. NVRTC compiles each source on first use, once for any shape
+// (tensor/cuda_runtime.cpp); one elementwise kernel shape serves pointwise ops, where, casts
+// and strided copies; reductions are one block per output row; matmul is cuBLAS.
 // View ops need no kernel: their CPU forward only rewrites shape and strides, and the copies
 // they may need (contiguous, cat, slice_backward) go through strided_copy, which comes here.
 #include <cmath>
-#include <sstream>
 
 #include "autograd/node.h"
+#include "codegen/emit_eager_cuda.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_prelude.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
 #include "tensor/philox.h"
-#include "tensor/reductions.h"
 
 namespace kiln {
 namespace {
@@ -22,19 +23,14 @@ namespace {
 using cuda::detail::kernel;
 using cuda::detail::launch;
 
-const char* c_type(DType d) { return cuda_c_type(d); }
-
 // The vocabulary of ops.def's math (tensor/pointwise_math.h) for scalars under NVRTC.
 const std::string kPrelude =
     std::string(cuda_prelude::kHead) + cuda_prelude::kMathFunctions + cuda_prelude::kTail;
-// Kernels are defined inside kiln_math, so exp(x) finds kiln_math's overloads first (NVRTC
-// also declares a global exp(float): both would match from outside).
-const char* kOpen = "namespace kiln_math {\n";
-const char* kClose = "}  // namespace kiln_math\n";
 
-constexpr int kMaxDims = 8;
+constexpr int kMaxDims = codegen::kEagerMaxDims;
 // Sizes of the loop and, per array (0: the output, 1..3: inputs), element strides; a
-// broadcast dim has stride 0. Passed to the kernel by value.
+// broadcast dim has stride 0. Passed to the kernel by value, laid out as the kernel's own
+// struct Geometry (codegen/emit_eager_cuda.h).
 struct Geometry {
     int ndim = 0;
     long long size[kMaxDims] = {};
@@ -43,69 +39,14 @@ struct Geometry {
 
 void* data(const Tensor& t) { return t.numel() ? t.raw_data() : nullptr; }
 
-// An elementwise kernel: the output's dtype, its inputs' dtypes, and `body`, C++ over the
-// inputs v1..v3 (read as their own types) and `scalar` that assigns `r` (the output's type).
-struct ElementwiseKernel {
-    DType out;
-    std::vector<DType> inputs;
-    std::string body;
-    bool flat = false;  // every array contiguous (or one element): element i is at i, no index math
-};
+using ElementwiseKernel = codegen::EagerElementwise;
 
-std::string elementwise_source(const ElementwiseKernel& k) {
-    std::ostringstream src;
-    src << kPrelude << kOpen << "struct Geometry { int ndim; long long size[" << kMaxDims << "]; long long stride[4][" << kMaxDims
-        << "]; };\n"
-        << "extern \"C\" __global__ void kiln_elementwise(Geometry g, long long n, " << c_type(k.out) << "* out";
-    for (size_t i = 0; i < 3; ++i) src << ", const " << (i < k.inputs.size() ? c_type(k.inputs[i]) : "char") << "* in" << i + 1;
-    src << ", double scalar) {\n"
-        << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n";
-    if (k.flat) {
-        src << "        const long long o[4] = {i, i, i, i};  // contiguous arrays\n";
-    } else {
-        src << "        long long rest = i, o[4] = {0, 0, 0, 0};\n"
-            << "        for (int d = g.ndim - 1; d >= 0; --d) {\n"
-            << "            long long c = rest % g.size[d];\n"
-            << "            rest /= g.size[d];\n"
-            << "            for (int k = 0; k < 4; ++k) o[k] += c * g.stride[k][d];\n"
-            << "        }\n";
-    }
-    for (size_t i = 0; i < k.inputs.size(); ++i)
-        src << "        " << c_type(k.inputs[i]) << " v" << i + 1 << " = in" << i + 1 << "[o[" << i + 1 << "]];\n";
-    src << "        " << c_type(k.out) << " r;\n        " << k.body << "\n        out[o[0]] = r;\n    }\n}\n" << kClose;
-    return src.str();
-}
-
-// One random op's kernel: element i draws with (seed, offset + i); under a CUDA graph,
-// (seed, offset) are read from graph_state, which each replay fills (cuda_runtime.h).
-std::string random_source(OpId op, DType out) {
-    const char* t = c_type(out);
-    std::ostringstream src;
-    src << kPrelude << kOpen << "#define KILN_HD __device__\nnamespace kiln_random {\n" << kiln_random::kRandomSource << "\n}\n"
-        << "extern \"C\" __global__ void kiln_draw(long long n, " << t << "* out, unsigned long long seed,\n"
-        << "        unsigned long long offset, const unsigned long long* graph_state, double lo, double hi,\n"
-        << "        long long int_lo, unsigned long long range) {\n"
-        << "    if (graph_state) seed = graph_state[0], offset += graph_state[1];\n"
-        << "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n";
-    if (op == OpId::randn) src << "        out[i] = (" << t << ")kiln_random::draw_normal(seed, offset + i);\n";
-    if (op == OpId::randint) src << "        out[i] = (" << t << ")kiln_random::draw_int(seed, offset + i, int_lo, range);\n";
-    if (op == OpId::rand) {  // rounded to the dtype and kept below hi, as on the CPU
-        const char* next = out == DType::float32 ? "nextafterf" : "nextafter";
-        src << "        " << t << " r = (" << t << ")kiln_random::draw_uniform(seed, offset + i, lo, hi);\n"
-            << "        out[i] = ((double)r >= hi && hi > lo) ? " << next << "((" << t << ")hi, (" << t << ")lo) : r;\n";
-    }
-    src << "    }\n}\n" << kClose;
-    return src.str();
-}
-
-// Runs kernel `k` once per element of `out`'s shape. Arrays: out (written, any strides) and
-// up to 3 inputs already expanded to out's shape.
-void elementwise(const std::string& label, const Tensor& out, const std::vector<Tensor>& inputs, const std::string& body,
-                 double scalar = 0) {
+// Runs kernel `k` (its inputs' dtypes those of `inputs`) once per element of `out`'s shape.
+// Arrays: out (written, any strides) and up to 3 inputs already expanded to out's shape.
+void elementwise(const std::string& label, const Tensor& out, const std::vector<Tensor>& inputs,
+                 ElementwiseKernel k, double scalar = 0) {
     int64_t n = out.numel();
     if (n == 0) return;
-    ElementwiseKernel k{out.dtype(), {}, body};
-    for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
     // Dims that every array walks as one (stride[d] == stride[d+1] * size[d+1]) merge, so a
     // contiguous op is a 1-d loop with no index arithmetic per dim.
     Geometry g;
@@ -130,7 +71,7 @@ void elementwise(const std::string& label, const Tensor& out, const std::vector<
         k.flat = true;
         for (int i = 0; i < arrays; ++i) k.flat = k.flat && g.stride[i][0] == 1;
     }
-    void* fn = kernel(elementwise_source(k), "kiln_elementwise");
+    void* fn = kernel(codegen::eager_cuda_elementwise(k), "kiln_elementwise");
     void* out_ptr = data(out);
     void* in_ptr[3] = {nullptr, nullptr, nullptr};
     for (size_t i = 0; i < inputs.size(); ++i) in_ptr[i] = data(inputs[i]);
@@ -139,11 +80,15 @@ void elementwise(const std::string& label, const Tensor& out, const std::vector<
     launch(fn, n, args);
 }
 
-std::string convert_body(DType out) {
-    return out == DType::boolean ? "r = v1 != 0;" : std::string("r = (") + c_type(out) + ")v1;";
+ElementwiseKernel cast_kernel(DType from, DType to) { return {OpId::cast, to, to, {from}}; }
+// `full`: the kernel's double `scalar` converted to the dtype, its only operand.
+ElementwiseKernel full_kernel(DType dtype, bool flat = false) {
+    return {OpId::full, dtype, dtype, {}, ScalarPos::right, flat};
 }
 // out = (type of out) in, element by element (any strides, any dtypes, same shape).
-void convert(const Tensor& out, const Tensor& in) { elementwise("copy", out, {in}, convert_body(out.dtype())); }
+void convert(const Tensor& out, const Tensor& in) {
+    elementwise("copy", out, {in}, cast_kernel(in.dtype(), out.dtype()));
+}
 
 // A 0-d CPU tensor used with CUDA tensors moves to the GPU, as in PyTorch (a CPU scalar
 // mixes with tensors of any device); any other CPU tensor is a device mismatch.
@@ -171,75 +116,39 @@ struct PointwisePlan {
 
 PointwisePlan plan_pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
     const OpInfo& info = op_info(op);
-    if (op == OpId::cast) return {in[0].shape(), {a.dtype, {in[0].dtype()}, convert_body(a.dtype)}, {in[0]}};
+    if (op == OpId::cast) return {in[0].shape(), cast_kernel(in[0].dtype(), a.dtype), {in[0]}};
     if (op == OpId::where) {
         Shape shape = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"), in[2].shape(), "where");
         DType dt = promote(in[1].dtype(), in[2].dtype());
-        std::string t = c_type(dt);
         return {shape,
-                {dt, {in[0].dtype(), in[1].dtype(), in[2].dtype()}, "r = v1 ? (" + t + ")v2 : (" + t + ")v3;"},
+                {op, dt, dt, {in[0].dtype(), in[1].dtype(), in[2].dtype()}},
                 {in[0].expand(shape), in[1].expand(shape), in[2].expand(shape)}};
     }
-    std::string math = info.math;
     if (info.arity == 1) {
         DType dt = pointwise_result_dtype(in[0].dtype(), info.ints);
-        std::string t = c_type(dt);
-        return {in[0].shape(), {dt, {in[0].dtype()}, "using T = " + t + "; T x = (T)v1; r = (T)(" + math + ");"}, {in[0]}};
+        return {in[0].shape(), {op, dt, dt, {in[0].dtype()}}, {in[0]}};
     }
+    // Comparisons compute in their operands' promoted dtype (bool: int64) and return bool.
     bool compare = is_compare(op);
     BinaryPlan p = plan_binary(in, a, compare || info.ints, info.name);
     DType compute = compare && p.dtype == DType::boolean ? DType::int64 : p.dtype;
-    PointwisePlan plan{p.shape, {compare ? DType::boolean : p.dtype, {}, std::string("using T = ") + c_type(compute) + "; "}, {}};
-    switch (a.scalar_pos) {
-        case ScalarPos::right: plan.kernel.body += "T x = (T)v1; T y = (T)scalar; "; plan.operands = {in[0].expand(p.shape)}; break;
-        case ScalarPos::left: plan.kernel.body += "T x = (T)scalar; T y = (T)v1; "; plan.operands = {in[0].expand(p.shape)}; break;
-        default: plan.kernel.body += "T x = (T)v1; T y = (T)v2; "; plan.operands = {in[0].expand(p.shape), in[1].expand(p.shape)};
-    }
-    plan.kernel.body += compare ? "r = (" + math + ");" : "r = (T)(" + math + ");";
-    for (const Tensor& t : plan.operands) plan.kernel.inputs.push_back(t.dtype());
-    return plan;
+    std::vector<Tensor> operands = {in[0].expand(p.shape)};
+    if (a.scalar_pos == ScalarPos::none) operands.push_back(in[1].expand(p.shape));
+    std::vector<DType> dtypes;
+    for (const Tensor& t : operands) dtypes.push_back(t.dtype());
+    return {
+        p.shape, {op, compare ? DType::boolean : p.dtype, compute, dtypes, a.scalar_pos}, operands};
 }
 
 Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
     PointwisePlan p = plan_pointwise(op, in, a);
     Tensor out = empty(p.shape, p.kernel.out, in[0].device());
-    elementwise(op_info(op).name, out, p.operands, p.kernel.body, a.scalar);
+    elementwise(op_info(op).name, out, p.operands, p.kernel, a.scalar);
     return out;
 }
 
-// One block per row of `inner` elements: each thread folds a strided share of the row, then
-// the block combines the shares in shared memory. float32 sums accumulate in double.
-std::string reduce_source(OpId op, DType dt) {
-    bool sum = op == OpId::sum;
-    std::string t = c_type(dt), acc = dt == DType::float32 && sum ? "double" : t;
-    std::string init = reduction_identity(op, dt);
-    std::ostringstream s;
-    s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
-      << "__device__ inline Acc combine(Acc x, Acc y) { return " << reduction_combine(op) << "; }\n"
-      << "// Block `task` folds slice task % splits of row task / splits into out[task].\n"
-      << "extern \"C\" __global__ void kiln_reduce(const T* x, T* out, long long rows, long long "
-         "inner, long long splits) {\n"
-      << "    __shared__ Acc part[256];\n"
-      << "    const long long chunk = (inner + splits - 1) / splits;\n"
-      << "    for (long long task = blockIdx.x; task < rows * splits; task += gridDim.x) {\n"
-      << "        const long long row = task / splits, begin = task % splits * chunk, end = "
-         "min(inner, begin + chunk);\n"
-      << "        Acc acc = " << init << ";\n"
-      << "        for (long long j = begin + threadIdx.x; j < end; j += blockDim.x) acc = "
-         "combine(acc, (Acc)x[row * inner + j]);\n"
-      << "        part[threadIdx.x] = acc;\n        __syncthreads();\n"
-      << "        for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
-      << "            if (threadIdx.x < w) part[threadIdx.x] = combine(part[threadIdx.x], "
-         "part[threadIdx.x + w]);\n"
-      << "            __syncthreads();\n        }\n"
-      << "        if (threadIdx.x == 0) out[task] = (T)part[0];\n        __syncthreads();\n    "
-         "}\n}\n"
-      << kClose;
-    return s.str();
-}
-
 // Reductions: the reduced dims permuted last and made contiguous (as on the CPU), then one
-// block per output row combines its row in shared memory.
+// block per output row (or row slice) combines its row (codegen/emit_eager_cuda.h).
 Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     const char* name = op_info(op).name;
     ReducePlan p = plan_reduce(x, a, name);
@@ -253,7 +162,7 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     Tensor src = contiguous_as(x.dim() ? x.detach().permute(perm) : x, dt);
     Tensor out = empty(p.out_shape, dt, x.device());
     if (p.outer > 0) {
-        void* fn = kernel(reduce_source(op, dt), "kiln_reduce");
+        void* fn = kernel(codegen::eager_cuda_reduce(op, dt), "kiln_reduce");
         auto run = [&](const Tensor& from, const Tensor& to, long long rows, long long inner, long long splits) {
             void* xp = data(from);
             void* op_ = data(to);
@@ -321,7 +230,9 @@ const char* cuda_c_type(DType d) {
 
 std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     std::vector<std::pair<std::string, std::string>> out;
-    auto add = [&](const std::string& label, const PointwisePlan& p) { out.emplace_back(label, elementwise_source(p.kernel)); };
+    auto add = [&](const std::string& label, const PointwisePlan& p) {
+        out.emplace_back(label, codegen::eager_cuda_elementwise(p.kernel));
+    };
     const DType dtypes[] = {DType::float32, DType::float64, DType::int64, DType::boolean};
     for (int i = 0; i < kOpCount; ++i) {
         OpId op = OpId(i);
@@ -349,13 +260,19 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     flat.kernel.flat = true;
     add("sigmoid float32 contiguous", flat);
     add("where", plan_pointwise(OpId::where, std::vector<Tensor>{empty({2}, DType::boolean), empty({2}), empty({2}, DType::float64)}, {}));
+    for (DType dt : dtypes)  // cuda_full's kernels: the scalar argument alone
+        for (bool contiguous : {false, true})
+            out.emplace_back(std::string("full ") + dtype_name(dt) + (contiguous ? " contiguous" : ""),
+                             codegen::eager_cuda_elementwise(full_kernel(dt, contiguous)));
     for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
         for (DType dt : {DType::float32, DType::float64, DType::int64})
-            out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt), reduce_source(op, dt));
+            out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt),
+                             codegen::eager_cuda_reduce(op, dt));
     for (OpId op : {OpId::rand, OpId::randn, OpId::randint})
         for (DType dt : {DType::float32, DType::float64, DType::int64})
             if (op == OpId::randint || dt != DType::int64)
-                out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt), random_source(op, dt));
+                out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt),
+                                 codegen::eager_cuda_random(op, dt));
     return out;
 }
 
@@ -391,7 +308,7 @@ Tensor cuda_random(OpId op, const Attrs& a) {
     Tensor out = empty(a.shape, checked.dtype(), a.device);
     int64_t n = out.numel();
     if (n == 0) return out;
-    void* fn = kernel(random_source(op, out.dtype()), "kiln_draw");
+    void* fn = kernel(codegen::eager_cuda_random(op, out.dtype()), "kiln_draw");
     cuda::detail::RandomDraws d = cuda::detail::reserve_random_draws(uint64_t(n));
     long long count = n, int_lo = 0;
     unsigned long long range = 0;
@@ -407,8 +324,7 @@ Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device) {
     check_fits(value, dtype, "full");
     checked_numel(shape, "full");
     Tensor out = empty(shape, dtype, device);
-    std::string body = dtype == DType::boolean ? "r = scalar != 0;" : std::string("r = (") + c_type(dtype) + ")scalar;";
-    elementwise("full", out, {}, body, value);
+    elementwise("full", out, {}, full_kernel(dtype), value);
     return out;
 }
 

@@ -1,0 +1,132 @@
+// Eager CUDA's kernel sources, the first rung of the CUDA dialect (codegen/emit_eager_cuda.h).
+#include "codegen/emit_eager_cuda.h"
+
+#include <sstream>
+
+#include "codegen/cuda_dialect.h"
+#include "tensor/kernels.h"
+#include "tensor/philox.h"
+#include "tensor/reductions.h"
+
+namespace kiln::codegen {
+
+using namespace emit_detail;
+
+namespace {
+
+// Kernels are defined inside kiln_math, so exp(x) finds kiln_math's overloads first (NVRTC
+// also declares a global exp(float): both would match from outside).
+const char* kOpen = "namespace kiln_math {\n";
+const char* kClose = "}  // namespace kiln_math\n";
+
+const char* type(DType d) { return cuda_c_type(d); }
+
+// Element i's offset in each array: i itself when all are contiguous, else i split into the
+// geometry's indices (last dim fastest) and each array's strides summed.
+std::string element_offsets(bool flat) {
+    if (flat) return "        const long long o[4] = {i, i, i, i};  // contiguous arrays\n";
+    return "        long long rest = i, o[4] = {0, 0, 0, 0};\n"
+           "        for (int d = g.ndim - 1; d >= 0; --d) {\n"
+           "            const long long c = rest % g.size[d];\n"
+           "            rest /= g.size[d];\n"
+           "            for (int a = 0; a < 4; ++a) o[a] += c * g.stride[a][d];\n"
+           "        }\n";
+}
+
+}  // namespace
+
+std::string eager_cuda_elementwise(const EagerElementwise& k) {
+    KILN_CHECK(k.inputs.size() <= 3, op_name(k.op),
+               ": an eager CUDA kernel reads at most 3 arrays, got ", k.inputs.size());
+    // The operands in order: the arrays v1.., the double `scalar` where the op has one.
+    std::vector<Operand> operands;
+    if (k.scalar_pos == ScalarPos::left) operands.push_back({"scalar", DType::float64});
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+        operands.push_back({"v" + std::to_string(i + 1), k.inputs[i]});
+    if (k.scalar_pos == ScalarPos::right) operands.push_back({"scalar", DType::float64});
+    std::string signature;  // add(int64, scalar): the operands' dtypes
+    for (size_t i = 0; i < operands.size(); ++i)
+        signature += std::string(i ? ", " : "") +
+                     (operands[i].text == "scalar" ? "scalar" : dtype_name(operands[i].dtype));
+    std::ostringstream src;
+    src << cuda_math_prelude() << kOpen << "// kiln_elementwise: " << op_name(k.op) << "("
+        << signature << ") in " << dtype_name(k.compute) << " to " << dtype_name(k.out)
+        << (k.flat ? ", contiguous" : ", strided") << "\n"
+        << "struct Geometry { int ndim; long long size[" << kEagerMaxDims
+        << "]; long long stride[4][" << kEagerMaxDims << "]; };\n"
+        << "extern \"C\" __global__ void kiln_elementwise(Geometry g, long long n, " << type(k.out)
+        << "* out";
+    for (size_t i = 0; i < 3; ++i)
+        src << ", const " << (i < k.inputs.size() ? type(k.inputs[i]) : "char") << "* in" << i + 1;
+    src << ", double scalar) {\n"
+        << grid_stride_head("    ") << "    for (long long i = first; i < n; i += step) {\n"
+        << element_offsets(k.flat);
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+        src << "        const " << type(k.inputs[i]) << " v" << i + 1 << " = in" << i + 1 << "[o["
+            << i + 1 << "]];\n";
+    src << "        out[o[0]] = " << op_expression(CudaSpelling(), k.op, operands, k.compute)
+        << ";\n";
+    src << "    }\n}\n" << kClose;
+    return src.str();
+}
+
+std::string eager_cuda_reduce(OpId op, DType dtype) {
+    DType acc = dtype == DType::float32 && op == OpId::sum ? DType::float64 : dtype;
+    BlockCombine block = block_combine(op, acc);
+    CudaSpelling cuda;
+    std::string t = type(dtype);
+    std::ostringstream s;
+    s << cuda_math_prelude() << kOpen << cuda_block_helpers() << "// kiln_reduce: " << op_name(op)
+      << " of " << dtype_name(dtype) << " rows, accumulating in " << dtype_name(acc)
+      << ": one block per row slice\n"
+      << "extern \"C\" __global__ void kiln_reduce(const " << t << "* x, " << t
+      << "* out, long long rows, long long row_size, long long splits) {\n"
+      << "    " << shared_slots(block.shared) << row_loop_head("    ", true) << "        "
+      << block.acc << " acc = " << reduction_identity(op, acc) << ";\n"
+      << row_pass_head("        ") << "            acc = "
+      << reduction_combine(
+             op, "acc",
+             acc == dtype ? "x[row * row_size + j]" : cuda.convert("x[row * row_size + j]", acc))
+      << ";\n"
+      << "        }\n"
+      << "        acc = " << block.combine << "(acc, " << block.shared << ");\n"
+      << "        if (threadIdx.x == 0) out[task] = "
+      << (acc == dtype ? "acc" : cuda.convert("acc", dtype)) << ";\n"
+      << "    }\n}\n"
+      << kClose;
+    return s.str();
+}
+
+std::string eager_cuda_random(OpId op, DType dtype) {
+    KILN_CHECK(op_info(op).kind == OpKind::random, "eager_cuda_random: ", op_name(op),
+               " is not a random op");
+    const char* t = type(dtype);
+    std::ostringstream src;
+    src << cuda_math_prelude() << kOpen << "#define KILN_HD __device__\nnamespace kiln_random {\n"
+        << kiln_random::kRandomSource << "\n}\n"
+        << "// kiln_draw: " << op_name(op) << " to " << dtype_name(dtype)
+        << ", element i from (seed, offset + i)\n"
+        << "extern \"C\" __global__ void kiln_draw(long long n, " << t
+        << "* out, unsigned long long seed,\n"
+        << "        unsigned long long offset, const unsigned long long* graph_state, double lo, "
+           "double hi,\n"
+        << "        long long int_lo, unsigned long long range) {\n"
+        << "    if (graph_state) seed = graph_state[0], offset += graph_state[1];\n"
+        << grid_stride_head("    ") << "    for (long long i = first; i < n; i += step) {\n";
+    if (op == OpId::randn)
+        src << "        out[i] = (" << t << ")kiln_random::draw_normal(seed, offset + i);\n";
+    if (op == OpId::randint)
+        src << "        out[i] = (" << t
+            << ")kiln_random::draw_int(seed, offset + i, int_lo, range);\n";
+    if (op == OpId::rand) {  // rounded to the dtype and kept below hi, as on the CPU
+        const char* next = dtype == DType::float32 ? "nextafterf" : "nextafter";
+        src << "        const " << t << " r = (" << t
+            << ")kiln_random::draw_uniform(seed, offset + i, lo, hi);\n"
+            << "        out[i] = ((double)r >= hi && hi > lo) ? " << next << "((" << t << ")hi, ("
+            << t << ")lo) : r;\n";
+    }
+    src << "    }\n}\n" << kClose;
+    return src.str();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,50 @@
+// The first rung of the CUDA dialect (docs/codegen.md, "Eager CUDA: the first rung"): the
+// sources of eager CUDA's kernels, which the generated kernels (emit_cuda.cpp) are tested
+// against. One kernel per op and dtypes, for any shape: sizes and strides arrive at run time,
+// so NVRTC compiles each once. The statements come from the same place as the generated
+// kernels' (emit_expr.h: the op table's math, converted as the CUDA dialect spells it), the
+// loops and block-wide combines from cuda_dialect.h.
+//
+// Layering: tensor/kernels_cuda.cpp (launching, geometry, dispatch) includes this header, the
+// one place tensor/ reaches into codegen/. It may, because this rung and what it includes
+// (cuda_dialect.h, emit_expr.h) stand below the Schedule: they read only tensor/ (the op
+// table, tensor/reductions.def, the CUDA prelude), never jit/ or the scheduler.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace kiln::codegen {
+
+// Dims of the run-time geometry, after merging the dims every array walks as one.
+constexpr int kEagerMaxDims = 8;
+
+// One elementwise kernel, `kiln_elementwise(Geometry g, long long n, Out* out, const In1* in1,
+// const In2* in2, const In3* in3, double scalar)`: out[i] = op(in1[i], ...) for n elements,
+// where struct Geometry { int ndim; long long size[kEagerMaxDims]; long long
+// stride[4][kEagerMaxDims]; } holds the loop's sizes and each array's element strides (0: out,
+// 1..3: inputs; a broadcast dim has stride 0). Unused inputs are `const char*`.
+struct EagerElementwise {
+    OpId op;        // a pointwise op of ops.def, cast, where, or full (the scalar alone)
+    DType out;      // the output array's dtype
+    DType compute;  // the dtype the math runs in (eager's promotion decides it)
+    std::vector<DType> inputs;               // the input arrays' dtypes, at most 3
+    ScalarPos scalar_pos = ScalarPos::none;  // where `scalar` is an operand (full: right)
+    bool flat = false;  // every array contiguous: element i is at i, no index math
+};
+std::string eager_cuda_elementwise(const EagerElementwise& k);
+
+// `kiln_reduce(const T* x, T* out, long long rows, long long row_size, long long splits)`:
+// block task folds slice task % splits of contiguous row task / splits into out[task], through
+// the block combine of the generated row kernels (launched with 256 threads). T is `dtype`;
+// float32 sums accumulate in double.
+std::string eager_cuda_reduce(OpId op, DType dtype);
+
+// `kiln_draw(long long n, T* out, unsigned long long seed, unsigned long long offset, const
+// unsigned long long* graph_state, double lo, double hi, long long int_lo, unsigned long long
+// range)`: element i of rand/randn/randint draws with (seed, offset + i) from tensor/philox.h;
+// under a CUDA graph (seed, offset) are read from graph_state, which each replay fills.
+std::string eager_cuda_random(OpId op, DType dtype);
+
+}  // namespace kiln::codegen
