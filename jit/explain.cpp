@@ -97,7 +97,8 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
     bool any_split = false;
     for (const std::string& d : e.ddp_splits) any_split = any_split || !d.empty();
     if (any_split) {
-        os << "DDP split (compiled under DistributedDataParallel: one subgraph per gradient bucket):\n";
+        os << "DDP split (compiled under DistributedDataParallel: one subgraph per gradient "
+              "bucket):\n";
         for (size_t i = 0; i < e.ddp_splits.size(); ++i)
             if (!e.ddp_splits[i].empty()) os << "  Graph " << i + 1 << ": " << e.ddp_splits[i];
     }

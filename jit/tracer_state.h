@@ -177,7 +177,8 @@ class Tracer final : public DispatchHook {
     std::vector<std::weak_ptr<TensorImpl>> node_out_;  // per builder id: liveness
     std::vector<Segment::Assign> assigns_;  // in-place ops of the open graph (builder ids)
     std::map<int, int> mutations_;          // argument/lifted slot -> builder id of its new value
-    // A DDP forward ran while this graph was recorded: it is split at its buckets (jit/ddp_split.h).
+    // A DDP forward ran while this graph was recorded: it is split at its buckets
+    // (jit/ddp_split.h).
     std::shared_ptr<const DDPBuckets> ddp_;
     // replaying (b_ null)
     std::vector<Segment*> cands_;

@@ -1,9 +1,8 @@
 // nn::DistributedDataParallel on N ranks trains exactly as one process does on the whole
 // batch (N = 2 under `kiln launch`, launch_tests.cmake; N = 1 alone): step by step, the
 // replicas' parameters equal a single-process reference's, eager and compiled.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <sstream>
 
 #include "autograd/hooks.h"
@@ -150,11 +149,11 @@ std::vector<std::string> overlap_events(const Task& task,
     auto net = task.make();
     auto compiled_net = std::make_shared<decltype(compile(*net))>(compile(*net));
     std::vector<std::string> events;
-    nn::DDPOptions options{.bucket_cap_mb = 0.0005,
-                           .forward = [compiled_net](const Tensor& x) { return (*compiled_net)(x); },
-                           .on_all_reduce_start = [&events](size_t b) {
-                               events.push_back("all-reduce " + std::to_string(b));
-                           }};
+    nn::DDPOptions options{
+        .bucket_cap_mb = 0.0005,
+        .forward = [compiled_net](const Tensor& x) { return (*compiled_net)(x); },
+        .on_all_reduce_start =
+            [&events](size_t b) { events.push_back("all-reduce " + std::to_string(b)); }};
     nn::DistributedDataParallel ddp(net, options);
     int64_t hook = autograd::register_post_accumulate_grad_hook(
         first_layer(*net), [&events](const Tensor&) { events.push_back("first layer ready"); });
@@ -177,12 +176,14 @@ void check_overlap(const std::vector<std::string>& events, size_t buckets) {
     std::ostringstream order;
     for (const auto& e : events) order << e << "; ";
     BOOST_TEST_MESSAGE("backward's events: " << order.str());
-    BOOST_CHECK_EQUAL(std::count_if(events.begin(), events.end(),
-                                    [](const std::string& e) { return e.starts_with("all-reduce"); }),
-                      long(buckets));
+    BOOST_CHECK_EQUAL(
+        std::count_if(events.begin(), events.end(),
+                      [](const std::string& e) { return e.starts_with("all-reduce"); }),
+        long(buckets));
     BOOST_CHECK_MESSAGE(at("all-reduce 0") < at("first layer ready"),
                         "bucket 0's all-reduce did not start before the first subgraph's backward "
-                        "ended: " << order.str());
+                        "ended: "
+                            << order.str());
 }
 
 }  // namespace
@@ -217,7 +218,9 @@ BOOST_AUTO_TEST_CASE(compiled_small_resnet_starts_an_all_reduce_before_its_backw
     size_t buckets = 0;
     auto events = overlap_events(
         resnet_task(),
-        [](nn::Module& m) { return static_cast<SmallResNet&>(m).stem->named_parameters().at(0).second; },
+        [](nn::Module& m) {
+            return static_cast<SmallResNet&>(m).stem->named_parameters().at(0).second;
+        },
         buckets);
     BOOST_CHECK_GT(buckets, 1u);
     check_overlap(events, buckets);
