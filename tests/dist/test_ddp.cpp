@@ -226,6 +226,26 @@ BOOST_AUTO_TEST_CASE(compiled_small_resnet_starts_an_all_reduce_before_its_backw
     check_overlap(events, buckets);
 }
 
+// A second batch size makes the compiled forward's next entry symbolic: its graph is not
+// split (docs/distributed.md, "Limits"), and explain says why.
+BOOST_AUTO_TEST_CASE(a_graph_with_symbolic_sizes_inside_ddp_is_left_whole) {
+    join();
+    manual_seed(1);
+    auto net = make_mlp();
+    auto f = std::make_shared<decltype(compile(*net))>(compile(*net));
+    nn::DistributedDataParallel ddp(
+        net, {.bucket_cap_mb = 0.0005, .forward = [f](const Tensor& x) { return (*f)(x); }});
+    for (int64_t b : {2, 3})
+        nn::functional::mse_loss(ddp(randn({b, 8})), randn({b, 4})).backward();
+    jit::ExplainOutput e = jit::explain_compiled(*f);
+    BOOST_REQUIRE_EQUAL(e.ddp_subgraphs.size(), 2u);
+    BOOST_CHECK_GT(e.ddp_subgraphs[0], 1);
+    BOOST_CHECK_EQUAL(e.ddp_subgraphs[1], 1);
+    BOOST_CHECK_MESSAGE(e.ddp_splits[1].find("left whole, a graph with symbolic sizes is not split") !=
+                            std::string::npos,
+                        e.ddp_splits[1]);
+}
+
 // PyTorch's order: compile a step that calls the DDP module. Its buffer broadcasts are
 // collectives in host code (graph breaks); the step still trains as one process does.
 BOOST_AUTO_TEST_CASE(a_compiled_step_calling_ddp_equals_one_process) {
