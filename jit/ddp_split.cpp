@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "jit/log.h"
 #include "tensor/error.h"
 
 namespace kiln::jit {
@@ -100,6 +101,79 @@ std::string DDPSplit::str() const {
     return os.str();
 }
 
+namespace {
+
+// Builds subgraph `p` of `graph` (its nodes pc.begin..pc.end) and compiles it: what it reads
+// from outside becomes its placeholders (pc.inputs), what a later subgraph or the result
+// reads its outputs (pc.outputs).
+std::shared_ptr<const Graph> build_piece(const Graph& graph, std::span<const Tensor> examples,
+                                         const std::vector<int>& piece_of_node,
+                                         const std::vector<int>& last_reader, int p, PieceCode& pc,
+                                         const Backend& backend, const BackendOptions& options) {
+    const auto& nodes = graph.nodes();
+    const int ni = graph.num_inputs();
+    GraphBuilder b(0);
+    std::map<int, int> local;  // whole-graph id -> builder id
+    std::vector<Tensor> piece_examples;
+    auto read = [&](int a) {
+        if (auto it = local.find(a); it != local.end()) return it->second;
+        const Node& src = nodes[a];
+        std::string source =
+            a < ni ? src.source : "output of subgraph " + std::to_string(piece_of_node[a] + 1);
+        int id = b.placeholder(src.name, src.meta, source);
+        local[a] = id;
+        pc.inputs.push_back(a);
+        if (a < ni) {
+            piece_examples.push_back(examples[a]);
+        } else {  // an earlier subgraph's output: its shape, dtype and requires_grad are what
+                  // counts
+            Tensor ex = zeros(src.meta.shape, {.dtype = src.meta.dtype, .device = src.meta.device});
+            if (src.meta.requires_grad) ex.requires_grad_(true);
+            piece_examples.push_back(ex);
+        }
+        return id;
+    };
+    for (int v = pc.begin; v < pc.end; ++v) {
+        const Node& nd = nodes[v];
+        std::vector<int> args;
+        for (int a : nd.args) args.push_back(read(a));
+        local[v] = nd.kind == NodeKind::detach
+                       ? b.detach(args.at(0), nd.meta)
+                       : b.call(nd.op, nd.attrs, args, nd.meta, nd.grad_enabled);
+    }
+    std::vector<int> outs;
+    for (int v = pc.begin; v < pc.end; ++v)
+        if (last_reader[v] > p) pc.outputs.push_back(v), outs.push_back(local[v]);
+    std::shared_ptr<const Graph> sub = b.build(outs);
+    pc.run = backend_compile(backend, sub, piece_examples, options);
+    return sub;
+}
+
+// Runs the subgraphs in order; each value is dropped after its last reader, as in eager code.
+CompiledFn run_in_order(std::shared_ptr<const std::vector<PieceCode>> pieces,
+                        std::vector<int> last_reader, std::vector<int> result_ids, int ni) {
+    return [=](std::span<const Tensor> inputs) {
+        std::vector<Tensor> values(last_reader.size());
+        for (int i = 0; i < ni; ++i) values[i] = inputs[i];
+        std::vector<Tensor> in;
+        for (int p = 0; p < int(pieces->size()); ++p) {
+            const PieceCode& pc = (*pieces)[p];
+            in.clear();
+            for (int a : pc.inputs) in.push_back(values[a]);
+            std::vector<Tensor> out = pc.run(in);
+            for (size_t j = 0; j < pc.outputs.size(); ++j)
+                values[pc.outputs[j]] = std::move(out[j]);
+            for (int a : pc.inputs)
+                if (a >= ni && last_reader[a] == p) values[a] = Tensor();
+        }
+        std::vector<Tensor> result;
+        for (int a : result_ids) result.push_back(values[a]);
+        return result;
+    };
+}
+
+}  // namespace
+
 CompiledFn ddp_split_compile(const Backend& backend, std::shared_ptr<const Graph> graph,
                              std::span<const Tensor> examples, const BackendOptions& options,
                              const DDPBuckets& ddp) {
@@ -108,7 +182,7 @@ CompiledFn ddp_split_compile(const Backend& backend, std::shared_ptr<const Graph
     auto split = std::make_shared<DDPSplit>();
     split->cap_bytes = ddp.cap_bytes;
     std::vector<DDPSplit::Piece> reversed;
-    std::vector<int> piece_of = assign_ops(*graph, examples, ddp, reversed);
+    std::vector<int> reverse_piece = assign_ops(*graph, examples, ddp, reversed);
     const int n = int(reversed.size());
     if (n < 2 || graph->num_symbols() > 0) {
         split->why_whole =
@@ -117,86 +191,34 @@ CompiledFn ddp_split_compile(const Backend& backend, std::shared_ptr<const Graph
         reversed[0].graph = graph;
         split->pieces = std::move(reversed);
         remember(graph, split);
+        log_event("graphs", "DDP split: " + split->str());
         return backend_compile(backend, graph, examples, options);
     }
     const auto& nodes = graph->nodes();
     const int ni = graph->num_inputs(), no = int(nodes.size()) - 1;  // `no`: the output node
-    // Forward order: subgraph p holds the op nodes whose reverse index is n - 1 - p.
-    auto piece = [&](int v) { return v < ni ? -1 : n - 1 - piece_of[v]; };
+    // Forward order: subgraph p holds the op nodes the walk put in piece n - 1 - p.
+    std::vector<int> piece_of_node(nodes.size(), -1);
     auto pieces = std::make_shared<std::vector<PieceCode>>(n);
     for (int v = ni; v < no; ++v) {
-        PieceCode& pc = (*pieces)[piece(v)];
+        piece_of_node[v] = n - 1 - reverse_piece[v];
+        PieceCode& pc = (*pieces)[piece_of_node[v]];
         if (pc.end == 0) pc.begin = v;
         pc.end = v + 1;
     }
-    // Where each value is read last (a later subgraph, or the result: n).
+    // The last subgraph that reads each value (n: the result does).
     std::vector<int> last_reader(nodes.size(), -1);
     for (int v = ni; v < no; ++v)
-        for (int a : nodes[v].args) last_reader[a] = std::max(last_reader[a], piece(v));
+        for (int a : nodes[v].args) last_reader[a] = std::max(last_reader[a], piece_of_node[v]);
     for (int a : graph->outputs()) last_reader[a] = n;
-
     for (int p = 0; p < n; ++p) {
-        PieceCode& pc = (*pieces)[p];
-        GraphBuilder b(0);
-        std::map<int, int> local;  // whole-graph id -> builder id
-        std::vector<Tensor> piece_examples;
-        auto read = [&](int a) {
-            if (auto it = local.find(a); it != local.end()) return it->second;
-            const Node& src = nodes[a];
-            std::string source =
-                a < ni ? src.source : "output of subgraph " + std::to_string(piece(a) + 1);
-            int id = b.placeholder(src.name, src.meta, source);
-            local[a] = id;
-            pc.inputs.push_back(a);
-            if (a < ni) {
-                piece_examples.push_back(examples[a]);
-            } else {  // an earlier subgraph's output: its shape, dtype and requires_grad are what
-                      // counts
-                Tensor ex =
-                    zeros(src.meta.shape, {.dtype = src.meta.dtype, .device = src.meta.device});
-                if (src.meta.requires_grad) ex.requires_grad_(true);
-                piece_examples.push_back(ex);
-            }
-            return id;
-        };
-        for (int v = pc.begin; v < pc.end; ++v) {
-            const Node& nd = nodes[v];
-            std::vector<int> args;
-            for (int a : nd.args) args.push_back(read(a));
-            local[v] = nd.kind == NodeKind::detach
-                           ? b.detach(args.at(0), nd.meta)
-                           : b.call(nd.op, nd.attrs, args, nd.meta, nd.grad_enabled);
-        }
-        std::vector<int> outs;
-        for (int v = pc.begin; v < pc.end; ++v)
-            if (last_reader[v] > p) pc.outputs.push_back(v), outs.push_back(local[v]);
-        std::shared_ptr<const Graph> sub = b.build(outs);
-        pc.run = backend_compile(backend, sub, piece_examples, options);
         DDPSplit::Piece info = std::move(reversed[n - 1 - p]);
-        info.graph = sub;
+        info.graph = build_piece(*graph, examples, piece_of_node, last_reader, p, (*pieces)[p],
+                                 backend, options);
         split->pieces.push_back(std::move(info));
     }
     remember(graph, split);
-
-    std::vector<int> result_ids = graph->outputs();
-    return [pieces, last_reader, result_ids, ni, n](std::span<const Tensor> inputs) {
-        std::vector<Tensor> values(last_reader.size());
-        for (int i = 0; i < ni; ++i) values[i] = inputs[i];
-        std::vector<Tensor> in;
-        for (int p = 0; p < n; ++p) {
-            const PieceCode& pc = (*pieces)[p];
-            in.clear();
-            for (int a : pc.inputs) in.push_back(values[a]);
-            std::vector<Tensor> out = pc.run(in);
-            for (size_t j = 0; j < pc.outputs.size(); ++j)
-                values[pc.outputs[j]] = std::move(out[j]);
-            for (int a : pc.inputs)  // dropped after their last reader, as in eager code
-                if (a >= ni && last_reader[a] == p) values[a] = Tensor();
-        }
-        std::vector<Tensor> result;
-        for (int a : result_ids) result.push_back(values[a]);
-        return result;
-    };
+    log_event("graphs", "DDP split: " + split->str());
+    return run_in_order(pieces, std::move(last_reader), graph->outputs(), ni);
 }
 
 std::shared_ptr<const DDPSplit> ddp_split_of(const Graph& graph) {
