@@ -185,8 +185,9 @@ CompiledFn ddp_split_compile(const Backend& backend, std::shared_ptr<const Graph
     std::vector<int> reverse_piece = assign_ops(*graph, examples, ddp, reversed);
     const int n = int(reversed.size());
     if (n < 2 || graph->num_symbols() > 0) {
-        split->why_whole =
-            n < 2 ? "its parameters fit one bucket" : "a graph with symbolic sizes is not split";
+        split->why_whole = n >= 2                       ? "a graph with symbolic sizes is not split"
+                           : reversed[0].params.empty() ? "it reads no parameter of the DDP"
+                                                        : "its parameters fit one bucket";
         reversed.resize(1);
         reversed[0].graph = graph;
         split->pieces = std::move(reversed);

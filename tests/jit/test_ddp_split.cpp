@@ -126,4 +126,18 @@ BOOST_AUTO_TEST_CASE(parameters_that_fit_one_bucket_leave_the_graph_whole) {
         e.ddp_splits.at(0));
 }
 
+BOOST_AUTO_TEST_CASE(a_graph_that_reads_no_parameter_of_the_ddp_stays_whole) {
+    auto net = make_mlp();
+    auto f = compile([](const Tensor& x) { return relu(x) * 2; }, {.backend = "aot_eager"});
+    {
+        jit::ActiveDDPScope active(buckets_of(*net, 1));
+        f(randn({3, 4}));
+    }
+    jit::ExplainOutput e = jit::explain_compiled(f);
+    BOOST_CHECK_EQUAL(e.ddp_subgraphs.at(0), 1);
+    BOOST_CHECK_MESSAGE(e.ddp_splits.at(0).find("left whole, it reads no parameter of the DDP") !=
+                            std::string::npos,
+                        e.ddp_splits.at(0));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
