@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "jit/aot/aot.h"
+#include "jit/ddp_split.h"
 
 namespace kiln::jit {
 
@@ -22,6 +23,9 @@ ExplainOutput explain_core(const CompiledCore& core) {
                 BackendReport report = backend_report(*s->graph);
                 out.backend_notes.push_back(std::move(report.notes));
                 out.backend_choices.push_back(std::move(report.choices));
+                auto split = ddp_split_of(*s->graph);
+                out.ddp_splits.push_back(split ? split->str() : "");
+                out.ddp_subgraphs.push_back(split ? int(split->pieces.size()) : 0);
             }
             out.break_reasons.insert(out.break_reasons.end(), e->breaks.begin(), e->breaks.end());
             out.guards.push_back(e->guards.lines(core.options().arg_names));
@@ -89,6 +93,14 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) {
         for (size_t i = 0; i < e.backend_choices.size(); ++i)
             for (const std::string& c : e.backend_choices[i])
                 os << "  Graph " << i + 1 << ": " << c << "\n";
+    }
+    bool any_split = false;
+    for (const std::string& d : e.ddp_splits) any_split = any_split || !d.empty();
+    if (any_split) {
+        os << "DDP split (compiled under DistributedDataParallel: one subgraph per gradient "
+              "bucket):\n";
+        for (size_t i = 0; i < e.ddp_splits.size(); ++i)
+            if (!e.ddp_splits[i].empty()) os << "  Graph " << i + 1 << ": " << e.ddp_splits[i];
     }
     if (!e.write_backs.empty()) {
         os << "Functionalized in-place writes:\n";

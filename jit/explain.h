@@ -27,6 +27,10 @@ struct ExplainOutput {
     std::vector<std::vector<std::string>> backend_notes;
     // Per graph: what its backend chose to run (the inductor: generated kernels or eager).
     std::vector<std::vector<std::string>> backend_choices;
+    // Per graph recorded while a DistributedDataParallel forward ran: how it was cut at the
+    // DDP's buckets (jit/ddp_split.h; empty for other graphs), and into how many subgraphs.
+    std::vector<std::string> ddp_splits;
+    std::vector<int> ddp_subgraphs;  // per graph: 0 when not compiled under a DDP
 };
 std::ostream& operator<<(std::ostream& os, const ExplainOutput& e);
 

@@ -3,6 +3,7 @@
 // Tracer::record_call. Where the entry already has segments, jit/tracer_replay.cpp checks
 // the op against them instead.
 #include "autograd/node.h"
+#include "jit/ddp_split.h"
 #include "jit/fake.h"
 #include "jit/tracer_state.h"
 
@@ -51,6 +52,7 @@ void Tracer::detached(const Tensor& src, const Tensor& out) {
 
 // Records an op with its output's symbols (jit/sym_record.cpp).
 int Tracer::record_call(const Step& s, const std::vector<int>& ids, const Tensor& out) {
+    if (const auto& ddp = active_ddp()) ddp_ = ddp;  // the graph is split at its buckets
     for (const Tensor& t : s.size_sources)
         value_of(t);  // the graph reads those symbols off its inputs
     return b_->call(s.op, s.attrs, ids, sym_meta(s, ids, out), s.grad, s.patches);
@@ -73,6 +75,7 @@ void Tracer::start_record() {
     node_out_.clear();
     assigns_.clear();
     mutations_.clear();
+    ddp_.reset();
 }
 
 int Tracer::record_node(int id, const Tensor& out) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "jit/ddp_split.h"
 #include "jit/fake.h"
 #include "jit/log.h"
 #include "jit/tracer_state.h"
@@ -189,7 +190,9 @@ void Tracer::compile_into(Segment& seg, const std::vector<int>& outs) {
     std::string title = cfg_.fn_name + " entry " + std::to_string(e_.id) + " graph " +
                         std::to_string(e_.num_segments + 1);
     if (trace_log::on()) trace_log::graph_recorded(&cfg_, e_.id, e_.num_segments + 1, title, *seg.graph, *b_);
-    seg.run = backend_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options);
+    seg.run =
+        ddp_ ? ddp_split_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options, *ddp_)
+             : backend_compile(cfg_.backend, seg.graph, in_examples_, cfg_.backend_options);
     ++stats_.graphs_compiled;
     log_event("graphs", "compiled " + title + ":\n" + seg.graph->str());
     debug_dump(title + ".txt", seg.graph->str() + "\n" + seg.graph->tabular());

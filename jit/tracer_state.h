@@ -14,6 +14,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "jit/ddp_split.h"
 #include "jit/sym_shapes.h"
 #include "jit/trace_log.h"
 #include "jit/tracer.h"
@@ -176,6 +177,9 @@ class Tracer final : public DispatchHook {
     std::vector<std::weak_ptr<TensorImpl>> node_out_;  // per builder id: liveness
     std::vector<Segment::Assign> assigns_;  // in-place ops of the open graph (builder ids)
     std::map<int, int> mutations_;          // argument/lifted slot -> builder id of its new value
+    // A DDP forward ran while this graph was recorded: it is split at its buckets
+    // (jit/ddp_split.h).
+    std::shared_ptr<const DDPBuckets> ddp_;
     // replaying (b_ null)
     std::vector<Segment*> cands_;
     std::vector<Step> log_;

@@ -37,6 +37,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
         bytes += b;
     }
     ready_.assign(params_.size(), false);
+    auto jit_buckets = std::make_shared<jit::DDPBuckets>();
+    jit_buckets->cap_bytes = cap_bytes;
+    jit_buckets->params = params_;
+    auto named = named_parameters();  // "module.…", as PyTorch names them
+    for (const Tensor& p : params_)
+        for (const auto& [name, q] : named)
+            if (q.same(p)) {
+                jit_buckets->names.push_back(name);
+                break;
+            }
+    jit_buckets_ = std::move(jit_buckets);
     for (size_t k = 0; k < params_.size(); ++k)
         hooks_.push_back(autograd::register_post_accumulate_grad_hook(
             params_[k], [this, k](const Tensor&) { on_grad_ready(k); }));
@@ -70,6 +81,9 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
         NoGradGuard no_grad;
         for (const auto& [name, b] : module_->named_buffers()) dist::broadcast(b, 0);
     }
+    // A module compiled inside (or a compiled step around) this forward records its graph
+    // under the scope: compile() splits it at the buckets (Dynamo's DDPOptimizer).
+    jit::ActiveDDPScope active(jit_buckets_);
     return options_.forward ? options_.forward(x) : (*module_)(x);
 }
 
@@ -93,6 +107,7 @@ void DistributedDataParallel::launch_ready_buckets() {
         for (size_t k : b.params) grads.push_back(params_[k].grad().reshape({-1}));
         b.flat = grads.size() == 1 ? grads[0].clone() : cat(grads, 0);
         b.work = dist::all_reduce_async(b.flat, dist::ReduceOp::avg);
+        if (options_.on_all_reduce_start) options_.on_all_reduce_start(next_launch_ - 1);
     }
     if (next_launch_ == buckets_.size()) finish();
 }

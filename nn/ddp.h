@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "dist/dist.h"
+#include "jit/ddp_split.h"
 #include "nn/module.h"
 
 namespace kiln::nn {
@@ -25,7 +26,13 @@ struct DDPOptions {
     double bucket_cap_mb = 25;      // PyTorch's default
     bool broadcast_buffers = true;  // rank 0's buffers (batch-norm statistics) before each forward
     // Runs the module instead of module->forward: a compiled forward (compile(*net)) inside DDP.
+    // A compiled forward's graph is recorded while this DDP's forward runs, so compile() cuts
+    // it at these buckets (jit/ddp_split.h): each bucket's gradients are ready, and its
+    // all-reduce starts, while the earlier subgraphs' backward still runs.
     std::function<Tensor(const Tensor&)> forward;
+    // Called as each bucket's all-reduce starts (bucket index, launch order): lesson 11 and the
+    // tests see what overlaps the backward.
+    std::function<void(size_t bucket)> on_all_reduce_start;
 };
 
 class DistributedDataParallel : public Module {
@@ -78,6 +85,7 @@ class DistributedDataParallel : public Module {
     bool sync_ = true;
     bool in_backward_ = false;
     double wait_seconds_ = 0;
+    std::shared_ptr<const jit::DDPBuckets> jit_buckets_;  // what compile() reads during forward
 };
 
 }  // namespace kiln::nn

@@ -11,7 +11,8 @@
 // Gradients are averaged in buckets, each as soon as its last gradient is ready, while
 // backward continues with the layers before it: that is the overlap that makes DDP scale.
 // This lesson prints, per step, the time spent computing and the time backward's end
-// still waited for the all-reduces.
+// still waited for the all-reduces. A compiled model keeps the overlap: its graph is cut at
+// the buckets into subgraphs, each with its own backward, and the lesson prints the cut.
 //
 // Run it on one process, then on two (docs/distributed.md):
 //   build/tutorial_11_data_parallel
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "jit/explain.h"
 #include "kiln.h"
 
 using namespace kiln;
@@ -47,8 +49,9 @@ std::vector<Tensor> train_ddp(const std::vector<Tensor>& xs, const std::vector<T
     auto model = make_model();
     nn::DDPOptions options{.bucket_cap_mb =
                                0.05};  // small buckets, so this small model has several
-    if (compiled) {                    // a compiled model inside DDP
-        auto f = std::make_shared<decltype(compile(*model))>(compile(*model));
+    std::shared_ptr<decltype(compile(*model))> f;
+    if (compiled) {  // a compiled model inside DDP
+        f = std::make_shared<decltype(compile(*model))>(compile(*model));
         options.forward = [f](const Tensor& x) { return (*f)(x); };
     }
     nn::DistributedDataParallel ddp(model, options);
@@ -73,6 +76,15 @@ std::vector<Tensor> train_ddp(const std::vector<Tensor>& xs, const std::vector<T
         if (rank == 0)
             std::printf("  step %d: loss %.4f   compute %7.2f ms   all-reduce wait %6.2f ms\n", s,
                         mean_loss.item<double>(), total_ms - wait_ms, wait_ms);
+    }
+    if (compiled) {
+        // Compiled under DDP, the model's graph was cut at the buckets, one subgraph each, so
+        // the last layers' gradients (and their all-reduce) come before the first layers'
+        // backward has run: explain shows the cut (Dynamo's DDPOptimizer does the same).
+        jit::ExplainOutput e = jit::explain_compiled(*f);
+        if (rank == 0 && !e.ddp_splits.empty()) std::printf("  DDP split: %s", e.ddp_splits[0].c_str());
+        check(!e.ddp_subgraphs.empty() && e.ddp_subgraphs[0] > 1,
+              "the compiled graph is cut into one subgraph per bucket");
     }
     return ddp.module().parameters();
 }

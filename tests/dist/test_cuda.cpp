@@ -1,10 +1,13 @@
 // dist on CUDA tensors (NCCL): the collectives and DDP's equality with one process, run by
 // `kiln launch --nproc 2` on a machine with 2 GPUs (CTest entry dist.2ranks.cuda). Without a
 // GPU every case says why it is skipped (tests/cuda/needs_gpu.h).
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <iostream>
 
+#include "autograd/hooks.h"
+#include "jit/explain.h"
 #include "kiln.h"
 #include "tests/cuda/needs_gpu.h"
 
@@ -101,6 +104,59 @@ BOOST_AUTO_TEST_CASE(ddp_on_gpus_equals_one_process_on_the_whole_batch) {
             BOOST_CHECK_MESSAGE(allclose(got[k].cpu(), want[k].cpu(), 1e-4, 1e-5),
                                 "rank " << rank << " step " << s);
     }
+}
+
+// A compiled model inside DDP on GPUs: its graph is cut at the buckets (more than one
+// subgraph), bucket 0's all-reduce starts before the first layer has its gradient (the first
+// subgraph's backward, the last to run), and training equals one process's on the whole batch.
+BOOST_AUTO_TEST_CASE(compiled_ddp_on_gpus_splits_overlaps_and_equals_one_process) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    auto make = [] {
+        return std::make_shared<nn::Sequential>(
+            nn::sequential(nn::Linear(8, 64), nn::ReLU(), nn::Linear(64, 4)));
+    };
+    manual_seed(100);
+    Tensor x = randn({4 * world, 8}).to(kCuda), y = randn({4 * world, 4}).to(kCuda);
+    manual_seed(1);
+    auto reference = make();
+    reference->to(kCuda);
+    manual_seed(1 + rank);
+    auto replica = make();
+    replica->to(kCuda);
+    auto f = std::make_shared<decltype(compile(*replica))>(compile(*replica));
+    std::vector<std::string> events;
+    nn::DistributedDataParallel ddp(
+        replica, {.bucket_cap_mb = 0.001,
+                  .forward = [f](const Tensor& t) { return (*f)(t); },
+                  .on_all_reduce_start = [&](size_t b) {
+                      events.push_back("all-reduce " + std::to_string(b));
+                  }});
+    int64_t hook = autograd::register_post_accumulate_grad_hook(
+        replica->named_parameters().at(0).second,
+        [&](const Tensor&) { events.push_back("first layer ready"); });
+    optim::SGD opt(ddp.parameters(), 0.05, 0.9), ref_opt(reference->parameters(), 0.05, 0.9);
+    for (int s = 0; s < 3; ++s) {
+        events.clear();
+        opt.zero_grad();
+        nn::functional::mse_loss(ddp(x.narrow(0, 4 * rank, 4)), y.narrow(0, 4 * rank, 4))
+            .backward();
+        opt.step();
+        auto first = std::find(events.begin(), events.end(), "all-reduce 0");
+        BOOST_CHECK_MESSAGE(first < std::find(events.begin(), events.end(), "first layer ready"),
+                            "step " << s << ": bucket 0's all-reduce did not start first");
+        ref_opt.zero_grad();
+        nn::functional::mse_loss((*reference)(x), y).backward();
+        ref_opt.step();
+        auto got = ddp.module().parameters(), want = reference->parameters();
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_CHECK_MESSAGE(allclose(got[k].cpu(), want[k].cpu(), 1e-4, 1e-5),
+                                "rank " << rank << " step " << s);
+    }
+    autograd::remove_post_accumulate_grad_hook(hook);
+    jit::ExplainOutput e = jit::explain_compiled(*f);
+    BOOST_REQUIRE(!e.ddp_subgraphs.empty());
+    BOOST_CHECK_GT(e.ddp_subgraphs[0], 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,8 +1,12 @@
 // nn::DistributedDataParallel on N ranks trains exactly as one process does on the whole
 // batch (N = 2 under `kiln launch`, launch_tests.cmake; N = 1 alone): step by step, the
 // replicas' parameters equal a single-process reference's, eager and compiled.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <sstream>
 
+#include "autograd/hooks.h"
+#include "jit/explain.h"
 #include "kiln.h"
 #include "models/resnet.h"
 
@@ -41,6 +45,12 @@ class SmallResNet : public nn::Module {
     std::shared_ptr<models::BasicBlock> block1, block2;
     std::shared_ptr<nn::Linear> fc;
 };
+
+int most_subgraphs(const jit::ExplainOutput& e) {
+    int most = 0;
+    for (int n : e.ddp_subgraphs) most = std::max(most, n);
+    return most;
+}
 
 struct Task {
     std::function<std::shared_ptr<nn::Module>()> make;
@@ -85,10 +95,10 @@ size_t train_and_compare(const Task& task, bool compiled, int steps = 3) {
     manual_seed(1 + rank);  // replicas start apart: DDP must broadcast rank 0's weights
     auto replica = task.make();
     nn::DDPOptions options{.bucket_cap_mb = 0.0005};  // ~0.5 KB: several buckets
-    std::function<Tensor(const Tensor&)> compiled_forward;
+    std::shared_ptr<decltype(compile(*replica))> compiled_net;
     if (compiled) {
-        auto f = std::make_shared<decltype(compile(*replica))>(compile(*replica));
-        options.forward = [f](const Tensor& x) { return (*f)(x); };
+        compiled_net = std::make_shared<decltype(compile(*replica))>(compile(*replica));
+        options.forward = [f = compiled_net](const Tensor& x) { return (*f)(x); };
     }
     nn::DistributedDataParallel ddp(replica, options);
     optim::SGD opt(ddp.parameters(), 0.05, 0.9), ref_opt(reference->parameters(), 0.05, 0.9);
@@ -114,7 +124,66 @@ size_t train_and_compare(const Task& task, bool compiled, int steps = 3) {
                                 "rank " << rank << " step " << s << ": " << got[k].first
                                         << " differs from one process's");
     }
+    if (compiled) {  // the compiled forward was cut at the buckets: explain shows the subgraphs
+        jit::ExplainOutput e = jit::explain_compiled(*compiled_net);
+        BOOST_CHECK_GT(most_subgraphs(e), 1);
+        std::ostringstream os;
+        os << e;
+        BOOST_TEST_MESSAGE(os.str());
+        BOOST_CHECK_MESSAGE(os.str().find("DDP split") != std::string::npos &&
+                                os.str().find("subgraph 2: ") != std::string::npos,
+                            os.str());
+    }
     return ddp.bucket_layout().size();
+}
+
+// Compiled DDP overlaps: the first bucket's all-reduce starts before the backward of the
+// first subgraph (the last to run backward) has given the first layer its gradient.
+// `first_layer` is the parameter only that subgraph reads. Returns the events in order.
+std::vector<std::string> overlap_events(const Task& task,
+                                        std::function<Tensor(nn::Module&)> first_layer,
+                                        size_t& buckets) {
+    join();
+    int rank = dist::get_rank();
+    manual_seed(5);
+    auto net = task.make();
+    auto compiled_net = std::make_shared<decltype(compile(*net))>(compile(*net));
+    std::vector<std::string> events;
+    nn::DDPOptions options{
+        .bucket_cap_mb = 0.0005,
+        .forward = [compiled_net](const Tensor& x) { return (*compiled_net)(x); },
+        .on_all_reduce_start =
+            [&events](size_t b) { events.push_back("all-reduce " + std::to_string(b)); }};
+    nn::DistributedDataParallel ddp(net, options);
+    int64_t hook = autograd::register_post_accumulate_grad_hook(
+        first_layer(*net), [&events](const Tensor&) { events.push_back("first layer ready"); });
+    manual_seed(50 + rank);
+    for (int step = 0; step < 2; ++step) {  // the recording call, then a cache hit
+        events.clear();
+        Tensor x = randn(task.x_shape);
+        task.loss(ddp(x), task.targets(task.x_shape[0])).backward();
+    }
+    autograd::remove_post_accumulate_grad_hook(hook);
+    buckets = ddp.bucket_layout().size();
+    BOOST_CHECK_GT(most_subgraphs(jit::explain_compiled(*compiled_net)), 1);
+    return events;
+}
+
+void check_overlap(const std::vector<std::string>& events, size_t buckets) {
+    auto at = [&](const std::string& what) {
+        return size_t(std::find(events.begin(), events.end(), what) - events.begin());
+    };
+    std::ostringstream order;
+    for (const auto& e : events) order << e << "; ";
+    BOOST_TEST_MESSAGE("backward's events: " << order.str());
+    BOOST_CHECK_EQUAL(
+        std::count_if(events.begin(), events.end(),
+                      [](const std::string& e) { return e.starts_with("all-reduce"); }),
+        long(buckets));
+    BOOST_CHECK_MESSAGE(at("all-reduce 0") < at("first layer ready"),
+                        "bucket 0's all-reduce did not start before the first subgraph's backward "
+                        "ended: "
+                            << order.str());
 }
 
 }  // namespace
@@ -135,6 +204,46 @@ BOOST_AUTO_TEST_CASE(small_resnet_on_n_ranks_equals_one_process) {
 
 BOOST_AUTO_TEST_CASE(compiled_small_resnet_inside_ddp_equals_one_process) {
     BOOST_CHECK_GT(train_and_compare(resnet_task(), true, 2), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_mlp_starts_an_all_reduce_before_its_backward_ends) {
+    size_t buckets = 0;
+    auto events = overlap_events(
+        mlp_task(), [](nn::Module& m) { return m.named_parameters().at(0).second; }, buckets);
+    BOOST_CHECK_GT(buckets, 1u);
+    check_overlap(events, buckets);
+}
+
+BOOST_AUTO_TEST_CASE(compiled_small_resnet_starts_an_all_reduce_before_its_backward_ends) {
+    size_t buckets = 0;
+    auto events = overlap_events(
+        resnet_task(),
+        [](nn::Module& m) {
+            return static_cast<SmallResNet&>(m).stem->named_parameters().at(0).second;
+        },
+        buckets);
+    BOOST_CHECK_GT(buckets, 1u);
+    check_overlap(events, buckets);
+}
+
+// A second batch size makes the compiled forward's next entry symbolic: its graph is not
+// split (docs/distributed.md, "Limits"), and explain says why.
+BOOST_AUTO_TEST_CASE(a_graph_with_symbolic_sizes_inside_ddp_is_left_whole) {
+    join();
+    manual_seed(1);
+    auto net = make_mlp();
+    auto f = std::make_shared<decltype(compile(*net))>(compile(*net));
+    nn::DistributedDataParallel ddp(
+        net, {.bucket_cap_mb = 0.0005, .forward = [f](const Tensor& x) { return (*f)(x); }});
+    for (int64_t b : {2, 3})
+        nn::functional::mse_loss(ddp(randn({b, 8})), randn({b, 4})).backward();
+    jit::ExplainOutput e = jit::explain_compiled(*f);
+    BOOST_REQUIRE_EQUAL(e.ddp_subgraphs.size(), 2u);
+    BOOST_CHECK_GT(e.ddp_subgraphs[0], 1);
+    BOOST_CHECK_EQUAL(e.ddp_subgraphs[1], 1);
+    BOOST_CHECK_MESSAGE(e.ddp_splits[1].find("left whole, a graph with symbolic sizes is not split") !=
+                            std::string::npos,
+                        e.ddp_splits[1]);
 }
 
 // PyTorch's order: compile a step that calls the DDP module. Its buffer broadcasts are
@@ -170,6 +279,8 @@ BOOST_AUTO_TEST_CASE(a_compiled_step_calling_ddp_equals_one_process) {
             BOOST_CHECK_MESSAGE(allclose(got[k], want[k], 1e-4, 1e-5),
                                 "rank " << rank << " step " << s << " parameter " << k);
     }
+    // The step's graph holding the module's forward was recorded inside DDP's forward: split.
+    BOOST_CHECK_GT(most_subgraphs(jit::explain_compiled(step)), 1);
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_statistics_come_from_rank_0) {
