@@ -29,7 +29,8 @@ struct Run {
 // Two compiled training steps (SGD with momentum) of a fresh model on the GPU, recorded
 // shape-only or with real tensors.
 template <class Make>
-Run train(bool fake, const Make& make, const std::function<Tensor(nn::Module&, const Tensor&, const Tensor&)>& loss_fn,
+Run train(bool fake, const Make& make,
+          const std::function<Tensor(nn::Module&, const Tensor&, const Tensor&)>& loss_fn,
           const std::function<std::pair<Tensor, Tensor>(int)>& batch) {
     jit::FakeTraceScope mode(fake);
     struct CudaOn {  // whatever KILN_FAKE_TRACE_CUDA says: this test is about the switch on
@@ -65,15 +66,17 @@ Run train(bool fake, const Make& make, const std::function<Tensor(nn::Module&, c
 }
 
 template <class Make>
-void check_both_ways(const char* what, const Make& make,
-                     const std::function<Tensor(nn::Module&, const Tensor&, const Tensor&)>& loss_fn,
-                     const std::function<std::pair<Tensor, Tensor>(int)>& batch) {
+void check_both_ways(
+    const char* what, const Make& make,
+    const std::function<Tensor(nn::Module&, const Tensor&, const Tensor&)>& loss_fn,
+    const std::function<std::pair<Tensor, Tensor>(int)>& batch) {
     Run real = train(false, make, loss_fn, batch);
     Run fake = train(true, make, loss_fn, batch);
     BOOST_TEST_CONTEXT(what) {
         BOOST_TEST(real.fallbacks.empty());
-        BOOST_TEST(fake.fallbacks.empty(), "shape-only tracing stopped: "
-                                               << (fake.fallbacks.empty() ? "" : fake.fallbacks[0]));
+        BOOST_TEST(
+            fake.fallbacks.empty(),
+            "shape-only tracing stopped: " << (fake.fallbacks.empty() ? "" : fake.fallbacks[0]));
         BOOST_CHECK_EQUAL(real.graphs, fake.graphs);
         BOOST_CHECK_EQUAL(real.guards, fake.guards);
         for (size_t i = 0; i < real.losses.size(); ++i)
@@ -99,12 +102,15 @@ BOOST_AUTO_TEST_CASE(resnet18_and_gpt_record_the_same_on_the_gpu_both_ways,
             manual_seed(9);
             return std::make_shared<models::ResNet18>(10);
         },
-        [](nn::Module& net, const Tensor& x, const Tensor& t) { return F::cross_entropy(net.forward(x), t); },
+        [](nn::Module& net, const Tensor& x, const Tensor& t) {
+            return F::cross_entropy(net.forward(x), t);
+        },
         [](int i) {
             manual_seed(40 + i);
             return std::pair{randn({4, 3, 32, 32}), randint(0, 10, {4})};
         });
-    models::GptConfig cfg{.vocab_size = 64, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4};
+    models::GptConfig cfg{
+        .vocab_size = 64, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4};
     check_both_ways(
         "gpt",
         [cfg] {

@@ -4,7 +4,6 @@
 // cuda_forward: the CUDA inputs' device, a 0-d CPU tensor mixing in), factories where their
 // attributes say, and AOT's joint graph (derivative formulas, tangents) likewise.
 #include <boost/test/unit_test.hpp>
-
 #include <map>
 
 #include "jit/aot/joint.h"
@@ -59,8 +58,8 @@ struct FakeRecorder final : DispatchHook {
         return out;
     }
     void escape(const Tensor& t, Escape, const std::source_location& loc) override {
-        BOOST_FAIL("a value was read (a tensor of " << t.dim() << " dims) at " << loc.file_name() << ":"
-                                              << loc.line());
+        BOOST_FAIL("a value was read (a tensor of " << t.dim() << " dims) at " << loc.file_name()
+                                                    << ":" << loc.line());
     }
     void assign(const Tensor& target, const Tensor& value) override {
         // functionalized: the target takes the value's place (batch norm's running stats)
@@ -136,7 +135,10 @@ BOOST_AUTO_TEST_CASE(pointwise_rules_put_results_on_the_cuda_operand_device) {
                 attrs = {{}};
             } else {
                 cases = {{x, y}, {x, s}, {s, x}, {x}, {x}};
-                attrs = {{}, {}, {}, {.scalar = 3, .scalar_pos = ScalarPos::right},
+                attrs = {{},
+                         {},
+                         {},
+                         {.scalar = 3, .scalar_pos = ScalarPos::right},
                          {.scalar = 3, .scalar_pos = ScalarPos::left}};
             }
             for (size_t c = 0; c < cases.size(); ++c) {
@@ -185,7 +187,8 @@ BOOST_AUTO_TEST_CASE(other_rules_follow_their_inputs_or_attributes) {
         {"randint cuda", randint(0, 5, {3}, {.device = kCuda})},
         {"to cuda", randn({2}).to(kCuda)},
     };
-    for (const auto& [what, t] : outs) BOOST_TEST((t.device() == kCuda), what << ": " << t.device());
+    for (const auto& [what, t] : outs)
+        BOOST_TEST((t.device() == kCuda), what << ": " << t.device());
     BOOST_TEST((zeros({2}).device() == cpu));  // a factory without a device: the CPU, as eager
     BOOST_TEST((x.to(cpu).device() == cpu));
     BOOST_TEST(jit::is_fake(x.to(cpu)));
@@ -235,8 +238,9 @@ void check_model(nn::Module& net, const Tensor& input, const Tensor& target, con
         BOOST_TEST((loss.device() == kCuda));
     }
     BOOST_TEST_CONTEXT(what) {
-        BOOST_TEST(rec.no_rule.empty(), "ops without a rule: " << rec.no_rule.size() << ", the first "
-                                                               << (rec.no_rule.empty() ? "" : rec.no_rule[0]));
+        BOOST_TEST(rec.no_rule.empty(),
+                   "ops without a rule: " << rec.no_rule.size() << ", the first "
+                                          << (rec.no_rule.empty() ? "" : rec.no_rule[0]));
         auto g = rec.b.build({out});
         check_all_on_cuda(*g, std::string(what) + " forward");
         jit::aot::JointGraph j = jit::aot::build_joint(*g, rec.examples);
@@ -249,8 +253,8 @@ BOOST_AUTO_TEST_CASE(resnet18_and_the_gpt_decoder_record_on_a_fake_gpu) {
     models::ResNet18 resnet(10);
     resnet.train();
     check_model(resnet, fake_cuda({2, 3, 32, 32}), fake_cuda({2}, DType::int64), "resnet18");
-    models::Gpt gpt(models::GptConfig{.vocab_size = 64, .max_positions = 16, .layers = 2,
-                                      .d_model = 32, .heads = 4});
+    models::Gpt gpt(models::GptConfig{
+        .vocab_size = 64, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4});
     gpt.train();
     check_model(gpt, fake_cuda({2, 16}, DType::int64), fake_cuda({32}, DType::int64), "gpt");
 }
