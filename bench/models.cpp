@@ -7,6 +7,7 @@
 //
 // Each measurement runs in a process of its own (this binary again, with --part), so its peak
 // RSS is its own and the thread counts and kernel cache are set before anything starts.
+// KILN_BENCH_FIRST_ONLY=1 with --part: stop after the first call (to profile it alone).
 // Prints one JSON object; bench/torch_models.py measures PyTorch the same way and
 // bench/compare_models.py joins the two into one table (docs/perf-models.md).
 //   build/bench_models [--quick] [--cuda]   # --quick: the 32x32 ResNet and the decoder only;
@@ -17,7 +18,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,6 +42,14 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// CPU seconds of this process (all its threads): what a call cost, whatever else the
+// machine runs (a shared machine stretches wall times, not this).
+double cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
 double peak_rss_mb() {
@@ -130,8 +141,18 @@ std::string run_part(const Part& p) {
         };
     }
     auto t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_seconds();
     call();
-    double first_s = seconds_since(t0);
+    double first_s = seconds_since(t0), first_cpu_s = cpu_seconds() - c0;
+    if (const char* f = std::getenv("KILN_BENCH_FIRST_ONLY"); f && std::strcmp(f, "1") == 0) {
+        char buf[256];  // the first call alone (profiling it: perf record ... --part ...)
+        std::snprintf(
+            buf, sizeof buf,
+            "{\"model\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", \"first_call_s\": %.3f, "
+            "\"first_call_cpu_s\": %.3f}",
+            p.model.c_str(), p.mode.c_str(), p.task.c_str(), first_s, first_cpu_s);
+        return buf;
+    }
     call();  // a second warm-up call: the steps below reuse what it allocated
     // Compiled on the CPU: the inductor's kernels-or-eager measurement runs on the calls
     // after the first (codegen/choose.h, 3 timed calls of each path); time what it chose.
@@ -146,17 +167,20 @@ std::string run_part(const Part& p) {
     // Which library paths a step took (docs/cuda.md, "Library paths"): calls per step.
     int64_t cudnn0 = detail::cudnn_conv_calls(), optim0 = cuda::fused_optim_launches(),
             lt0 = cuda::detail::cublaslt_calls();
-    std::vector<double> ms;
+    std::vector<double> ms, cpu_ms;
     // KILN_BENCH_SAMPLE=1: a sampling profile of the timed steps (bench/sampler.h); KILN_BENCH_REPS: more of them.
     if (const char* r = std::getenv("KILN_BENCH_REPS")) reps = std::max(reps, std::atoi(r));
     bench_sampler::start();
     for (int i = 0; i < reps; ++i) {
         t0 = std::chrono::steady_clock::now();
+        c0 = cpu_seconds();
         call();
         ms.push_back(seconds_since(t0) * 1e3);
+        cpu_ms.push_back((cpu_seconds() - c0) * 1e3);
     }
     bench_sampler::stop();
     std::sort(ms.begin(), ms.end());
+    std::sort(cpu_ms.begin(), cpu_ms.end());
     char paths[256] = "";
     if (on_gpu)
         std::snprintf(paths, sizeof paths,
@@ -165,14 +189,15 @@ std::string run_part(const Part& p) {
                       double(detail::cudnn_conv_calls() - cudnn0) / reps,
                       double(cuda::fused_optim_launches() - optim0) / reps,
                       double(cuda::detail::cublaslt_calls() - lt0) / reps);
-    char buf[768];
+    char buf[1024];
     std::snprintf(buf, sizeof buf,
                   "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", "
                   "\"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
+                  "\"first_call_cpu_s\": %.3f, \"cpu_ms\": %.3f, "
                   "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f, \"live_before_mb\": %.1f, "
                   "\"steps_peak_live_mb\": %.1f%s}",
                   p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads,
-                  first_s, ms[ms.size() / 2], process_peak,
+                  first_s, ms[ms.size() / 2], first_cpu_s, cpu_ms[cpu_ms.size() / 2], process_peak,
                   reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6,
                   double(pool_stats().peak_live_bytes) / 1e6, paths);
     return buf;

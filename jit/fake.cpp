@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "autograd/node.h"
 #include "tensor/kernels.h"
@@ -44,12 +45,22 @@ Tensor fake_strided(const Shape& shape, const Shape& strides, DType dtype, Devic
     return Tensor(std::move(impl));
 }
 
-// The device of an op's result: a CUDA input's, since a 0-d CPU tensor mixes with tensors
-// of any device (dispatch.cpp's check_inputs), else the first input's.
+int& fake_cuda_switch() {
+    static int on = [] {
+        const char* v = std::getenv("KILN_FAKE_TRACE_CUDA");
+        return v && std::strcmp(v, "0") == 0 ? 0 : 1;
+    }();
+    return on;
+}
+
+// The device of an op's result, as dispatch_eager picks its kernel: the last CUDA input's
+// (tensor/kernels_cuda.cpp, cuda_forward), else the first input's; a factory's from its
+// attributes (the rules of full, arange and the random ops set it).
 Device result_device(std::span<const Tensor> in) {
+    Device d = in.empty() ? cpu : in[0].device();
     for (const Tensor& t : in)
-        if (t.device().type != DeviceType::cpu) return t.device();
-    return in.empty() ? cpu : in[0].device();
+        if (t.device().type == DeviceType::cuda) d = t.device();
+    return d;
 }
 
 // reshape's target with a -1 filled in (tensor/kernels_shape.cpp's infer_shape).
@@ -272,8 +283,13 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             shape = {in[0].size(0), in[0].size(1), a.dims[0], a.dims[1]};
             dtype = DType::int64;
             return true;
+        case OpId::to_device:  // a copy on a.device (tensor/kernels_cuda.cpp, forward_to_device)
+            shape = in[0].shape();
+            dtype = in[0].dtype();
+            device = a.device;
+            return true;
         default:
-            return false;  // to_device, conv2d_fused: real tensors
+            return false;  // conv2d_fused: real tensors
     }
 }
 
@@ -281,6 +297,16 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
 
 bool fake_trace_enabled() { return fake_switch() != 0; }
 void set_fake_trace(bool on) { fake_switch() = on ? 1 : 0; }
+bool fake_trace_cuda_enabled() { return fake_cuda_switch() != 0; }
+void set_fake_trace_cuda(bool on) { fake_cuda_switch() = on ? 1 : 0; }
+
+bool fake_trace_for(std::span<const Tensor> tensors) {
+    if (!fake_trace_enabled()) return false;
+    if (fake_trace_cuda_enabled()) return true;
+    for (const Tensor& t : tensors)
+        if (t.defined() && t.device().type != DeviceType::cpu) return false;
+    return true;
+}
 
 bool is_fake(const Tensor& t) {
     return t.defined() && t.impl()->storage && t.impl()->storage->fake;
@@ -327,10 +353,24 @@ Tensor fake_call(OpId op, std::span<const Tensor> in, const Attrs& a) {
                 out = info.forward(in, a);  // permute, expand, slice: metadata only
             }
         } else {
+            // The kernel's inputs: a 0-d tensor on another device than the result's moves to
+            // it, as cuda_forward's on_device moves a 0-d CPU tensor beside CUDA ones (a
+            // scalar_tensor in a derivative formula); any other mixes devices, which the
+            // kernel's real run reports.
+            Device on = result_device(in);
+            std::vector<Tensor> moved;
+            std::span<const Tensor> kin = in;
+            for (size_t i = 0; i < in.size(); ++i) {
+                if (in[i].device() == on) continue;
+                if (in[i].dim() != 0) return Tensor();
+                if (moved.empty()) moved.assign(in.begin(), in.end());
+                moved[i] = fake_strided(in[i].shape(), in[i].strides(), in[i].dtype(), on);
+            }
+            if (!moved.empty()) kin = moved;
             Shape shape;
             DType dtype;
             Device device;
-            if (rule_off()[size_t(op)] || !rule(op, in, a, shape, dtype, device)) return Tensor();
+            if (rule_off()[size_t(op)] || !rule(op, kin, a, shape, dtype, device)) return Tensor();
             checked_numel(shape, info.name);
             out = fake_empty(shape, dtype, device);
         }

@@ -19,6 +19,14 @@ struct FakeTraceScope {  // sets the switch for a scope
     ~FakeTraceScope() { set_fake_trace(prev); }
 };
 
+// KILN_FAKE_TRACE_CUDA (default 1): recordings whose tensors are on a GPU are shape-only
+// too; 0 records them with real tensors (as before the fake rules' devices were checked).
+bool fake_trace_cuda_enabled();
+void set_fake_trace_cuda(bool on);
+// Whether a recording (a new entry, a joint graph) over `tensors` is shape-only: the switch
+// above, and for GPU tensors the CUDA one.
+bool fake_trace_for(std::span<const Tensor> tensors);
+
 bool is_fake(const Tensor& t);
 bool any_fake(std::span<const Tensor> ts);
 // A contiguous fake tensor.

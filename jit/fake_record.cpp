@@ -63,9 +63,11 @@ void give_values(const Pending& p, const std::vector<Tensor>& vals) {
     for (size_t j = 0; j < p.fakes.size(); ++j) {
         TensorImpl& dst = *p.fakes[j].impl();
         Tensor v = vals[p.out_of[j]];
-        KILN_CHECK(v.impl()->shape == dst.shape && v.dtype() == dst.dtype,
+        KILN_CHECK(v.impl()->shape == dst.shape && v.dtype() == dst.dtype &&
+                       v.device() == p.fakes[j].device(),
                    "jit: internal error: the shape rule of a recorded op gave ", dst.dtype,
-                   dst.shape, ", its kernel ", v.dtype(), v.shape());
+                   dst.shape, " on ", p.fakes[j].device(), ", its kernel ", v.dtype(), v.shape(),
+                   " on ", v.device());
         if (used[p.out_of[j]]) {
             NoDispatchHook plain;
             Tensor c = empty(v.shape(), v.dtype(), v.device());

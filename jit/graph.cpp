@@ -98,9 +98,11 @@ std::string sanitize(const std::string& s) {
 
 std::string GraphBuilder::unique_name(std::string base) {
     base = sanitize(base);
-    std::string name = base;
-    for (int i = 1; std::find(names_.begin(), names_.end(), name) != names_.end(); ++i) name = base + "_" + std::to_string(i);
-    names_.push_back(name);
+    if (names_.insert(base).second) return base;
+    int& i = next_suffix_.try_emplace(base, 1).first->second;
+    std::string name = base + "_" + std::to_string(i);
+    while (!names_.insert(name).second) name = base + "_" + std::to_string(++i);
+    ++i;
     return name;
 }
 

@@ -6,6 +6,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tensor/ops.h"
@@ -121,7 +123,10 @@ class GraphBuilder {
    private:
     std::string unique_name(std::string base);
     std::vector<Node> nodes_;
-    std::vector<std::string> names_;
+    // Names taken, and per base the first suffix not yet tried (names are never freed, so
+    // the smallest free suffix only grows): a name costs O(1), not a scan of every name.
+    std::unordered_set<std::string> names_;
+    std::unordered_map<std::string, int> next_suffix_;
     int num_symbols_ = 0;
     int num_ops_ = 0;
 };

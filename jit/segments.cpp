@@ -73,6 +73,9 @@ void adopt(const Segment& seg, std::span<const Tensor> inputs, const std::vector
         const TensorImpl& src = *outs[j].impl();
         KILN_CHECK(src.shape == dst.shape && src.dtype == dst.dtype, "compile: backend output ", j,
                    " is ", src.dtype, src.shape, ", eager gave ", dst.dtype, dst.shape);
+        KILN_CHECK(!is_fake(live[j]) || outs[j].device() == live[j].device(),
+                   "jit: internal error: the shape rule of a recorded op put output ", j, " on ",
+                   live[j].device(), ", the compiled graph on ", outs[j].device());
         if (seg.is_writeback(int(j))) {
             NoDispatchHook plain;
             write_values(live[j], outs[j]);

@@ -114,15 +114,12 @@ Tracer::Tracer(Entry& e, const Args& args, const std::vector<int64_t>& syms, con
     if (e_.root) {
         cands_ = {e_.root.get()};
     } else {
-        // a new entry: shape-only (jit/fake_record.cpp), for CPU tensors; CUDA inputs record
-        // with real tensors (the fake rules' device handling is not yet checked on a GPU)
-        bool all_cpu = true;
+        // a new entry: shape-only (jit/fake_record.cpp); on a GPU too unless
+        // KILN_FAKE_TRACE_CUDA=0 (jit/fake.h, fake_trace_for)
+        std::vector<Tensor> seen(e_.held.begin(), e_.held.end());
         for (const auto& a : args)
-            if (a.kind == ArgKind::tensor && a.tensor.defined() && a.tensor.device().type != DeviceType::cpu)
-                all_cpu = false;
-        for (const Tensor& h : e_.held)
-            if (h.defined() && h.device().type != DeviceType::cpu) all_cpu = false;
-        fake_ = fake_trace_enabled() && all_cpu;
+            if (a.kind == ArgKind::tensor) seen.push_back(a.tensor);
+        fake_ = fake_trace_for(seen);
         start_record();
     }
 }

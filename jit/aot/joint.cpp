@@ -151,10 +151,7 @@ JointGraph build_joint_as(const Graph& fw, std::span<const Tensor> example_input
 // Shape-only where every op has a shape rule (jit/fake.h); else, or with
 // KILN_FAKE_TRACE=0, with the example inputs' values.
 JointGraph build_joint(const Graph& fw, std::span<const Tensor> example_inputs) {
-    bool all_cpu = true;  // CUDA examples: real tensors (as the tracer, jit/tracer.cpp)
-    for (const Tensor& t : example_inputs)
-        if (t.defined() && t.device().type != DeviceType::cpu) all_cpu = false;
-    if (fake_trace_enabled() && all_cpu) {
+    if (fake_trace_for(example_inputs)) {  // CUDA examples too, unless KILN_FAKE_TRACE_CUDA=0
         try {
             return build_joint_as(fw, example_inputs, true);
         } catch (const JointRecorder::NoShapeRule& e) {
