@@ -208,10 +208,11 @@ Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
 }
 
 // One block per row of `inner` elements: each thread folds a strided share of the row, then
-// the block combines the shares in shared memory. float32 sums accumulate in double.
+// the block combines the shares in shared memory. float32 sums (every kind but an extremum)
+// accumulate in double.
 std::string reduce_source(OpId op, DType dt) {
-    bool sum = op == OpId::sum;
-    std::string t = c_type(dt), acc = dt == DType::float32 && sum ? "double" : t;
+    bool accumulates = !reduction_picks_a_value(op);
+    std::string t = c_type(dt), acc = dt == DType::float32 && accumulates ? "double" : t;
     std::string init = reduction_identity(op, dt);
     std::ostringstream s;
     s << kPrelude << kOpen << "using T = " << t << "; using Acc = " << acc << ";\n"
@@ -243,10 +244,9 @@ std::string reduce_source(OpId op, DType dt) {
 Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     const char* name = op_info(op).name;
     ReducePlan p = plan_reduce(x, a, name);
-    DType dt = x.dtype();
-    bool sum = op == OpId::sum;
-    if ((sum && !is_floating(dt)) || dt == DType::boolean) dt = DType::int64;
-    KILN_CHECK(sum || x.numel() > 0 || p.inner > 0, name, ": cannot reduce an empty tensor of shape ", x.shape());
+    DType dt = x.dtype() == DType::boolean ? DType::int64 : reduction_dtype(op, x.dtype());
+    KILN_CHECK(!reduction_picks_a_value(op) || x.numel() > 0 || p.inner > 0, name,
+               ": cannot reduce an empty tensor of shape ", x.shape());
     Shape perm;
     for (int64_t i = 0; i < x.dim(); ++i) if (!p.reduced[i]) perm.push_back(i);
     for (int64_t i = 0; i < x.dim(); ++i) if (p.reduced[i]) perm.push_back(i);
@@ -271,7 +271,8 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
             run(src, out, p.outer, p.inner, 1);
         }
     }
-    return x.dtype() == DType::boolean && !sum ? contiguous_as(out, DType::boolean) : out;
+    DType result = reduction_dtype(op, x.dtype());
+    return result == dt ? out : contiguous_as(out, result);  // bool amax/amin: any/all
 }
 
 // matmul through cuBLAS: the operands broadcast to the batch shape and made contiguous,
@@ -349,7 +350,7 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     flat.kernel.flat = true;
     add("sigmoid float32 contiguous", flat);
     add("where", plan_pointwise(OpId::where, std::vector<Tensor>{empty({2}, DType::boolean), empty({2}), empty({2}, DType::float64)}, {}));
-    for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
+    for (OpId op : reduction_ops())
         for (DType dt : {DType::float32, DType::float64, DType::int64})
             out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt), reduce_source(op, dt));
     for (OpId op : {OpId::rand, OpId::randn, OpId::randint})
