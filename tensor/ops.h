@@ -188,7 +188,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
 Tensor where(const Tensor& cond, double a, const Tensor& b);
 // sum(x), amax(x, {1}, true) ...: one per line of tensor/reductions.def.
-#define KILN_REDUCTION(name, ...) Tensor name(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+#define KILN_REDUCTION(name, ...) \
+    Tensor name(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 #include "tensor/reductions.def"
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);

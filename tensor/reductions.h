@@ -28,7 +28,9 @@ std::vector<OpId> reduction_ops();
 
 // An extremum picks one of its values: it keeps the dtype and refuses an empty tensor. The
 // other kinds accumulate: int64 and bool inputs give int64, an empty tensor the identity.
-inline bool reduction_picks_a_value(OpId op) { return reduction_info(op).kind == ReductionKind::extremum; }
+inline bool reduction_picks_a_value(OpId op) {
+    return reduction_info(op).kind == ReductionKind::extremum;
+}
 // The result's dtype for an input of `dtype`, on every backend.
 inline DType reduction_dtype(OpId op, DType dtype) {
     return reduction_picks_a_value(op) || is_floating(dtype) ? dtype : DType::int64;
