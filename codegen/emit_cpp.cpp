@@ -43,10 +43,12 @@ const char* cpp_type(DType d) {
 // helpers, emit_cpp_prelude.h).
 std::string reduction_fold(OpId op) { return "fold_" + std::string(op_name(op)); }
 
-// One step of an accumulator of dtype `dtype`: an int64 sum wraps on overflow, as eager's.
+// One step of an accumulator of dtype `dtype`: an int64 sum (or any reduction that
+// accumulates) wraps on overflow, as eager's.
 std::string reduction_update(OpId op, DType dtype, const std::string& acc, const std::string& v) {
-    if (op == OpId::sum && dtype == DType::int64)
-        return "int64_t(wrap_int64(" + acc + ") + wrap_int64(" + v + "))";
+    if (dtype == DType::int64 && !reduction_picks_a_value(op))
+        return "int64_t(" +
+               reduction_combine(op, "wrap_int64(" + acc + ")", "wrap_int64(" + v + ")") + ")";
     return reduction_combine(op, acc, v);
 }
 

@@ -71,7 +71,8 @@ std::string eager_cuda_elementwise(const EagerElementwise& k) {
 }
 
 std::string eager_cuda_reduce(OpId op, DType dtype) {
-    DType acc = dtype == DType::float32 && op == OpId::sum ? DType::float64 : dtype;
+    // float32 folds that add or multiply (every kind but an extremum) accumulate in double
+    DType acc = dtype == DType::float32 && !reduction_picks_a_value(op) ? DType::float64 : dtype;
     BlockCombine block = block_combine(op, acc);
     CudaSpelling cuda;
     std::string t = type(dtype);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tensor/error.h"
+#include "tensor/reductions.h"
 #include "tensor/view_rules.h"
 
 namespace kiln::codegen {
@@ -203,12 +204,10 @@ struct Scheduler {
     }
     const LValue& val(int id) const { return s.value(id); }
 
-    // Generated reductions give eager's result dtype (tensor/kernels_reduce.cpp): a sum of
-    // int64 or bool values is int64, amax/amin keep the dtype, floats stay as they are.
+    // Generated reductions give eager's result dtype (reduction_dtype, tensor/reductions.h):
+    // a sum of int64 or bool values is int64, amax/amin keep the dtype, floats stay as they are.
     bool reduction_dtype_ok(const LNode& n) const {
-        DType in = val(n.inputs[0]).dtype;
-        DType want = n.op == OpId::sum && !is_floating(in) ? DType::int64 : in;
-        return n.out.dtype == want;
+        return n.out.dtype == reduction_dtype(n.op, val(n.inputs[0]).dtype);
     }
 
     Plan plan_for(const LNode& n) {

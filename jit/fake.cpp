@@ -15,6 +15,7 @@
 
 #include "autograd/node.h"
 #include "tensor/kernels.h"
+#include "tensor/reductions.h"
 
 namespace kiln::jit {
 
@@ -129,6 +130,13 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
         dtype = compare ? DType::boolean : p.dtype;
         return true;
     }
+    if (info.kind == OpKind::reduction) {
+        ReducePlan p = plan_reduce(in[0], a, info.name);
+        shape = p.out_shape;
+        dtype = reduction_dtype(op, in[0].dtype());
+        if (reduction_picks_a_value(op) && in[0].numel() == 0) return false;  // the kernel's error
+        return true;
+    }
     switch (op) {
         case OpId::where:
             shape = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"),
@@ -139,18 +147,6 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             shape = in[0].shape();
             dtype = a.dtype;
             return true;
-        case OpId::sum:
-        case OpId::amax:
-        case OpId::amin: {
-            ReducePlan p = plan_reduce(in[0], a, info.name);
-            shape = p.out_shape;
-            dtype = in[0].dtype();
-            if ((op == OpId::sum && !is_floating(dtype)) ||
-                (op == OpId::sum && dtype == DType::boolean))
-                dtype = DType::int64;
-            if (op != OpId::sum && in[0].numel() == 0) return false;  // the kernel's error
-            return true;
-        }
         case OpId::matmul: {
             const Tensor &x = in[0], &y = in[1];
             if (x.dim() < 1 || y.dim() < 1 || x.dtype() != y.dtype() || !is_floating(x.dtype()))

@@ -70,9 +70,9 @@ std::string attrs_print(OpId op, const Attrs& a) {
     auto sep = [&, first = true]() mutable -> std::ostream& { os << (first ? "" : ", "); first = false; return os; };
     if (a.scalar_pos == ScalarPos::right) sep() << "other=" << a.scalar;
     if (a.scalar_pos == ScalarPos::left) sep() << "self=" << a.scalar;
+    if (info.kind == OpKind::reduction)
+        sep() << "dims=" << a.dims << ", keepdim=" << (a.keepdim ? "True" : "False");
     switch (op) {
-        case OpId::sum: case OpId::amax: case OpId::amin:
-            sep() << "dims=" << a.dims << ", keepdim=" << (a.keepdim ? "True" : "False"); break;
         case OpId::permute: sep() << "dims=" << a.dims; break;
         case OpId::reshape: case OpId::expand: sep() << "shape=" << a.shape; break;
         case OpId::slice: sep() << "dim=" << a.dim << ", start=" << a.start << ", end=" << a.end << ", step=" << a.step; break;

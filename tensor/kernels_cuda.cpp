@@ -152,10 +152,9 @@ Tensor pointwise(OpId op, std::span<const Tensor> in, const Attrs& a) {
 Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     const char* name = op_info(op).name;
     ReducePlan p = plan_reduce(x, a, name);
-    DType dt = x.dtype();
-    bool sum = op == OpId::sum;
-    if ((sum && !is_floating(dt)) || dt == DType::boolean) dt = DType::int64;
-    KILN_CHECK(sum || x.numel() > 0 || p.inner > 0, name, ": cannot reduce an empty tensor of shape ", x.shape());
+    DType dt = x.dtype() == DType::boolean ? DType::int64 : reduction_dtype(op, x.dtype());
+    KILN_CHECK(!reduction_picks_a_value(op) || x.numel() > 0 || p.inner > 0, name,
+               ": cannot reduce an empty tensor of shape ", x.shape());
     Shape perm;
     for (int64_t i = 0; i < x.dim(); ++i) if (!p.reduced[i]) perm.push_back(i);
     for (int64_t i = 0; i < x.dim(); ++i) if (p.reduced[i]) perm.push_back(i);
@@ -180,7 +179,8 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
             run(src, out, p.outer, p.inner, 1);
         }
     }
-    return x.dtype() == DType::boolean && !sum ? contiguous_as(out, DType::boolean) : out;
+    DType result = reduction_dtype(op, x.dtype());
+    return result == dt ? out : contiguous_as(out, result);  // bool amax/amin: any/all
 }
 
 // matmul through cuBLAS: the operands broadcast to the batch shape and made contiguous,
@@ -264,7 +264,7 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
         for (bool contiguous : {false, true})
             out.emplace_back(std::string("full ") + dtype_name(dt) + (contiguous ? " contiguous" : ""),
                              codegen::eager_cuda_elementwise(full_kernel(dt, contiguous)));
-    for (OpId op : {OpId::sum, OpId::amax, OpId::amin})
+    for (OpId op : reduction_ops())
         for (DType dt : {DType::float32, DType::float64, DType::int64})
             out.emplace_back(std::string(op_info(op).name) + " " + dtype_name(dt),
                              codegen::eager_cuda_reduce(op, dt));

@@ -1,4 +1,5 @@
-// Reductions (sum, amax, amin) over any set of dims, and matmul through BLAS (tensor/gemm.h).
+// Reductions (the lines of tensor/reductions.def) over any set of dims, their gradients, and matmul
+// through BLAS (tensor/gemm.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,12 +14,12 @@
 namespace kiln_math {
 // One functor per line of tensor/reductions.def, defined here so that `maximum`, ... resolve
 // to the kiln_math vocabulary rather than to kiln's Tensor functions.
-#define KILN_REDUCTION(name, combine, identity) \
-    struct Combine_##name {                     \
-        template <class T>                      \
-        static T f(T x, T y) {                  \
-            return combine;                     \
-        }                                       \
+#define KILN_REDUCTION(name, combine, identity, kind) \
+    struct Combine_##name {                           \
+        template <class T>                            \
+        static T f(T x, T y) {                        \
+            return combine;                           \
+        }                                             \
     };
 #include "tensor/reductions.def"
 }  // namespace kiln_math
@@ -64,8 +65,8 @@ T combine(Reduce r, T acc, T v) {
         return int64_t(combine(r, kiln_math::wrap_int64(acc), kiln_math::wrap_int64(v)));
     } else {
         switch (r) {
-#define KILN_REDUCTION(name, combine, identity) \
-    case OpId::name:                            \
+#define KILN_REDUCTION(name, combine, identity, kind) \
+    case OpId::name:                                  \
         return kiln_math::Combine_##name::f(acc, v);
 #include "tensor/reductions.def"
             default:
@@ -140,10 +141,9 @@ void reduce_columns(Reduce r, const T* x, T* out, int64_t rows, int64_t cols) {
 
 Tensor reduce_forward(const Tensor& x, const Attrs& a, Reduce r, const char* op) {
     ReducePlan p = plan_reduce(x, a, op);
-    DType dt = x.dtype();
-    if ((r == OpId::sum && !is_floating(dt)) || dt == DType::boolean)
-        dt = DType::int64;  // bools reduce as 0/1
-    KILN_CHECK(r == OpId::sum || x.numel() > 0 || p.inner > 0, op,
+    DType result = reduction_dtype(r, x.dtype());
+    DType dt = x.dtype() == DType::boolean ? DType::int64 : result;  // bools reduce as 0/1
+    KILN_CHECK(!reduction_picks_a_value(r) || x.numel() > 0 || p.inner > 0, op,
                ": cannot reduce an empty tensor of shape ", x.shape());
     // Is the reduced set a prefix of the dims (e.g. bias grad over the batch)?
     int64_t rank = x.dim(), k = 0;
@@ -166,35 +166,65 @@ Tensor reduce_forward(const Tensor& x, const Attrs& a, Reduce r, const char* op)
             else reduce_rows<T>(r, ptr<T>(src), ptr<T>(out), p.outer, p.inner);
         }
     });
-    return x.dtype() == DType::boolean && r != OpId::sum ? contiguous_as(out, DType::boolean)
-                                                         : out;  // any/all
+    return result == dt ? out : contiguous_as(out, result);  // bool amax/amin: any/all
 }
 
-// The gradient of amax/amin: split evenly among the elements equal to the extreme.
-std::vector<Tensor> extreme_backward(const BackwardArgs& b) {
+// The gradient of an additive reduction: every element gets its row's gradient.
+Tensor additive_backward(const BackwardArgs& b) {
+    Tensor probe = empty(b.input_shapes[0], b.grad.dtype());  // shapes only; never read
+    Shape kept = plan_reduce(probe, b.attrs, "reduction backward").kept_shape;
+    return b.grad.reshape(kept).expand(b.input_shapes[0]);
+}
+
+// The gradient of an extremum: split evenly among the elements equal to the result.
+Tensor extremum_backward(const BackwardArgs& b) {
     const Tensor& x = b.inputs[0];
-    Shape kept = plan_reduce(x, b.attrs, "amax").kept_shape;
+    Shape kept = plan_reduce(x, b.attrs, "reduction backward").kept_shape;
     Tensor mask = (x == b.out.reshape(kept)).to(b.grad.dtype());
     Tensor count = mask.sum(b.attrs.dims, true);
-    return {b.grad.reshape(kept) * mask / count};
+    return b.grad.reshape(kept) * mask / count;
+}
+
+// The gradient of a product: each element gets the product of the others. Not out / x, which
+// is NaN at a zero: with no zero in the row that is what it is; with one zero, the zero gets
+// the product of the rest and the others 0; with two or more, every element gets 0.
+Tensor product_backward(OpId op, const BackwardArgs& b) {
+    const Tensor& x = b.inputs[0];
+    Shape kept = plan_reduce(x, b.attrs, op_name(op)).kept_shape;
+    Tensor zero = x == 0.0;
+    Tensor nonzero = where(zero, ones_like(x), x);
+    Tensor rest =
+        dispatch(op, {nonzero}, {.dims = b.attrs.dims, .keepdim = true});  // of the nonzeros
+    Tensor zeros = zero.to(b.grad.dtype()).sum(b.attrs.dims, true);
+    Tensor none = zeros == 0.0, one = zeros == 1.0;
+    Tensor others =
+        where(zero, where(one, rest, zeros_like(rest)), where(none, rest / nonzero, zeros_like(x)));
+    return b.grad.reshape(kept) * others;
+}
+
+Tensor reduction_backward(OpId op, const BackwardArgs& b) {
+    switch (reduction_info(op).kind) {
+        case ReductionKind::additive:
+            return additive_backward(b);
+        case ReductionKind::extremum:
+            return extremum_backward(b);
+        case ReductionKind::product:
+            return product_backward(op, b);
+    }
+    fail(op_name(op), ": no gradient for this reduction kind");
 }
 
 }  // namespace
 
-#define KILN_REDUCTION(name, combine, identity)                         \
+// forward_<name> and backward_<name> for every line of tensor/reductions.def.
+#define KILN_REDUCTION(name, combine, identity, kind)                   \
     Tensor forward_##name(std::span<const Tensor> in, const Attrs& a) { \
         return reduce_forward(in[0], a, OpId::name, #name);             \
+    }                                                                   \
+    std::vector<Tensor> backward_##name(const BackwardArgs& b) {        \
+        return {reduction_backward(OpId::name, b)};                     \
     }
 #include "tensor/reductions.def"
-
-std::vector<Tensor> backward_sum(const BackwardArgs& b) {
-    Attrs a = b.attrs;
-    Tensor probe = empty(b.input_shapes[0], b.grad.dtype());  // shapes only; never read
-    Shape kept = plan_reduce(probe, a, "sum").kept_shape;
-    return {b.grad.reshape(kept).expand(b.input_shapes[0])};
-}
-std::vector<Tensor> backward_amax(const BackwardArgs& b) { return extreme_backward(b); }
-std::vector<Tensor> backward_amin(const BackwardArgs& b) { return extreme_backward(b); }
 
 // --- matmul (the BLAS calls are tensor/gemm.cpp's, shared with the code generator)
 

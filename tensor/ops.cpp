@@ -30,10 +30,10 @@ Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return dispatch(OpId::where, {c, a, b}); }
 Tensor where(const Tensor& c, const Tensor& a, double b) { return where(c, a, scalar_tensor(b, a.dtype())); }
 Tensor where(const Tensor& c, double a, const Tensor& b) { return where(c, scalar_tensor(a, b.dtype()), b); }
-Tensor sum(const Tensor& x, const Shape& d, bool k) { return x.sum(d, k); }
+#define KILN_REDUCTION(name, ...) \
+    Tensor name(const Tensor& x, const Shape& d, bool k) { return x.name(d, k); }
+#include "tensor/reductions.def"
 Tensor mean(const Tensor& x, const Shape& d, bool k) { return x.mean(d, k); }
-Tensor amax(const Tensor& x, const Shape& d, bool k) { return x.amax(d, k); }
-Tensor amin(const Tensor& x, const Shape& d, bool k) { return x.amin(d, k); }
 Tensor matmul(const Tensor& a, const Tensor& b) { return a.matmul(b); }
 Tensor softmax(const Tensor& x, int64_t d) { return x.softmax(d); }
 Tensor log_softmax(const Tensor& x, int64_t d) { return x.log_softmax(d); }

@@ -187,10 +187,11 @@ void report_guard_value(const std::string& what, std::function<int64_t()> read);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
 Tensor where(const Tensor& cond, double a, const Tensor& b);
-Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// sum(x), amax(x, {1}, true) ...: one per line of tensor/reductions.def.
+#define KILN_REDUCTION(name, ...) \
+    Tensor name(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+#include "tensor/reductions.def"
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

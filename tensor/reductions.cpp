@@ -7,7 +7,8 @@ namespace kiln {
 namespace {
 
 const ReductionInfo kReductions[] = {
-#define KILN_REDUCTION(name, combine, identity) {OpId::name, #combine, ReductionIdentity::identity},
+#define KILN_REDUCTION(name, combine, identity, kind) \
+    {OpId::name, #combine, ReductionIdentity::identity, ReductionKind::kind},
 #include "tensor/reductions.def"
 };
 
@@ -37,17 +38,35 @@ std::string reduction_identity(OpId op, DType dtype) {
     ReductionIdentity id = reduction_info(op).identity;
     switch (dtype) {
         case DType::boolean:
-            return id == ReductionIdentity::highest ? "true" : "false";
+            return id == ReductionIdentity::highest || id == ReductionIdentity::one ? "true"
+                                                                                    : "false";
         case DType::int64:
-            return id == ReductionIdentity::zero     ? "0LL"
-                   : id == ReductionIdentity::lowest ? "(-9223372036854775807LL - 1)"
-                                                     : "9223372036854775807LL";
+            switch (id) {
+                case ReductionIdentity::zero:
+                    return "0LL";
+                case ReductionIdentity::one:
+                    return "1LL";
+                case ReductionIdentity::lowest:
+                    return "(-9223372036854775807LL - 1)";
+                case ReductionIdentity::highest:
+                    return "9223372036854775807LL";
+            }
+            break;
         case DType::float32:
         case DType::float64: {
-            std::string t = dtype == DType::float32 ? "float" : "double";
-            return id == ReductionIdentity::zero     ? (dtype == DType::float32 ? "0.0f" : "0.0")
-                   : id == ReductionIdentity::lowest ? "(-infinity<" + t + ">())"
-                                                     : "infinity<" + t + ">()";
+            bool f32 = dtype == DType::float32;
+            std::string t = f32 ? "float" : "double";
+            switch (id) {
+                case ReductionIdentity::zero:
+                    return f32 ? "0.0f" : "0.0";
+                case ReductionIdentity::one:
+                    return f32 ? "1.0f" : "1.0";
+                case ReductionIdentity::lowest:
+                    return "(-infinity<" + t + ">())";
+                case ReductionIdentity::highest:
+                    return "infinity<" + t + ">()";
+            }
+            break;
         }
     }
     fail(op_name(op), ": no identity for dtype ", dtype_name(dtype));

@@ -264,9 +264,11 @@ Tensor Tensor::to(Device d) const {
 Tensor Tensor::clone() const { return dispatch(OpId::cast, {*this}, {.dtype = dtype()}); }
 
 // --- reductions
-Tensor Tensor::sum(const Shape& d, bool k) const { return dispatch(OpId::sum, {*this}, {.dims = d, .keepdim = k}); }
-Tensor Tensor::amax(const Shape& d, bool k) const { return dispatch(OpId::amax, {*this}, {.dims = d, .keepdim = k}); }
-Tensor Tensor::amin(const Shape& d, bool k) const { return dispatch(OpId::amin, {*this}, {.dims = d, .keepdim = k}); }
+#define KILN_REDUCTION(name, ...)                                        \
+    Tensor Tensor::name(const Shape& d, bool k) const {                  \
+        return dispatch(OpId::name, {*this}, {.dims = d, .keepdim = k}); \
+    }
+#include "tensor/reductions.def"
 // sum * (1/n): the scale 1/n is a size-derived attribute, passed with its origin so that a
 // symbolic recording computes it per call (dispatch_sized).
 Tensor Tensor::mean(const Shape& d, bool k) const {

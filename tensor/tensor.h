@@ -113,11 +113,10 @@ class Tensor {
     Tensor cpu() const { return to(kiln::cpu); }
     Tensor clone() const;
 
-    // --- reductions
-    Tensor sum(const Shape& dims = {}, bool keepdim = false) const;
+    // --- reductions: x.sum(), x.amax({1}, true) ... (tensor/reductions.def), and mean
+#define KILN_REDUCTION(name, ...) Tensor name(const Shape& dims = {}, bool keepdim = false) const;
+#include "tensor/reductions.def"
     Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
-    Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
-    Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
     Tensor matmul(const Tensor& other) const;
     Tensor softmax(int64_t dim) const;
     Tensor log_softmax(int64_t dim) const;

@@ -382,14 +382,14 @@ const Builtin kTensor[] = {
     {"allclose", "input, other, rtol=1e-05, atol=1e-08", b_allclose, "elementwise |a - b| <= atol + rtol * |b|"},
     {"equal", "input, other", b_equal, "same sizes and the same values (NaN equals nothing)"},
     {"Tensor.equal", "other", b_equal, ""},
-    {"sum", "input, dim=None, keepdim=False", reduction<kiln::sum>, "sum over dims (all when none)"},
+// sum(x, dim), x.amax(dim, keepdim=True) ...: one pair per line of tensor/reductions.def.
+#define KILN_REDUCTION(name, ...)                                    \
+    {#name, "input, dim=None, keepdim=False", reduction<kiln::name>, \
+     #name " over dims (all when none)"},                            \
+        {"Tensor." #name, "dim=None, keepdim=False", reduction<kiln::name>, ""},
+#include "tensor/reductions.def"
     {"mean", "input, dim=None, keepdim=False", reduction<kiln::mean>, "mean over dims"},
-    {"amax", "input, dim=None, keepdim=False", reduction<kiln::amax>, "max over dims"},
-    {"amin", "input, dim=None, keepdim=False", reduction<kiln::amin>, "min over dims"},
-    {"Tensor.sum", "dim=None, keepdim=False", reduction<kiln::sum>, ""},
     {"Tensor.mean", "dim=None, keepdim=False", reduction<kiln::mean>, ""},
-    {"Tensor.amax", "dim=None, keepdim=False", reduction<kiln::amax>, ""},
-    {"Tensor.amin", "dim=None, keepdim=False", reduction<kiln::amin>, ""},
     {"Tensor.max", "dim=None, keepdim=False", reduction<kiln::amax>, ""},
     {"Tensor.min", "dim=None, keepdim=False", reduction<kiln::amin>, ""},
     {"matmul", "input, other", b_matmul, "matrix product (also a @ b)"},

@@ -7,6 +7,7 @@
 
 #include "codegen/lower_input.h"
 #include "tensor/error.h"
+#include "tensor/reductions.h"
 
 namespace kiln::codegen::testing {
 
@@ -66,8 +67,7 @@ struct GraphBuilder {
         for (size_t i = 0; i < in.size(); ++i)
             if (!reduced[i]) out.push_back(in[i]);
             else if (keepdim) out.push_back(1);
-        DType in_dtype = value(x).dtype;  // eager's result dtype: a sum of int64 or bool is int64
-        DType dtype = op == OpId::sum && !is_floating(in_dtype) ? DType::int64 : in_dtype;
+        DType dtype = reduction_dtype(op, value(x).dtype);  // eager's: a sum of bools is int64
         return node(op, {x}, {.dims = dims, .keepdim = keepdim}, out, dtype);
     }
     // mean over dims of concrete size, written as eager writes it: sum * (1 / count)

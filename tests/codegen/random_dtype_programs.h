@@ -157,8 +157,8 @@ class DtypeProgramGenerator {
             for (int64_t d = 0; d < int64_t(shape.size()); ++d)
                 if (uniform() < 0.5) dims.push_back(d);
         }
-        static const OpId ops[] = {OpId::sum, OpId::amax, OpId::amin};
-        int reduced = r.call(ops[pick(3)], {v}, {.dims = dims, .keepdim = keepdim});
+        static const std::vector<OpId> ops = reduction_ops();  // tensor/reductions.def
+        int reduced = r.call(ops[pick(ops.size())], {v}, {.dims = dims, .keepdim = keepdim});
         if (keepdim && dtype(r, reduced) != DType::boolean && uniform() < 0.7)
             return r.call(OpId::sub, {v, reduced});
         return reduced;

@@ -11,6 +11,7 @@
 #include "jit/aot/aot.h"
 #include "jit/graph.h"
 #include "kiln.h"
+#include "tensor/reductions.h"
 
 namespace kiln_test {
 using namespace kiln;
@@ -159,8 +160,8 @@ class ProgramGenerator {
         if (shape.size() >= 2 && uniform() < 0.3) dims = {-2, -1};
         if (uniform() < 0.5) dims = any_dims(shape.size());
         bool keepdim = uniform() < 0.6;
-        static const OpId ops[] = {OpId::sum, OpId::amax, OpId::amin};
-        int reduced = r.call(ops[pick(3)], {v}, {.dims = dims, .keepdim = keepdim});
+        static const std::vector<OpId> ops = reduction_ops();  // tensor/reductions.def
+        int reduced = r.call(ops[pick(ops.size())], {v}, {.dims = dims, .keepdim = keepdim});
         if (keepdim && uniform() < 0.7) return r.call(OpId::sub, {v, reduced});
         return reduced;
     }

@@ -138,7 +138,7 @@ class ProgramGenerator {
         Shape dims = {-1};
         if (shape.size() >= 2 && uniform() < 0.3) dims = {-2, -1};
         bool keepdim = uniform() < 0.6;
-        OpId op = std::vector<OpId>{OpId::sum, OpId::amax, OpId::amin}[pick(3)];
+        OpId op = reduction_ops()[pick(reduction_ops().size())];  // tensor/reductions.def
         int reduced = b.reduce(op, v, dims, keepdim);
         if (keepdim && uniform() < 0.7) return b.binary(OpId::sub, v, reduced);
         base_ = b.value(reduced).shape;  // later inputs broadcast against the new shape
