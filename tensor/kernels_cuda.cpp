@@ -16,6 +16,7 @@
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
 #include "tensor/philox.h"
+#include "tensor/reductions.h"
 
 namespace kiln {
 namespace {
