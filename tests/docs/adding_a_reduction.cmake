@@ -30,8 +30,11 @@ add_executable(test_adding_a_reduction EXCLUDE_FROM_ALL tests/docs/test_adding_a
 target_link_libraries(test_adding_a_reduction PRIVATE kiln_script_doc_reduction)
 target_include_directories(test_adding_a_reduction PRIVATE ${Boost_INCLUDE_DIRS})
 
+# on every core: the copy is a whole library, and its test waits for it
+cmake_host_system_information(RESULT kiln_doc_reduction_jobs QUERY NUMBER_OF_LOGICAL_CORES)
 add_test(NAME docs.adding_a_reduction_build
-         COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target test_adding_a_reduction)
+         COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target test_adding_a_reduction
+                 --parallel ${kiln_doc_reduction_jobs})
 set_tests_properties(docs.adding_a_reduction_build PROPERTIES FIXTURES_SETUP doc_reduction)
 add_test(NAME docs.adding_a_reduction
          COMMAND test_adding_a_reduction --report_level=short --log_level=warning)
