@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from torch_gpt import make_gpt
+
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -51,38 +53,8 @@ def make_model(a):
     if a.model == "mlp":  # bench_ddp's mlp
         return nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10))
 
-    # bench/torch_models.py's GPT decoder, in models/gpt.h's default sizes.
-    class Block(nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(d)
-            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-            self.ln_2 = nn.LayerNorm(d)
-            self.mlp = nn.Module()
-            self.mlp.c_fc = nn.Linear(d, 4 * d)
-            self.mlp.c_proj = nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            h = self.ln_1(x)
-            t = x.size(1)
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-            y = x + self.attn(h, h, h, attn_mask=mask, need_weights=False, is_causal=True)[0]
-            return y + self.mlp.c_proj(nn.functional.gelu(self.mlp.c_fc(self.ln_2(y))))
-
-    class Gpt(nn.Module):
-        def __init__(self, vocab=256, positions=128, layers=4, d=256, heads=4):
-            super().__init__()
-            self.wte = nn.Embedding(vocab, d)
-            self.wpe = nn.Embedding(positions, d)
-            self.h = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
-            self.ln_f = nn.LayerNorm(d)
-
-        def forward(self, tokens):
-            pos = torch.arange(tokens.size(1), device=tokens.device)
-            x = self.ln_f(self.h(self.wte(tokens) + self.wpe(pos)))
-            return x @ self.wte.weight.t()
-
-    return Gpt()
+    # models/gpt.h's decoder (bench/torch_gpt.py)
+    return make_gpt(vocab=256)
 
 
 def worker(a):
