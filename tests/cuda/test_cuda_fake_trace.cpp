@@ -4,7 +4,6 @@
 // shape-only recording never falls back to real tensors. The device rules themselves are
 // checked without a GPU in tests/jit/test_fake_devices.cpp.
 #include <boost/test/unit_test.hpp>
-
 #include <regex>
 
 #include "jit/explain.h"
@@ -96,8 +95,8 @@ void check_both_ways(
         BOOST_REQUIRE_EQUAL(fake.state.size(), real.state.size());
         // cuDNN may pick engines whose weight gradients add with atomics (not bit-reproducible,
         // as in PyTorch unless deterministic): two momentum steps later, under a loaded GPU, one
-        // late state entry (114 of ResNet-18) was seen past 1e-4 (H100, 16-way ctest; it passed alone);
-        // graphs and guards above are compared exactly.
+        // late state entry (114 of ResNet-18) was seen past 1e-4 (H100, 16-way ctest; it passed
+        // alone); graphs and guards above are compared exactly.
         for (size_t i = 0; i < real.state.size(); ++i)
             BOOST_TEST(allclose(fake.state[i], real.state[i], 1e-3, 1e-4), "state " << i);
     }

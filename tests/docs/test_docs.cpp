@@ -300,17 +300,23 @@ BOOST_AUTO_TEST_CASE(every_variable_the_library_reads_has_a_row_in_env_md) {
     std::regex getenv_call(R"re(getenv\("(KILN_[A-Z0-9_]+)"\))re");
     std::set<std::string> missing;
     size_t read_count = 0;
-    for (const char* dir : {"tensor", "autograd", "dist", "nn", "optim", "jit", "codegen", "cli", "models"})
+    for (const char* dir :
+         {"tensor", "autograd", "dist", "nn", "optim", "jit", "codegen", "cli", "models"})
         for (const auto& e : fs::recursive_directory_iterator(kRoot / dir)) {
-            if (!e.is_regular_file() || (e.path().extension() != ".cpp" && e.path().extension() != ".h")) continue;
+            if (!e.is_regular_file() ||
+                (e.path().extension() != ".cpp" && e.path().extension() != ".h"))
+                continue;
             std::string text = read(e.path());
-            for (std::sregex_iterator it(text.begin(), text.end(), getenv_call), end; it != end; ++it) {
+            for (std::sregex_iterator it(text.begin(), text.end(), getenv_call), end; it != end;
+                 ++it) {
                 ++read_count;
                 if (env_md.find("| `" + (*it)[1].str() + "` |") == std::string::npos)
-                    missing.insert((*it)[1].str() + " (" + fs::relative(e.path(), kRoot).string() + ")");
+                    missing.insert((*it)[1].str() + " (" + fs::relative(e.path(), kRoot).string() +
+                                   ")");
             }
         }
-    BOOST_TEST(read_count > 30u, "found only " << read_count << " getenv calls: is the scan broken?");
+    BOOST_TEST(read_count > 30u,
+               "found only " << read_count << " getenv calls: is the scan broken?");
     std::string list;
     for (const std::string& m : missing) list += "\n  " + m;
     BOOST_TEST(missing.empty(), "read in the code, no row in docs/env.md:" << list);
