@@ -15,19 +15,25 @@
 namespace kiln {
 namespace {
 
-Attrs window_attrs(std::pair<int64_t, int64_t> k, std::pair<int64_t, int64_t> stride, std::pair<int64_t, int64_t> pad,
-                   std::pair<int64_t, int64_t> dilation, double pad_value) {
-    return {.shape = {k.first, k.second, stride.first, stride.second, pad.first, pad.second, dilation.first, dilation.second},
+Attrs window_attrs(std::pair<int64_t, int64_t> k, std::pair<int64_t, int64_t> stride,
+                   std::pair<int64_t, int64_t> pad, std::pair<int64_t, int64_t> dilation,
+                   double pad_value) {
+    return {.shape = {k.first, k.second, stride.first, stride.second, pad.first, pad.second,
+                      dilation.first, dilation.second},
             .scalar = pad_value};
 }
 
 // Before any size arithmetic (a stride of 0 would divide by zero): the values PyTorch accepts.
-void check_window(const char* op, std::pair<int64_t, int64_t> k, std::pair<int64_t, int64_t> s, std::pair<int64_t, int64_t> p,
-                  std::pair<int64_t, int64_t> d) {
-    KILN_CHECK(k.first > 0 && k.second > 0, op, ": kernel size must be positive, got ", k.first, "x", k.second);
-    KILN_CHECK(s.first > 0 && s.second > 0, op, ": stride must be positive, got ", s.first, "x", s.second);
-    KILN_CHECK(p.first >= 0 && p.second >= 0, op, ": padding must be non-negative, got ", p.first, "x", p.second);
-    KILN_CHECK(d.first > 0 && d.second > 0, op, ": dilation must be positive, got ", d.first, "x", d.second);
+void check_window(const char* op, std::pair<int64_t, int64_t> k, std::pair<int64_t, int64_t> s,
+                  std::pair<int64_t, int64_t> p, std::pair<int64_t, int64_t> d) {
+    KILN_CHECK(k.first > 0 && k.second > 0, op, ": kernel size must be positive, got ", k.first,
+               "x", k.second);
+    KILN_CHECK(s.first > 0 && s.second > 0, op, ": stride must be positive, got ", s.first, "x",
+               s.second);
+    KILN_CHECK(p.first >= 0 && p.second >= 0, op, ": padding must be non-negative, got ", p.first,
+               "x", p.second);
+    KILN_CHECK(d.first > 0 && d.second > 0, op, ": dilation must be positive, got ", d.first, "x",
+               d.second);
 }
 
 void check_image(const Tensor& x, const char* op) {
@@ -106,8 +112,8 @@ Shape checked_pool_shape(const Tensor& x, const Window2d& w, const char* op) {
     check_image(x, op);
     check_window(op, w.kernel, w.stride, w.padding, w.dilation);
     KILN_CHECK(w.padding.first * 2 <= w.kernel.first && w.padding.second * 2 <= w.kernel.second, op,
-               ": padding should be at most half of the kernel size, got padding ", w.padding.first, "x", w.padding.second,
-               " for a ", w.kernel.first, "x", w.kernel.second, " kernel");
+               ": padding should be at most half of the kernel size, got padding ", w.padding.first,
+               "x", w.padding.second, " for a ", w.kernel.first, "x", w.kernel.second, " kernel");
     Shape out = pooled_shape(x, w);
     KILN_CHECK(out[2] > 0 && out[3] > 0, op, ": given input size: (", x.size(1), "x", x.size(2),
                "x", x.size(3), "). Calculated output size: (", x.size(1), "x", out[2], "x", out[3],
@@ -137,8 +143,10 @@ Tensor max_index(const Tensor& x, const Window2d& w) {
 // each output's whole gradient to that one element, as PyTorch's max pooling.
 Tensor gather_plane(const Tensor& x, const Tensor& index) {
     int64_t N = x.size(0), C = x.size(1);
-    Tensor flat = gather(x.reshape({N, C, x.size(2) * x.size(3)}), 2,
-                         index.reshape({N, C, index.size(2) * index.size(3)}));
+    Tensor flat = dispatch(OpId::gather,
+                           {x.reshape({N, C, x.size(2) * x.size(3)}),
+                            index.reshape({N, C, index.size(2) * index.size(3)})},
+                           {.dim = 2, .scalar = kIndexInRange});  // max_pool2d_index's: in range
     return flat.reshape(index.shape());
 }
 
@@ -174,20 +182,25 @@ void check_conv_fits(int64_t H, int64_t W, const Shape& window) {  // window: un
                H, "x", W, ")");
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::pair<int64_t, int64_t> stride,
-              std::pair<int64_t, int64_t> padding, std::pair<int64_t, int64_t> dilation, int64_t groups) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              std::pair<int64_t, int64_t> stride, std::pair<int64_t, int64_t> padding,
+              std::pair<int64_t, int64_t> dilation, int64_t groups) {
     if (unbatched(x))
         return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0);
     check_image(x, "conv2d");
-    KILN_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels / groups, kH, kW], got shape ",
-               weight.shape());
+    KILN_CHECK(
+        weight.dim() == 4,
+        "conv2d: expected a 4-D weight [out_channels, in_channels / groups, kH, kW], got shape ",
+        weight.shape());
     KILN_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
     int64_t C = x.size(1), O = weight.size(0), kh = weight.size(2), kw = weight.size(3);
-    KILN_CHECK(C % groups == 0 && O % groups == 0, "conv2d: in_channels (", C, ") and out_channels (", O,
-               ") must both be divisible by groups (", groups, ")");
-    KILN_CHECK(weight.size(1) * groups == C, "conv2d: expected input with ", weight.size(1) * groups, " channels (weight ",
-               weight.shape(), ", groups ", groups, "), but got input of shape ", x.shape());
-    KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == O), "conv2d: expected a bias of shape [", O, "], got ",
+    KILN_CHECK(C % groups == 0 && O % groups == 0, "conv2d: in_channels (", C,
+               ") and out_channels (", O, ") must both be divisible by groups (", groups, ")");
+    KILN_CHECK(weight.size(1) * groups == C, "conv2d: expected input with ",
+               weight.size(1) * groups, " channels (weight ", weight.shape(), ", groups ", groups,
+               "), but got input of shape ", x.shape());
+    KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == O),
+               "conv2d: expected a bias of shape [", O, "], got ",
                bias.defined() ? bias.shape() : Shape{});
     check_window("conv2d", {kh, kw}, stride, padding, dilation);
     Attrs a = window_attrs({kh, kw}, stride, padding, dilation, 0.0);
@@ -212,35 +225,35 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
             kw = weight.size(3);
     int64_t OH = window_out_size(x.size(2), kh, stride.first, padding.first, dilation.first);
     int64_t OW = window_out_size(x.size(3), kw, stride.second, padding.second, dilation.second);
-    Tensor cols = dispatch(OpId::unfold2d, {x}, window_attrs({kh, kw}, stride, padding, dilation, 0.0));  // [N, C*kh*kw, L]
+    Tensor cols =
+        dispatch(OpId::unfold2d, {x},
+                 window_attrs({kh, kw}, stride, padding, dilation, 0.0));  // [N, C*kh*kw, L]
     int64_t K = C / groups * kh * kw, L = OH * OW;
     Tensor out;
     if (groups == 1) {
         out = matmul(weight.reshape({O, K}), cols);  // [O, K] @ [N, K, L] -> [N, O, L]
     } else {
-        Tensor w = weight.reshape({groups, O / groups, K});                      // [G, O/G, K]
-        out = matmul(w, cols.reshape({N, groups, K, L})).reshape({N, O, L});     // [N, G, O/G, L]
+        Tensor w = weight.reshape({groups, O / groups, K});                   // [G, O/G, K]
+        out = matmul(w, cols.reshape({N, groups, K, L})).reshape({N, O, L});  // [N, G, O/G, L]
     }
     out = out.reshape({N, O, OH, OW});
     return bias.defined() ? out + bias.reshape({1, O, 1, 1}) : out;
 }
 
-// Without a gradient to route, the first maximum is the maximum: one amax (the mask costs
-// about 8x its time). Under compile() requires_grad and grad mode are guarded, so each entry
-// keeps its choice.
-// Without a gradient: amax over unfold2d's columns (the same values; the inductor fuses it into
-// one kernel, 2x faster than the index op compiled). With one, on the CPU: max_pool2d_index and
-// a gather. On CUDA (max_pool2d_index has no device kernel: it would copy to the host, which a
-// CUDA graph cannot capture) each window's first maximum is picked by a one-hot mask over the
-// columns (argmax): the same values and gradient.
+// On the CPU without a gradient to route: amax over unfold2d's columns (the first maximum is
+// the maximum; the inductor fuses the two into one kernel, 2x faster than the index op
+// compiled). Otherwise max_pool2d_index (one pass over the input, a kernel on each device)
+// and a gather, whose gradient (scatter_add) goes wholly to each window's first maximum. On
+// CUDA the unfolded columns would be 9x the input and their reduction strided: the index op
+// takes 1-2% of their time (ResNet-18's stem pool on an H100). Under compile() requires_grad
+// and grad mode are guarded, so each entry keeps its choice.
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
     if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
     bool grad = autograd::grad_enabled() && x.requires_grad();
-    if (grad && x.device().type == DeviceType::cpu) return gather_plane(x, max_index(x, w));
+    if (grad || x.device().type == DeviceType::cuda) return gather_plane(x, max_index(x, w));
     Tensor cols =
         windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
-    if (!grad) return cols.amax({2}).reshape(pooled_shape(x, w));
-    return pick(first_max_mask(cols, 2), cols, 2).reshape(pooled_shape(x, w));
+    return cols.amax({2}).reshape(pooled_shape(x, w));
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2d& w) {
@@ -248,20 +261,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2
         auto [v, i] = max_pool2d_with_indices(x.unsqueeze(0), w);
         return {v.squeeze(0), i.squeeze(0)};
     }
-    if (x.device().type == DeviceType::cpu) {
-        Tensor index = max_index(x, w);
-        return {gather_plane(x, index), index};
-    }
-    Tensor cols =
-        windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
-    Tensor first = first_max_mask(cols, 2);
-    Shape out = pooled_shape(x, w);
-    // Each window entry's place in the H*W plane: the windows of an image of its own indices.
-    int64_t H = x.size(2), W = x.size(3);
-    Tensor plane = arange(double(H * W), {.dtype = DType::float64, .device = x.device()})
-                       .reshape({1, 1, H, W});
-    Tensor place = unfold_windows(plane, w, -1.0, ceil_extra(x, w));  // [1, 1, K, L]
-    return {pick(first, cols, 2).reshape(out), pick(first, place, 2).to(DType::int64).reshape(out)};
+    Tensor index = max_index(x, w);
+    return {gather_plane(x, index), index};
 }
 
 // count_include_pad divides by the window's size within the padded input (ceil_mode's extra

@@ -5,7 +5,7 @@
 namespace kiln {
 
 // forward_<name> / backward_<name> for every KILN_OP entry (defined in kernels_*.cpp).
-#define KILN_OP(name, ...)                                                \
+#define KILN_OP(name, ...)                                                 \
     Tensor forward_##name(std::span<const Tensor> in, const Attrs& attrs); \
     std::vector<Tensor> backward_##name(const BackwardArgs& b);
 #include "tensor/ops.def"
@@ -14,10 +14,14 @@ namespace kiln {
 template <class Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     switch (dtype) {
-        case DType::float32: return fn(float{});
-        case DType::float64: return fn(double{});
-        case DType::int64: return fn(int64_t{});
-        case DType::boolean: return fn(bool{});
+        case DType::float32:
+            return fn(float{});
+        case DType::float64:
+            return fn(double{});
+        case DType::int64:
+            return fn(int64_t{});
+        case DType::boolean:
+            return fn(bool{});
     }
     fail("visit_dtype: bad dtype");
 }
@@ -55,17 +59,26 @@ Tensor cuda_full(const Shape& shape, double value, DType dtype, Device device);
 // The window and index ops on the device (kernels_cuda_index.cpp); the CPU files check the
 // arguments and work out the sizes for both devices.
 struct IndexSizes {
-    int64_t dim = 0, outer = 1, inner = 1, n_index = 1, n_data = 1;  // index[outer, n_index, inner] over data[outer, n_data, inner]
+    int64_t dim = 0, outer = 1, inner = 1, n_index = 1,
+            n_data = 1;     // index[outer, n_index, inner] over data[outer, n_data, inner]
+    bool in_range = false;  // attrs.scalar == kIndexInRange: the CUDA kernels skip the bounds check
 };
+// gather's and scatter_add's attrs.scalar when kiln made the index in range itself
+// (max_pool2d_index's windows): CUDA then skips the check and its copy to the host.
+inline constexpr double kIndexInRange = 1;
 // Appended to gather's and scatter_add's out-of-range errors: under compile() the error comes
 // from these ops even where the user called index_select, embedding or a class loss.
 inline constexpr const char* kIndexUsers =
     " (index_select, embedding and the class losses index through gather and scatter_add)";
 Tensor cuda_unfold2d(const Tensor& x, const Shape& window, int64_t OH, int64_t OW, double pad);
-Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW);
+Tensor cuda_max_pool2d_index(const Tensor& x, const Shape& window, int64_t OH, int64_t OW);
+Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W,
+                   int64_t OH, int64_t OW);
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);
-Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src, const IndexSizes& sizes);
-std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources();  // for compile-only tests
+Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src,
+                        const IndexSizes& sizes);
+std::vector<std::pair<std::string, std::string>>
+cuda_index_kernel_sources();  // for compile-only tests
 // rand/randn/randint drawn on the device with the CPU's Philox draws (tensor/philox.h).
 Tensor cuda_random(OpId op, const Attrs& attrs);
 // randint's count of values in [low, high) (0: all 2^64), shared by the CUDA draw.

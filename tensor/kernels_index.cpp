@@ -16,15 +16,17 @@ using IndexPlan = IndexSizes;
 // The index has the data's rank and, outside `dim`, the data's sizes (PyTorch also allows
 // smaller ones; kiln asks for equal).
 IndexPlan plan_index(const Tensor& data, const Tensor& index, int64_t dim, const char* op) {
-    KILN_CHECK(data.device() == index.device(), op, ": index on ", index.device(), " and input on ", data.device(), " must share a device");
+    KILN_CHECK(data.device() == index.device(), op, ": index on ", index.device(), " and input on ",
+               data.device(), " must share a device");
     KILN_CHECK(index.dtype() == DType::int64, op, ": expected an int64 index, got ", index.dtype());
-    KILN_CHECK(index.dim() == data.dim(), op, ": index ", index.shape(), " and input ", data.shape(), " must have the same number of dims");
+    KILN_CHECK(index.dim() == data.dim(), op, ": index ", index.shape(), " and input ",
+               data.shape(), " must have the same number of dims");
     IndexPlan p;
     p.dim = normalize_dim(dim, std::max<int64_t>(data.dim(), 1), op);
     for (int64_t d = 0; d < data.dim(); ++d) {
         if (d != p.dim)
-            KILN_CHECK(index.size(d) == data.size(d), op, ": index ", index.shape(), " must match input ", data.shape(),
-                       " in every dim but ", p.dim);
+            KILN_CHECK(index.size(d) == data.size(d), op, ": index ", index.shape(),
+                       " must match input ", data.shape(), " in every dim but ", p.dim);
         if (d < p.dim) p.outer *= data.size(d);
         if (d > p.dim) p.inner *= data.size(d);
     }
@@ -53,6 +55,7 @@ void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, Fn&
 Tensor forward_gather(std::span<const Tensor> in, const Attrs& a) {
     const Tensor& x = in[0];
     IndexPlan p = plan_index(x, in[1], a.dim, "gather");
+    p.in_range = a.scalar == kIndexInRange;
     if (x.device().type == DeviceType::cuda) return cuda_gather(x, in[1], p);
     Tensor src = contiguous_as(x, x.dtype());
     Tensor out = empty(in[1].shape(), x.dtype());
@@ -74,8 +77,11 @@ std::vector<Tensor> backward_gather(const BackwardArgs& b) {
 Tensor forward_scatter_add(std::span<const Tensor> in, const Attrs& a) {
     const Tensor &base = in[0], &index = in[1], &src_in = in[2];
     IndexPlan p = plan_index(base, index, a.dim, "scatter_add");
-    KILN_CHECK(src_in.shape() == index.shape(), "scatter_add: src ", src_in.shape(), " must have the index's shape ", index.shape());
-    KILN_CHECK(src_in.dtype() == base.dtype(), "scatter_add: src (", src_in.dtype(), ") and input (", base.dtype(), ") must have one dtype");
+    p.in_range = a.scalar == kIndexInRange;
+    KILN_CHECK(src_in.shape() == index.shape(), "scatter_add: src ", src_in.shape(),
+               " must have the index's shape ", index.shape());
+    KILN_CHECK(src_in.dtype() == base.dtype(), "scatter_add: src (", src_in.dtype(),
+               ") and input (", base.dtype(), ") must have one dtype");
     if (base.device().type == DeviceType::cuda) return cuda_scatter_add(base, index, src_in, p);
     Tensor out = materialize(base);
     Tensor src = contiguous_as(src_in, src_in.dtype());
@@ -83,13 +89,15 @@ Tensor forward_scatter_add(std::span<const Tensor> in, const Attrs& a) {
         using T = decltype(tag);
         const T* s = ptr<T>(src);
         T* o = ptr<T>(out);
-        for_each_index(p, index, "scatter_add", [&](int64_t at, int64_t to) { o[to] = T(o[to] + s[at]); });
+        for_each_index(p, index, "scatter_add",
+                       [&](int64_t at, int64_t to) { o[to] = T(o[to] + s[at]); });
     });
     return out;
 }
 
 std::vector<Tensor> backward_scatter_add(const BackwardArgs& b) {
-    Tensor grad_src = b.needs(2) ? dispatch(OpId::gather, {b.grad, b.inputs[1]}, b.attrs) : Tensor();
+    Tensor grad_src =
+        b.needs(2) ? dispatch(OpId::gather, {b.grad, b.inputs[1]}, b.attrs) : Tensor();
     return {b.needs(0) ? b.grad : Tensor(), Tensor(), grad_src};
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/cuda.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 
@@ -28,9 +27,8 @@ Tensor forward_max_pool2d_index(std::span<const Tensor> in, const Attrs& a) {
     KILN_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 && pw >= 0 &&
                    OH > 0 && OW > 0,
                "max_pool2d_index: bad window ", a.shape, " or output size ", a.dims);
-    if (x.device().type == DeviceType::cuda)  // no device kernel: the CPU's, on a copy
-        return cuda::to_device(
-            forward_max_pool2d_index(std::vector<Tensor>{cuda::to_device(x, cpu)}, a), x.device());
+    if (x.device().type == DeviceType::cuda)  // kernels_cuda_index.cpp, the same loop per output
+        return cuda_max_pool2d_index(x, a.shape, OH, OW);
     int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
     Tensor src = contiguous_as(x, x.dtype());
     Tensor out = empty({N, C, OH, OW}, DType::int64);

@@ -3,10 +3,10 @@
 // and attention, forward and backward, against the CPU; the GPT decoder trained on the GPU
 // equal to the CPU one. Compile-only: every window/index kernel source through NVRTC (CI).
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <iostream>
 
+#include "codegen/cuda_backend.h"
 #include "kiln.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
@@ -32,7 +32,8 @@ double max_relative(const Tensor& gpu, const Tensor& cpu_result) {
 
 // f on CPU leaves and on their CUDA copies: outputs and every leaf's gradient agree.
 void check_forward_backward(const std::string& what, const std::vector<Tensor>& leaves,
-                            const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol = 1e-4) {
+                            const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                            double tol = 1e-4) {
     BOOST_TEST_CONTEXT(what) {
         std::vector<Tensor> on_cpu, on_gpu;
         for (const Tensor& t : leaves) {
@@ -47,7 +48,9 @@ void check_forward_backward(const std::string& what, const std::vector<Tensor>& 
         (yc * w).sum().backward();
         (yg * w.cuda()).sum().backward();
         for (size_t i = 0; i < leaves.size(); ++i)
-            if (on_cpu[i].requires_grad()) BOOST_TEST(max_relative(on_gpu[i].grad(), on_cpu[i].grad()) < tol, "grad of leaf " << i);
+            if (on_cpu[i].requires_grad())
+                BOOST_TEST(max_relative(on_gpu[i].grad(), on_cpu[i].grad()) < tol,
+                           "grad of leaf " << i);
     }
 }
 
@@ -57,49 +60,116 @@ BOOST_AUTO_TEST_SUITE(cuda_models)
 
 BOOST_AUTO_TEST_CASE(window_and_index_kernel_sources_compile_with_nvrtc) {
     if (!cuda::detail::nvrtc_unavailable_reason().empty()) {
-        std::cout << "cuda models: SKIPPED compile-only test (" << cuda::detail::nvrtc_unavailable_reason() << ")\n";
+        std::cout << "cuda models: SKIPPED compile-only test ("
+                  << cuda::detail::nvrtc_unavailable_reason() << ")\n";
         return;
     }
     auto sources = cuda_index_kernel_sources();
-    BOOST_TEST(sources.size() == 11u);
+    BOOST_TEST(sources.size() == 13u);
     for (const auto& [label, source] : sources) {
         std::string entry = "kiln_" + label.substr(0, label.find(' '));
-        BOOST_TEST_CONTEXT(label) { BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(source, entry, 90, /*ptx_only=*/true)); }
+        BOOST_TEST_CONTEXT(label) {
+            BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(source, entry, 90, /*ptx_only=*/true));
+        }
     }
 }
 
-BOOST_AUTO_TEST_CASE(conv_and_pooling_match_the_cpu_forward_and_backward, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+BOOST_AUTO_TEST_CASE(conv_and_pooling_match_the_cpu_forward_and_backward,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
     manual_seed(21);
     Tensor x = randn({2, 4, 9, 11});
     check_forward_backward("conv2d stride 2 padding 1", {x, randn({6, 4, 3, 3}) * 0.2, randn({6})},
-                           [](const auto& t) { return conv2d(t[0], t[1], t[2], {2, 2}, {1, 1}); });
+                           [](const auto& t) {
+                               return conv2d(t[0], t[1], t[2], {2, 2}, {1, 1});
+                           });
     check_forward_backward("conv2d dilation 2, groups 2", {x, randn({4, 2, 3, 2}) * 0.2},
-                           [](const auto& t) { return conv2d(t[0], t[1], {}, {1, 2}, {2, 0}, {2, 1}, 2); });
-    check_forward_backward("max_pool2d 3x3 stride 2 padding 1", {x},
-                           [](const auto& t) { return max_pool2d(t[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); });
-    check_forward_backward("avg_pool2d 2x2", {x}, [](const auto& t) { return avg_pool2d(t[0], {.kernel = {2, 2}, .stride = {2, 2}}); });
-    check_forward_backward("adaptive_avg_pool2d to 4x3", {x}, [](const auto& t) { return adaptive_avg_pool2d(t[0], {4, 3}); });
-    check_forward_backward("conv2d float64", {x.to(DType::float64), (randn({3, 4, 2, 2}) * 0.3).to(DType::float64)},
-                           [](const auto& t) { return conv2d(t[0], t[1]); }, 1e-10);
+                           [](const auto& t) {
+                               return conv2d(t[0], t[1], {}, {1, 2}, {2, 0}, {2, 1}, 2);
+                           });
+    check_forward_backward("max_pool2d 3x3 stride 2 padding 1", {x}, [](const auto& t) {
+        return max_pool2d(t[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+    });
+    check_forward_backward("avg_pool2d 2x2", {x}, [](const auto& t) {
+        return avg_pool2d(t[0], {.kernel = {2, 2}, .stride = {2, 2}});
+    });
+    check_forward_backward("adaptive_avg_pool2d to 4x3", {x}, [](const auto& t) {
+        return adaptive_avg_pool2d(t[0], {4, 3});
+    });
+    check_forward_backward(
+        "conv2d float64", {x.to(DType::float64), (randn({3, 4, 2, 2}) * 0.3).to(DType::float64)},
+        [](const auto& t) { return conv2d(t[0], t[1]); }, 1e-10);
 }
 
-BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+// max_pool2d on CUDA is max_pool2d_index's kernel and a gather that skips the bounds check
+// (no copy to the host): values, indices and gradients equal the CPU's on windows with ties
+// (integer-valued inputs), a NaN, padding, dilation and ceil_mode, with and without a
+// gradient; compiled under mode="reduce-overhead" it is captured in a CUDA graph.
+BOOST_AUTO_TEST_CASE(max_pool2d_on_cuda_equals_the_cpu_and_is_captured_in_a_cuda_graph,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    manual_seed(23);
+    Tensor ties = (randn({2, 3, 11, 10}) * 2).round();  // many equal maxima: the first one wins
+    Tensor nan = randn({1, 2, 7, 7});
+    ptr<float>(nan)[49 + 3 * 7 + 4] = std::nanf("");  // [0, 1, 3, 4]
+    std::vector<std::pair<std::string, Window2d>> windows = {
+        {"3x3 stride 2 padding 1", {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+        {"2x3 stride 1 dilation 2", {.kernel = {2, 3}, .stride = {1, 1}, .dilation = {2, 2}}},
+        {"3x3 stride 2 ceil_mode", {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true}},
+    };
+    for (const auto& [what, w] : windows)
+        for (const Tensor& x : {ties, nan}) {
+            BOOST_TEST_CONTEXT(what << ", input " << x.shape()) {
+                auto [vc, ic] = max_pool2d_with_indices(x, w);
+                auto [vg, ig] = max_pool2d_with_indices(x.cuda(), w);
+                BOOST_TEST((ig.cpu() == ic).all().item<bool>(), "indices");
+                Tensor g = vg.cpu(), both_nan = (g != g) & (vc != vc);
+                BOOST_TEST((where(both_nan, 0.0, g) == where(both_nan, 0.0, vc)).all().item<bool>(),
+                           "values");
+                Tensor xc = x.clone().requires_grad_(), xg = x.cuda().requires_grad_();
+                Tensor gw = randn(vc.shape());
+                (max_pool2d(xc, w) * gw).sum().backward();  // a NaN loss; finite gradients
+                (max_pool2d(xg, w) * gw.cuda()).sum().backward();
+                BOOST_TEST(max_relative(xg.grad(), xc.grad()) < 1e-6, "gradient");
+            }
+        }
+    auto pool = [](const Tensor& x) {
+        return max_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+    };
+    auto graphed = compile(pool, {.mode = "reduce-overhead"});
+    codegen::CudaGraphStats before = codegen::cuda_graph_stats();
+    Tensor x = randn({2, 8, 16, 16}).cuda();
+    for (int i = 0; i < 3; ++i)
+        BOOST_TEST(max_relative(graphed(x), pool(x.cpu())) == 0.0, "call " << i);
+    codegen::CudaGraphStats after = codegen::cuda_graph_stats();
+    BOOST_TEST(after.captures - before.captures == 1);
+    BOOST_TEST(after.not_captured == before.not_captured,
+               "not captured: " << after.last_not_captured.substr(0, 300));
+}
+
+BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
     manual_seed(22);
     Tensor x = randn({5, 7}), idx = randint(0, 7, {5, 4});
     check_forward_backward("gather dim 1", {x, idx},
                            [](const auto& t) { return gather(t[0], 1, t[1]); });
     check_forward_backward("scatter_add dim 0", {x, randint(0, 5, {3, 7}), randn({3, 7})},
                            [](const auto& t) { return scatter_add(t[0], 0, t[1], t[2]); });
-    check_forward_backward("embedding", {randint(0, 10, {3, 4}), randn({10, 6})}, [](const auto& t) { return embedding(t[0], t[1]); });
+    check_forward_backward("embedding", {randint(0, 10, {3, 4}), randn({10, 6})},
+                           [](const auto& t) { return embedding(t[0], t[1]); });
     check_forward_backward("cross_entropy with class targets", {randn({8, 5}), randint(0, 5, {8})},
                            [](const auto& t) { return F::cross_entropy(t[0], t[1]); });
-    check_forward_backward("batch_norm, batch statistics", {randn({4, 3, 5, 5}) * 2 + 1, randn({3}), randn({3})}, [](const auto& t) {
-        Tensor mean = zeros({3}, {.device = t[0].device()}), var = ones({3}, {.device = t[0].device()});
-        return F::batch_norm(t[0], mean, var, t[1], t[2], /*training=*/true);
+    check_forward_backward("batch_norm, batch statistics",
+                           {randn({4, 3, 5, 5}) * 2 + 1, randn({3}), randn({3})},
+                           [](const auto& t) {
+                               Tensor mean = zeros({3}, {.device = t[0].device()}),
+                                      var = ones({3}, {.device = t[0].device()});
+                               return F::batch_norm(t[0], mean, var, t[1], t[2], /*training=*/true);
+                           });
+    check_forward_backward(
+        "causal attention", {randn({2, 3, 6, 8}), randn({2, 3, 6, 8}), randn({2, 3, 6, 8})},
+        [](const auto& t) { return F::scaled_dot_product_attention(t[0], t[1], t[2], {}, true); });
+    check_forward_backward("argmax", {randn({4, 9})}, [](const auto& t) {
+        return argmax(t[0], 1).to(DType::float32) * t[0].sum();
     });
-    check_forward_backward("causal attention", {randn({2, 3, 6, 8}), randn({2, 3, 6, 8}), randn({2, 3, 6, 8})},
-                           [](const auto& t) { return F::scaled_dot_product_attention(t[0], t[1], t[2], {}, true); });
-    check_forward_backward("argmax", {randn({4, 9})}, [](const auto& t) { return argmax(t[0], 1).to(DType::float32) * t[0].sum(); });
 
     // An index out of range raises naming it, and the GPU stays usable.
     try {
@@ -107,7 +177,8 @@ BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu, *utf::pr
         BOOST_ERROR("an index out of range was accepted");
     } catch (const Error& e) {
         std::string m = e.what();
-        BOOST_TEST(m.find("index 9 is out of bounds for dim 1 with size 7") != std::string::npos, m);
+        BOOST_TEST(m.find("index 9 is out of bounds for dim 1 with size 7") != std::string::npos,
+                   m);
     }
     try {  // a negative index too, as PyTorch's gather (issue 30 item 9: it counted from the end)
         gather(x.cuda(), 1, full({5, 4}, -1, {.dtype = DType::int64}).cuda());
@@ -121,8 +192,10 @@ BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu, *utf::pr
     BOOST_TEST(max_relative(gather(x.cuda(), 1, idx.cuda()), gather(x, 1, idx)) == 0.0);
 }
 
-BOOST_AUTO_TEST_CASE(a_gpt_decoder_trains_on_the_gpu_like_on_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
-    models::GptConfig c{.vocab_size = 40, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4};
+BOOST_AUTO_TEST_CASE(a_gpt_decoder_trains_on_the_gpu_like_on_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    models::GptConfig c{
+        .vocab_size = 40, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4};
     manual_seed(5);
     models::Gpt on_cpu(c);
     manual_seed(5);
@@ -139,13 +212,16 @@ BOOST_AUTO_TEST_CASE(a_gpt_decoder_trains_on_the_gpu_like_on_the_cpu, *utf::prec
     };
     for (int i = 0; i < 3; ++i) {
         double lc = step(on_cpu, tokens, targets), lg = step(on_gpu, tokens.cuda(), targets.cuda());
-        BOOST_TEST(std::abs(lc - lg) < 1e-4 * (1 + std::abs(lc)), "step " << i << ": " << lc << " vs " << lg);
+        BOOST_TEST(std::abs(lc - lg) < 1e-4 * (1 + std::abs(lc)),
+                   "step " << i << ": " << lc << " vs " << lg);
     }
     std::vector<Tensor> pc = on_cpu.parameters(), pg = on_gpu.parameters();
-    for (size_t i = 0; i < pc.size(); ++i) BOOST_TEST(max_relative(pg[i], pc[i]) < 1e-4, "parameter " << i);
+    for (size_t i = 0; i < pc.size(); ++i)
+        BOOST_TEST(max_relative(pg[i], pc[i]) < 1e-4, "parameter " << i);
 }
 
-BOOST_AUTO_TEST_CASE(resnet18_moves_with_its_buffers_and_compiled_training_matches_the_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+BOOST_AUTO_TEST_CASE(resnet18_moves_with_its_buffers_and_compiled_training_matches_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
     manual_seed(9);
     models::ResNet18 on_cpu(10);
     manual_seed(9);
@@ -153,20 +229,25 @@ BOOST_AUTO_TEST_CASE(resnet18_moves_with_its_buffers_and_compiled_training_match
     on_gpu.to(kCuda);  // parameters and batch-norm buffers
     for (const auto& [name, t] : on_gpu.state_dict()) BOOST_TEST((t.device() == kCuda), name);
     Tensor x = randn({4, 3, 32, 32}), target = randint(0, 10, {4});
-    auto loss_fn = [](nn::Module& net, const Tensor& input, const Tensor& t) { return F::cross_entropy(net.forward(input), t); };
+    auto loss_fn = [](nn::Module& net, const Tensor& input, const Tensor& t) {
+        return F::cross_entropy(net.forward(input), t);
+    };
     auto compiled = compile(loss_fn);
     optim::SGD opt_cpu(on_cpu.parameters(), 0.05, 0.9), opt_gpu(on_gpu.parameters(), 0.05, 0.9);
     for (int i = 0; i < 3; ++i) {
         opt_cpu.zero_grad(), opt_gpu.zero_grad();
         Tensor lc = loss_fn(on_cpu, x, target), lg = compiled(on_gpu, x.cuda(), target.cuda());
         lc.backward(), lg.backward();
-        BOOST_TEST(std::abs(lc.item<double>() - lg.item<double>()) < 1e-3 * (1 + std::abs(lc.item<double>())), "step " << i);
+        BOOST_TEST(std::abs(lc.item<double>() - lg.item<double>()) <
+                       1e-3 * (1 + std::abs(lc.item<double>())),
+                   "step " << i);
         if (i == 0) {
             // The first step's gradients and batch statistics, before SGD with momentum lets
             // float32 rounding differences (batch norm over 4 values in layer4) grow.
             auto pc = on_cpu.named_parameters(), pg = on_gpu.named_parameters();
             for (size_t k = 0; k < pc.size(); ++k)
-                BOOST_TEST(max_relative(pg[k].second.grad(), pc[k].second.grad()) < 1e-3, "grad of " << pc[k].first);
+                BOOST_TEST(max_relative(pg[k].second.grad(), pc[k].second.grad()) < 1e-3,
+                           "grad of " << pc[k].first);
             auto sc = on_cpu.state_dict(), sg = on_gpu.state_dict();
             for (size_t k = 0; k < sc.size(); ++k)
                 if (sc[k].first.find("running_") != std::string::npos)
