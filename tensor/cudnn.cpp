@@ -21,6 +21,9 @@
 #include "tensor/error.h"
 
 namespace kiln::cuda::detail {
+
+void cudnn_api::Api::bind(const LibrarySymbols& symbols) { KILN_CUDNN_SYMBOLS(KILN_SYMBOL_BIND) }
+
 namespace cudnn_internal {
 namespace {
 
@@ -126,19 +129,7 @@ std::string Library::bind_api() {
     Api& a = api;
     try {
         LibrarySymbols symbols(lib, "libcudnn");
-        symbols.bind(a.cudnnCreate, "cudnnCreate");
-        symbols.bind(a.cudnnSetStream, "cudnnSetStream");
-        symbols.bind(a.cudnnGetErrorString, "cudnnGetErrorString");
-        symbols.bind(a.cudnnGetVersion, "cudnnGetVersion");
-        symbols.bind(a.cudnnBackendCreateDescriptor, "cudnnBackendCreateDescriptor");
-        symbols.bind(a.cudnnBackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
-        symbols.bind(a.cudnnBackendFinalize, "cudnnBackendFinalize");
-        symbols.bind(a.cudnnBackendSetAttribute, "cudnnBackendSetAttribute");
-        symbols.bind(a.cudnnBackendGetAttribute, "cudnnBackendGetAttribute");
-        symbols.bind(a.cudnnBackendExecute, "cudnnBackendExecute");
-        symbols.bind(a.cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor");
-        symbols.bind(a.cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
-        symbols.bind(a.cudnnAddTensor, "cudnnAddTensor");
+        a.bind(symbols);
         // cuDNN 9.0 may lack it: error messages then give the status only
         symbols.bind_optional(a.cudnnGetLastErrorString, "cudnnGetLastErrorString");
     } catch (const Error& e) {
