@@ -42,6 +42,14 @@ std::string element_loop() {
     return grid_stride_head("    ") + "    for (long long e = first; e < n; e += step) {\n";
 }
 
+// A window kernel's struct, signature `kiln_<name>(WindowArgs a, long long n, const T* <in>,
+// T* out<extra>)` and loop over `out`, opened.
+std::string window_kernel_head(const char* name, const char* t, const char* in, const char* extra) {
+    return std::string(kWindowStruct) + "extern \"C\" __global__ void kiln_" + name +
+           "(WindowArgs a, long long n, const " + t + "* " + in + ", " + t + "* out" + extra +
+           ") {\n" + element_loop();
+}
+
 }  // namespace
 
 std::string eager_cuda_elementwise(const EagerElementwise& k) {
@@ -142,10 +150,7 @@ std::string eager_cuda_random(OpId op, DType dtype) {
 std::string eager_cuda_unfold2d(DType dtype) {
     const char* t = type(dtype);
     std::ostringstream s;
-    s << kWindowStruct
-      << "extern \"C\" __global__ void kiln_unfold2d(WindowArgs a, long long n, const " << t
-      << "* x, " << t << "* out, double pad) {\n"
-      << element_loop()
+    s << window_kernel_head("unfold2d", t, "x", ", double pad")
       << "        long long ow = e % a.OW, oh = e / a.OW % a.OH, r = e / (a.OW * a.OH);  // r = "
          "(n, c, i, j)\n"
       << "        long long j = r % a.kw, i = r / a.kw % a.kh, nc = r / (a.kw * a.kh);\n"
@@ -161,10 +166,7 @@ std::string eager_cuda_unfold2d(DType dtype) {
 std::string eager_cuda_fold2d(DType dtype) {
     const char* t = type(dtype);
     std::ostringstream s;
-    s << kWindowStruct
-      << "extern \"C\" __global__ void kiln_fold2d(WindowArgs a, long long n, const " << t
-      << "* cols, " << t << "* out) {\n"
-      << element_loop()
+    s << window_kernel_head("fold2d", t, "cols", "")
       << "        long long w = e % a.W, h = e / a.W % a.H, nc = e / (a.W * a.H);\n"
       << "        " << t << " acc = 0;\n"
       << "        for (long long i = 0; i < a.kh; ++i) {\n"
