@@ -9,13 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <set>
 #include <sstream>
 
 #include "codegen/emit_core.h"
-#include "codegen/prelude.h"
+#include "codegen/emit_cpp_internal.h"
 #include "codegen/emit_cpp_prelude.h"
+#include "codegen/prelude.h"
 #include "tensor/reductions.h"
 
 namespace kiln::codegen {
@@ -52,633 +51,450 @@ std::string reduction_update(OpId op, DType dtype, const std::string& acc, const
     return reduction_combine(op, acc, v);
 }
 
-class KernelEmitter : KernelEmitterCore {
-   public:
-    KernelEmitter(const Schedule& s, int index, std::ostream& os)
-        : KernelEmitterCore(s, index, 0, os) {}
+}  // namespace
 
-    void emit() {
-        choose_loop();
-        std::string name = s_.kernel_name(index_);
-        os_ << "// " << name << ": " << describe() << "\n";
-        os_ << "static void " << name << "_body(void* ctx, int64_t begin, int64_t end) {\n";
-        os_ << "    const KernelArgs& args = *static_cast<const KernelArgs*>(ctx);\n";
-        emit_arguments();
-        if (flat_) {
-            os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0") << ";\n";
-            emit_row_body("    ", "begin", "end");
-        } else if (tile_) {
-            emit_tile_rows();
-        } else {
-            std::string run = run_from_ > outer_ ? "run_size" : "row_size";
-            os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-            if (run_from_ > outer_) {
-                os_ << "    const int64_t mid_size = " << product_cpp(k_.domain, outer_, run_from_)
-                    << ";  // runs per row\n";
-                os_ << "    const int64_t run_size = " << product_cpp(k_.domain, run_from_, rank_)
-                    << ";\n";
-            }
-            os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
-            plan_scratch_rows();
-            for (int n : scratch_)
-                os_ << "    alignas(64) float " << s_.value_name(node(n).out.id) << "_row["
-                    << to_cpp(row_size_expr()) << "];  // kept for a later pass\n";
-            os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
-            emit_row_indices("        ");
-            emit_row_body("        ", "0", run);
-            os_ << "    }\n";
+namespace emit_detail {
+
+void CppKernelEmitter::emit() {
+    choose_loop();
+    std::string name = s_.kernel_name(index_);
+    os_ << "// " << name << ": " << describe() << "\n";
+    os_ << "static void " << name << "_body(void* ctx, int64_t begin, int64_t end) {\n";
+    os_ << "    const KernelArgs& args = *static_cast<const KernelArgs*>(ctx);\n";
+    emit_arguments();
+    if (flat_) {
+        os_ << "    const int64_t vec_end = begin + " << (vector_ ? "(end - begin) / W * W" : "0")
+            << ";\n";
+        emit_row_body("    ", "begin", "end");
+    } else if (tile_) {
+        emit_tile_rows();
+    } else {
+        std::string run = run_from_ > outer_ ? "run_size" : "row_size";
+        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        if (run_from_ > outer_) {
+            os_ << "    const int64_t mid_size = " << product_cpp(k_.domain, outer_, run_from_)
+                << ";  // runs per row\n";
+            os_ << "    const int64_t run_size = " << product_cpp(k_.domain, run_from_, rank_)
+                << ";\n";
         }
-        os_ << "}\n";
-        split_ = split_fits();
-        if (split_) emit_split_rows(name);
-        os_ << "extern \"C\" void " << name << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n";
-        emit_symbols("    ", "symbols");
-        os_ << "    KernelArgs args{buffers, symbols};\n";
-        if (flat_) {
-            os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name << "_body);\n";
-        } else {
-            os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-            if (split_)
-                os_ << "    if (" << product_cpp(k_.domain, 0, outer_) << " < " << kSplitRows
-                    << " && row_size >= " << kSplitRowSize << ") return " << name
-                    << "_split(args, parallel);  // few long rows\n";
-            os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
-                << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
-                << name << "_body);\n";
+        os_ << "    const int64_t vec_end = " << (vector_ ? run + " / W * W" : "0") << ";\n";
+        plan_scratch_rows();
+        for (int n : scratch_)
+            os_ << "    alignas(64) float " << s_.value_name(node(n).out.id) << "_row["
+                << to_cpp(row_size_expr()) << "];  // kept for a later pass\n";
+        os_ << "    for (int64_t row = begin; row < end; ++row) {\n";
+        emit_row_indices("        ");
+        emit_row_body("        ", "0", run);
+        os_ << "    }\n";
+    }
+    os_ << "}\n";
+    split_ = split_fits();
+    if (split_) emit_split_rows(name);
+    os_ << "extern \"C\" void " << name
+        << "(float* const* buffers, const int64_t* symbols, ParallelFn parallel) {\n";
+    emit_symbols("    ", "symbols");
+    os_ << "    KernelArgs args{buffers, symbols};\n";
+    if (flat_) {
+        os_ << "    parallel(" << product_cpp(k_.domain, 0, rank_) << ", 32768, &args, " << name
+            << "_body);\n";
+    } else {
+        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+        if (split_)
+            os_ << "    if (" << product_cpp(k_.domain, 0, outer_) << " < " << kSplitRows
+                << " && row_size >= " << kSplitRowSize << ") return " << name
+                << "_split(args, parallel);  // few long rows\n";
+        os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
+            << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, " << name
+            << "_body);\n";
+    }
+    os_ << "}\n";
+    if (k_.epilogue_of >= 0) emit_epilogue_rows(name);
+    os_ << "\n";
+}
+
+// The loop's rows are the GEMM's rows (fuse_epilogues checked it): a flat loop covers
+// rows [r0, r1) as elements [r0 * N, r1 * N), a loop over rows as rows [r0, r1).
+void CppKernelEmitter::emit_epilogue_rows(const std::string& name) {
+    os_ << "// the epilogue of " << s_.kernel_name(k_.epilogue_of)
+        << ": rows [row_begin, row_end) of its output, on this thread\n";
+    os_ << "extern \"C\" void " << name
+        << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t "
+           "row_end) {\n";
+    emit_symbols("    ", "symbols");
+    os_ << "    KernelArgs args{buffers, symbols};\n";
+    std::string n = product_cpp(k_.domain, rank_ - 1, rank_);
+    if (flat_)
+        os_ << "    " << name << "_body(&args, row_begin * " << n << ", row_end * " << n << ");\n";
+    else
+        os_ << "    " << name << "_body(&args, row_begin, row_end);\n";
+    os_ << "}\n";
+}
+
+std::string CppKernelEmitter::describe() const {
+    std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
+    out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
+                 : product_cpp(k_.domain, 0, outer_) + " rows of " +
+                       product_cpp(k_.domain, outer_, rank_);
+    if (run_from_ > outer_)
+        out += " walked as " + product_cpp(k_.domain, outer_, run_from_) + " runs of " +
+               product_cpp(k_.domain, run_from_, rank_);
+    if (tile_) out += " in tiles of " + std::to_string(kTile) + " rows (lanes across rows)";
+    out += !float32_ ? " (scalar: float64, int64 or bool reductions)"
+           : vector_ ? ""
+                     : " (scalar: strided loads)";
+    return out;
+}
+
+void CppKernelEmitter::emit_symbols(const char* indent, const char* from) {
+    for (int k = 0; k < s_.num_symbols; ++k)
+        os_ << indent << "[[maybe_unused]] const int64_t s" << k << " = " << from << "[" << k
+            << "];\n";
+}
+
+void CppKernelEmitter::emit_row_indices(const std::string& indent) {
+    os_ << indent << "int64_t rest = row;\n";
+    if (outer_ > 0) emit_split(indent, "rest", 'i', outer_ - 1, 0);
+}
+
+void CppKernelEmitter::choose_loop() {
+    float32_ = all_float32();
+    auto all_contiguous = [&] {
+        for (const LoadPlan& p : element_loads())
+            if (p.kind == LoadKind::strided) return false;
+        return true;
+    };
+    if (k_.kind == KernelKind::row) {
+        outer_ = k_.outer_dims;
+        choose_run();
+        bool strided = !all_contiguous();
+        vector_ = float32_ && !strided;
+        tile_ = strided && tile_fits();
+        return;
+    }
+    outer_ = run_from_ = 0, flat_ = true;  // best case: one flat loop over all elements
+    if (all_contiguous()) return void(vector_ = float32_);
+    flat_ = false, outer_ = run_from_ = std::max(rank_ - 1, 0);
+    vector_ = float32_ && all_contiguous();
+}
+
+// ---- what the core asks of this dialect
+
+const char* CppKernelEmitter::type(DType d) const { return cpp_type(d); }
+
+const char* CppKernelEmitter::index_type() const { return "int64_t"; }
+
+std::string CppKernelEmitter::special_literal(double value, DType d) const {
+    std::string limits = std::string("std::numeric_limits<") + cpp_type(d) + ">::";
+    if (std::isnan(value)) return limits + "quiet_NaN()";
+    return value > 0 ? limits + "infinity()" : "(-" + limits + "infinity())";
+}
+
+std::string CppKernelEmitter::int64_literal(double value) const {  // as eager converts it
+    int64_t v = kiln::cast_value<int64_t>(value);
+    if (v == std::numeric_limits<int64_t>::min()) return "std::numeric_limits<int64_t>::min()";
+    return "int64_t(" + std::to_string(v) + ")";
+}
+
+std::string CppKernelEmitter::reduction_identity(OpId op, DType d) const {
+    return kiln::reduction_identity(op, d);
+}
+
+// In lanes, a per-row value is broadcast to a batch.
+std::string CppKernelEmitter::operand(int v, bool lanes) const {
+    if (per_row(v) && lanes)
+        return (dtype(v) == DType::boolean ? "BB(" : "B(") + s_.value_name(v) + ")";
+    return s_.value_name(v);
+}
+
+std::string CppKernelEmitter::scalar_operand(const std::string& literal, bool lanes) const {
+    return lanes ? "B(" + literal + ")" : literal;
+}
+
+std::string CppKernelEmitter::convert(const std::string& x, DType to) const {
+    return std::string("convert<") + cpp_type(to) + ">(" + x + ")";
+}
+
+std::string CppKernelEmitter::select(const std::string& c, const std::string& a,
+                                     const std::string& b) const {
+    return "select(" + c + ", " + a + ", " + b + ")";
+}
+
+// int64 math runs on wrap_int64, as eager's does (overflow wraps around).
+bool CppKernelEmitter::int_math(OpId op, DType compute) {
+    return compute == DType::int64 && op_info(op).math && !is_compare(op);
+}
+
+void CppKernelEmitter::prepare_operands(std::vector<std::string>& xs, OpId op,
+                                        DType compute) const {
+    if (int_math(op, compute))
+        for (std::string& x : xs) x = "wrap_int64(" + x + ")";
+}
+
+std::string CppKernelEmitter::result(const std::string& math, OpId op, DType compute) const {
+    if (int_math(op, compute)) return "int64_t(wrap_int64(" + math + "))";
+    if (compute == DType::float64 && !is_compare(op)) return "double(" + math + ")";
+    return math;
+}
+
+std::string CppKernelEmitter::declare(int, bool per_row_value) const {
+    return per_row_value ? "const auto " : "auto ";
+}
+
+// Value v at element j: one element, or a batch of W (a tile's lanes run across rows:
+// contiguous along them, or one value).
+std::string CppKernelEmitter::load_text(int v, const LoadPlan& p, bool vec) const {
+    bool is_bool = dtype(v) == DType::boolean;
+    if (is_constant(v))
+        return vec ? (is_bool ? "BB(" : "B(") + constant_text(v) + ")" : constant_text(v);
+    std::string index = index_text(p);
+    if (!vec) return ptr(v) + "[" + index + "]";
+    bool contiguous = tile_ ? p.last_row_stride == SizeExpr{1, {}} : p.kind == LoadKind::contiguous;
+    if (contiguous)
+        return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr(v) + " + " + index + ")";
+    return (is_bool ? "BB(" : "B(") + ptr(v) + "[" + index + "])";
+}
+
+// One loop along the row: computes `reductions` and writes `stores` (element values).
+void CppKernelEmitter::emit_pass(const std::string& ind, const std::vector<int>& reductions,
+                                 const std::vector<int>& stores, const std::string& from,
+                                 const std::string& to) {
+    std::string names;
+    std::vector<int> body = pass_body(reductions, stores, names);
+    if (!scratch_.empty()) body = scratch_body(reductions, stores);
+    os_ << ind
+        << (flat_      ? "// loop computing"
+            : chunked_ ? "// a chunk of the row computing"
+                       : "// pass along the row computing")
+        << names << "\n";
+    for (int r : reductions) {
+        std::string name = s_.value_name(node(r).out.id);
+        std::string init = reduction_identity(node(r).op, node(r).out.dtype);
+        if (vector_) {
+            os_ << ind << "B " << name << "_vec[" << kAccumulators << "] = {";
+            for (int u = 0; u < kAccumulators; ++u) os_ << (u ? ", " : "") << "B(" << init << ")";
+            os_ << "};\n";
         }
-        os_ << "}\n";
-        if (k_.epilogue_of >= 0) emit_epilogue_rows(name);
-        os_ << "\n";
+        os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
     }
-
-    // The loop's rows are the GEMM's rows (fuse_epilogues checked it): a flat loop covers
-    // rows [r0, r1) as elements [r0 * N, r1 * N), a loop over rows as rows [r0, r1).
-    void emit_epilogue_rows(const std::string& name) {
-        os_ << "// the epilogue of " << s_.kernel_name(k_.epilogue_of)
-            << ": rows [row_begin, row_end) of its output, on this thread\n";
-        os_ << "extern \"C\" void " << name
-            << "_rows(float* const* buffers, const int64_t* symbols, int64_t row_begin, int64_t "
-               "row_end) {\n";
-        emit_symbols("    ", "symbols");
-        os_ << "    KernelArgs args{buffers, symbols};\n";
-        std::string n = product_cpp(k_.domain, rank_ - 1, rank_);
-        if (flat_)
-            os_ << "    " << name << "_body(&args, row_begin * " << n << ", row_end * " << n
-                << ");\n";
-        else
-            os_ << "    " << name << "_body(&args, row_begin, row_end);\n";
-        os_ << "}\n";
+    std::string in = ind;
+    if (run_from_ > outer_) {  // one run at a time: the mid dims' k_d once per run
+        os_ << ind << "for (int64_t mid = 0; mid < mid_size; ++mid) {\n";
+        in = ind + "    ";
+        os_ << in << "int64_t rest_m = mid;\n";
+        emit_split(in, "rest_m", 'k', run_from_ - 1, outer_);
     }
-
-   private:
-    bool flat_ = false;     // no rows: [begin, end) are element indices
-    bool vector_ = true;    // float lanes: every element load constant or contiguous, every value
-                            // float32 or bool
-    bool float32_ = true;   // every value float32 or bool (else the loops are scalar)
-    // Strided rows whose last row dim is contiguous (a column sum, a bias gradient): tiles of
-    // up to kTile consecutive rows at once, lanes across rows, accumulators in arrays.
-    bool tile_ = false;
-    static constexpr int kTile = 128;
-    // A pass's vector accumulators per reduction: kAccumulators batches a step, each adding
-    // into its own, so the adds (or NaN-propagating maxima) overlap instead of each waiting
-    // for the one before; combined in a fixed order after the pass.
-    static constexpr int kAccumulators = 4;  // the fold after a pass combines 0, 1 and 2, 3
-    // Few long rows (fewer than kSplitRows, of kSplitRowSize elements or more; a full
-    // reduction is one row): each pass along a row runs as chunks of kSplitChunk elements (a
-    // multiple of W) over the threads (emit_split_rows). Shapes alone decide it, so results
-    // do not depend on the thread count.
-    static constexpr int64_t kSplitRows = 8, kSplitRowSize = 65536, kSplitChunk = 8192;
-    bool split_ = false;
-    bool chunked_ = false;  // emitting a pass over one chunk of a row
-
-    std::string describe() const {
-        std::string out = std::string(kernel_kind_name(k_.kind)) + " over ";
-        out += flat_ ? product_cpp(k_.domain, 0, rank_) + " elements"
-                     : product_cpp(k_.domain, 0, outer_) + " rows of " +
-                           product_cpp(k_.domain, outer_, rank_);
-        if (run_from_ > outer_)
-            out += " walked as " + product_cpp(k_.domain, outer_, run_from_) + " runs of " +
-                   product_cpp(k_.domain, run_from_, rank_);
-        if (tile_) out += " in tiles of " + std::to_string(kTile) + " rows (lanes across rows)";
-        out += !float32_ ? " (scalar: float64, int64 or bool reductions)"
-               : vector_ ? ""
-                         : " (scalar: strided loads)";
-        return out;
-    }
-
-    void emit_symbols(const char* indent, const char* from) {
-        for (int k = 0; k < s_.num_symbols; ++k)
-            os_ << indent << "[[maybe_unused]] const int64_t s" << k << " = " << from << "[" << k << "];\n";
-    }
-
-    void emit_row_indices(const std::string& indent) {
-        os_ << indent << "int64_t rest = row;\n";
-        if (outer_ > 0) emit_split(indent, "rest", 'i', outer_ - 1, 0);
-    }
-
-
-    void choose_loop() {
-        float32_ = all_float32();
-        auto all_contiguous = [&] {
-            for (const LoadPlan& p : element_loads())
-                if (p.kind == LoadKind::strided) return false;
-            return true;
-        };
-        if (k_.kind == KernelKind::row) {
-            outer_ = k_.outer_dims;
-            choose_run();
-            bool strided = !all_contiguous();
-            vector_ = float32_ && !strided;
-            tile_ = strided && tile_fits();
-            return;
-        }
-        outer_ = run_from_ = 0, flat_ = true;  // best case: one flat loop over all elements
-        if (all_contiguous()) return void(vector_ = float32_);
-        flat_ = false, outer_ = run_from_ = std::max(rank_ - 1, 0);
-        vector_ = float32_ && all_contiguous();
-    }
-
-    // ---- what the core asks of this dialect
-
-    const char* type(DType d) const override { return cpp_type(d); }
-    const char* index_type() const override { return "int64_t"; }
-    std::string special_literal(double value, DType d) const override {
-        std::string limits = std::string("std::numeric_limits<") + cpp_type(d) + ">::";
-        if (std::isnan(value)) return limits + "quiet_NaN()";
-        return value > 0 ? limits + "infinity()" : "(-" + limits + "infinity())";
-    }
-    std::string int64_literal(double value) const override {  // as eager converts it
-        int64_t v = kiln::cast_value<int64_t>(value);
-        if (v == std::numeric_limits<int64_t>::min()) return "std::numeric_limits<int64_t>::min()";
-        return "int64_t(" + std::to_string(v) + ")";
-    }
-    std::string reduction_identity(OpId op, DType d) const override {
-        return kiln::reduction_identity(op, d);
-    }
-    // In lanes, a per-row value is broadcast to a batch.
-    std::string operand(int v, bool lanes) const override {
-        if (per_row(v) && lanes)
-            return (dtype(v) == DType::boolean ? "BB(" : "B(") + s_.value_name(v) + ")";
-        return s_.value_name(v);
-    }
-    std::string scalar_operand(const std::string& literal, bool lanes) const override {
-        return lanes ? "B(" + literal + ")" : literal;
-    }
-    std::string convert(const std::string& x, DType to) const override {
-        return std::string("convert<") + cpp_type(to) + ">(" + x + ")";
-    }
-    std::string select(const std::string& c, const std::string& a,
-                       const std::string& b) const override {
-        return "select(" + c + ", " + a + ", " + b + ")";
-    }
-    // int64 math runs on wrap_int64, as eager's does (overflow wraps around).
-    static bool int_math(OpId op, DType compute) {
-        return compute == DType::int64 && op_info(op).math && !is_compare(op);
-    }
-    void prepare_operands(std::vector<std::string>& xs, OpId op, DType compute) const override {
-        if (int_math(op, compute))
-            for (std::string& x : xs) x = "wrap_int64(" + x + ")";
-    }
-    std::string result(const std::string& math, OpId op, DType compute) const override {
-        if (int_math(op, compute)) return "int64_t(wrap_int64(" + math + "))";
-        if (compute == DType::float64 && !is_compare(op)) return "double(" + math + ")";
-        return math;
-    }
-    std::string declare(int, bool per_row_value) const override {
-        return per_row_value ? "const auto " : "auto ";
-    }
-
-    // Value v at element j: one element, or a batch of W (a tile's lanes run across rows:
-    // contiguous along them, or one value).
-    std::string load_text(int v, const LoadPlan& p, bool vec) const {
-        bool is_bool = dtype(v) == DType::boolean;
-        if (is_constant(v))
-            return vec ? (is_bool ? "BB(" : "B(") + constant_text(v) + ")" : constant_text(v);
-        std::string index = index_text(p);
-        if (!vec) return ptr(v) + "[" + index + "]";
-        bool contiguous =
-            tile_ ? p.last_row_stride == SizeExpr{1, {}} : p.kind == LoadKind::contiguous;
-        if (contiguous)
-            return (is_bool ? "load_bool(" : "B::load_unaligned(") + ptr(v) + " + " + index + ")";
-        return (is_bool ? "BB(" : "B(") + ptr(v) + "[" + index + "])";
-    }
-
-    // One loop along the row: computes `reductions` and writes `stores` (element values).
-    void emit_pass(const std::string& ind, const std::vector<int>& reductions,
-                   const std::vector<int>& stores, const std::string& from, const std::string& to) {
-        std::string names;
-        std::vector<int> body = pass_body(reductions, stores, names);
-        if (!scratch_.empty()) body = scratch_body(reductions, stores);
-        os_ << ind
-            << (flat_      ? "// loop computing"
-                : chunked_ ? "// a chunk of the row computing"
-                           : "// pass along the row computing")
-            << names << "\n";
-        for (int r : reductions) {
-            std::string name = s_.value_name(node(r).out.id);
-            std::string init = reduction_identity(node(r).op, node(r).out.dtype);
-            if (vector_) {
-                os_ << ind << "B " << name << "_vec[" << kAccumulators << "] = {";
-                for (int u = 0; u < kAccumulators; ++u)
-                    os_ << (u ? ", " : "") << "B(" << init << ")";
-                os_ << "};\n";
-            }
-            os_ << ind << cpp_type(node(r).out.dtype) << " " << name << " = " << init << ";\n";
-        }
-        std::string in = ind;
-        if (run_from_ > outer_) {  // one run at a time: the mid dims' k_d once per run
-            os_ << ind << "for (int64_t mid = 0; mid < mid_size; ++mid) {\n";
-            in = ind + "    ";
-            os_ << in << "int64_t rest_m = mid;\n";
-            emit_split(in, "rest_m", 'k', run_from_ - 1, outer_);
-        }
-        if (vector_ && !reductions.empty()) {  // kAccumulators batches a step, one accumulator each
-            os_ << in << "for (int64_t j_group = " << from
-                << "; j_group < vec_end; j_group += " << kAccumulators << " * W) {\n";
-            os_ << in << "#pragma GCC unroll " << kAccumulators << "\n";
-            os_ << in << "    for (int u = 0; u < " << kAccumulators << "; ++u) {\n";
-            os_ << in << "        const int64_t j = j_group + u * W;\n";
-            os_ << in << "        if (j >= vec_end) break;\n";
-            emit_scratch_loads(in + "        ", body, reductions, stores, true);
-            emit_element(in + "        ", body, reductions, stores, true);
-            emit_scratch_stores(in + "        ", body, true);
-            os_ << in << "    }\n";
-            os_ << in << "}\n";
-        } else if (vector_) {
-            os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
-            emit_scratch_loads(in + "    ", body, reductions, stores, true);
-            emit_element(in + "    ", body, reductions, stores, true);
-            emit_scratch_stores(in + "    ", body, true);
-            os_ << in << "}\n";
-        }
-        os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
-            << "; ++j) {\n";
-        emit_scratch_loads(in + "    ", body, reductions, stores, false);
-        emit_element(in + "    ", body, reductions, stores, false);
-        emit_scratch_stores(in + "    ", body, false);
+    if (vector_ && !reductions.empty()) {  // kAccumulators batches a step, one accumulator each
+        os_ << in << "for (int64_t j_group = " << from
+            << "; j_group < vec_end; j_group += " << kAccumulators << " * W) {\n";
+        os_ << in << "#pragma GCC unroll " << kAccumulators << "\n";
+        os_ << in << "    for (int u = 0; u < " << kAccumulators << "; ++u) {\n";
+        os_ << in << "        const int64_t j = j_group + u * W;\n";
+        os_ << in << "        if (j >= vec_end) break;\n";
+        emit_scratch_loads(in + "        ", body, reductions, stores, true);
+        emit_element(in + "        ", body, reductions, stores, true);
+        emit_scratch_stores(in + "        ", body, true);
+        os_ << in << "    }\n";
         os_ << in << "}\n";
-        if (run_from_ > outer_) os_ << ind << "}\n";
-        for (size_t k = 0; k < reductions.size(); ++k) {
-            int r = reductions[k];
-            std::string name = s_.value_name(node(r).out.id);
-            if (vector_) {  // the accumulators in a fixed order, then their lanes
-                auto acc = [&](int u) { return name + "_vec[" + std::to_string(u) + "]"; };
-                os_ << ind << name << " = " << reduction_fold(node(r).op) << "("
-                    << reduction_combine(node(r).op,
-                                         "(" + reduction_combine(node(r).op, acc(0), acc(1)) + ")",
-                                         "(" + reduction_combine(node(r).op, acc(2), acc(3)) + ")")
-                    << ", " << name << ");\n";
-            }
-            if (chunked_)
-                os_ << ind << "partials[chunk * " << split_partials() << " + " << k
-                    << "] = " << name << ";\n";
-            else
-                emit_row_store(ind, node(r).out.id);
+    } else if (vector_) {
+        os_ << in << "for (int64_t j = " << from << "; j < vec_end; j += W) {\n";
+        emit_scratch_loads(in + "    ", body, reductions, stores, true);
+        emit_element(in + "    ", body, reductions, stores, true);
+        emit_scratch_stores(in + "    ", body, true);
+        os_ << in << "}\n";
+    }
+    os_ << in << "for (int64_t j = " << (vector_ ? "vec_end" : from) << "; j < " << to
+        << "; ++j) {\n";
+    emit_scratch_loads(in + "    ", body, reductions, stores, false);
+    emit_element(in + "    ", body, reductions, stores, false);
+    emit_scratch_stores(in + "    ", body, false);
+    os_ << in << "}\n";
+    if (run_from_ > outer_) os_ << ind << "}\n";
+    for (size_t k = 0; k < reductions.size(); ++k) {
+        int r = reductions[k];
+        std::string name = s_.value_name(node(r).out.id);
+        if (vector_) {  // the accumulators in a fixed order, then their lanes
+            auto acc = [&](int u) { return name + "_vec[" + std::to_string(u) + "]"; };
+            os_ << ind << name << " = " << reduction_fold(node(r).op) << "("
+                << reduction_combine(node(r).op,
+                                     "(" + reduction_combine(node(r).op, acc(0), acc(1)) + ")",
+                                     "(" + reduction_combine(node(r).op, acc(2), acc(3)) + ")")
+                << ", " << name << ");\n";
         }
-    }
-
-    void emit_load(const std::string& ind, int v, const LoadPlan& p, bool vec) override {
-        os_ << ind << "auto " << s_.value_name(v) << " = " << load_text(v, p, vec) << ";\n";
-    }
-
-    // A tile's accumulators are arrays, one element a row.
-    void emit_reduction_update(const std::string& ind, int r, bool vec) override {
-        const LNode& n = node(r);
-        std::string acc = s_.value_name(n.out.id) + (vec ? "_vec[u]" : "");
-        std::string x = operand(n.inputs[0], vec);
-        if (dtype(n.inputs[0]) != n.out.dtype)  // a sum of bools counts them in int64
-            x = convert(x, n.out.dtype);
-        std::string tile = s_.value_name(n.out.id) + "_tile";
-        if (tile_ && vec)
-            os_ << ind << "("
-                << reduction_update(n.op, n.out.dtype, "B::load_unaligned(" + tile + " + t)", x)
-                << ").store_unaligned(" << tile << " + t);\n";
-        else if (tile_)
-            os_ << ind << tile << "[t] = " << reduction_update(n.op, n.out.dtype, tile + "[t]", x)
+        if (chunked_)
+            os_ << ind << "partials[chunk * " << split_partials() << " + " << k << "] = " << name
                 << ";\n";
         else
-            os_ << ind << acc << " = " << reduction_update(n.op, n.out.dtype, acc, x) << ";\n";
+            emit_row_store(ind, node(r).out.id);
     }
+}
 
-    void emit_store(const std::string& ind, int v, bool vec) override {
-        std::string at =
-            index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
-        std::string ptr = s_.value_name(v) + "_ptr";
-        if (vec && dtype(v) == DType::boolean)
-            os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at << ");\n";
-        else if (vec)
-            os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at << ");\n";
-        else
-            os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
+void CppKernelEmitter::emit_load(const std::string& ind, int v, const LoadPlan& p, bool vec) {
+    os_ << ind << "auto " << s_.value_name(v) << " = " << load_text(v, p, vec) << ";\n";
+}
+
+// A tile's accumulators are arrays, one element a row.
+void CppKernelEmitter::emit_reduction_update(const std::string& ind, int r, bool vec) {
+    const LNode& n = node(r);
+    std::string acc = s_.value_name(n.out.id) + (vec ? "_vec[u]" : "");
+    std::string x = operand(n.inputs[0], vec);
+    if (dtype(n.inputs[0]) != n.out.dtype)  // a sum of bools counts them in int64
+        x = convert(x, n.out.dtype);
+    std::string tile = s_.value_name(n.out.id) + "_tile";
+    if (tile_ && vec)
+        os_ << ind << "("
+            << reduction_update(n.op, n.out.dtype, "B::load_unaligned(" + tile + " + t)", x)
+            << ").store_unaligned(" << tile << " + t);\n";
+    else if (tile_)
+        os_ << ind << tile << "[t] = " << reduction_update(n.op, n.out.dtype, tile + "[t]", x)
+            << ";\n";
+    else
+        os_ << ind << acc << " = " << reduction_update(n.op, n.out.dtype, acc, x) << ";\n";
+}
+
+void CppKernelEmitter::emit_store(const std::string& ind, int v, bool vec) {
+    std::string at = index_text(plan_load(v, rank_, false));  // strided in a permuted row kernel
+    std::string ptr = s_.value_name(v) + "_ptr";
+    if (vec && dtype(v) == DType::boolean)
+        os_ << ind << "store_bool(" << s_.value_name(v) << ", " << ptr << " + " << at << ");\n";
+    else if (vec)
+        os_ << ind << s_.value_name(v) << ".store_unaligned(" << ptr << " + " << at << ");\n";
+    else
+        os_ << ind << ptr << "[" << at << "] = " << s_.value_name(v) << ";\n";
+}
+
+// ---- tiles of rows (lanes across rows)
+
+// Whether every load and store is contiguous along the last row dim, or one value along
+// it (some contiguous), and the kernel is one pass (its reductions and element stores read
+// no per-row value) followed by per-row values.
+bool CppKernelEmitter::tile_fits() const {
+    if (outer_ < 1) return false;
+    bool contiguous = false;
+    auto ok = [&](const LoadPlan& p) {
+        if (p.last_row_stride == SizeExpr{1, {}}) return contiguous = true;
+        return p.last_row_stride.c == 0;
+    };
+    for (const LoadPlan& p : element_loads())
+        if (!ok(p)) return false;
+    std::vector<int> pass;
+    for (int index : k_.nodes) {
+        const LNode& n = node(index);
+        if (is_reduction(index))
+            pass.push_back(index);
+        else if (per_row(n.out.id))
+            for (int v : n.inputs)
+                if (!in_kernel(v) && !ok(plan_load(v, n.out.shape.size(), true))) return false;
     }
-
-    // ---- tiles of rows (lanes across rows)
-
-    // Whether every load and store is contiguous along the last row dim, or one value along
-    // it (some contiguous), and the kernel is one pass (its reductions and element stores read
-    // no per-row value) followed by per-row values.
-    bool tile_fits() const {
-        if (outer_ < 1) return false;
-        bool contiguous = false;
-        auto ok = [&](const LoadPlan& p) {
-            if (p.last_row_stride == SizeExpr{1, {}}) return contiguous = true;
-            return p.last_row_stride.c == 0;
-        };
-        for (const LoadPlan& p : element_loads())
-            if (!ok(p)) return false;
-        std::vector<int> pass;
-        for (int index : k_.nodes) {
-            const LNode& n = node(index);
-            if (is_reduction(index))
-                pass.push_back(index);
-            else if (per_row(n.out.id))
-                for (int v : n.inputs)
-                    if (!in_kernel(v) && !ok(plan_load(v, n.out.shape.size(), true))) return false;
-        }
-        for (int v : k_.stores) {
-            if (per_row(v) && !ok(plan_load(v, s_.value(v).shape.size(), true))) return false;
-            if (!per_row(v)) pass.push_back(s_.producer.at(v));
-        }
-        std::vector<int> reads = element_closure(pass);
-        reads.insert(reads.end(), pass.begin(), pass.end());
-        for (int index : reads)
-            for (int v : node(index).inputs)
-                if (per_row(v)) return false;
-        return contiguous;
+    for (int v : k_.stores) {
+        if (per_row(v) && !ok(plan_load(v, s_.value(v).shape.size(), true))) return false;
+        if (!per_row(v)) pass.push_back(s_.producer.at(v));
     }
+    std::vector<int> reads = element_closure(pass);
+    reads.insert(reads.end(), pass.begin(), pass.end());
+    for (int index : reads)
+        for (int v : node(index).inputs)
+            if (per_row(v)) return false;
+    return contiguous;
+}
 
-    // A column sum walks each row (a column) with a large stride; a tile walks kTile columns
-    // side by side instead, so each step along the row reads consecutive memory, W lanes at a
-    // time, as eager's reduce_columns does.
-    void emit_tile_rows() {
-        int o = outer_ - 1;
-        std::string size_o = to_cpp(size_expr(k_.domain[o]));
-        std::vector<int> reductions, stores;
-        for (int index : k_.nodes)
-            if (is_reduction(index)) reductions.push_back(index);
-        for (int v : k_.stores)
-            if (!per_row(v)) stores.push_back(v);
-        std::string names;
-        std::vector<int> body = pass_body(reductions, stores, names);
-        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-        for (int r : reductions)
-            os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id)
-                << "_tile[" << kTile << "];\n";
-        os_ << "    for (int64_t row = begin; row < end;) {  // rows i" << o
-            << " = first .. first + lanes - 1\n";
-        os_ << "        [[maybe_unused]] int64_t rest = row;\n";
-        os_ << "        const int64_t first = rest % " << size_o << "; rest /= " << size_o << ";\n";
-        if (o > 0) emit_split("        ", "rest", 'i', o - 1, 0);
-        os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, "
-            << size_o << " - first});\n";
-        for (int r : reductions)
-            os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
-                << "_tile[t] = " << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
-        os_ << "        // pass along the rows\n";
-        os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
-        os_ << "            int64_t t = 0;\n";
-        if (float32_) {
-            os_ << "            for (; t + W <= lanes; t += W) {\n";
-            os_ << "                const int64_t i" << o << " = first + t;\n";
-            emit_element("                ", body, reductions, stores, true);
-            os_ << "            }\n";
-        }
-        os_ << "            for (; t < lanes; ++t) {\n";
+// A column sum walks each row (a column) with a large stride; a tile walks kTile columns
+// side by side instead, so each step along the row reads consecutive memory, W lanes at a
+// time, as eager's reduce_columns does.
+void CppKernelEmitter::emit_tile_rows() {
+    int o = outer_ - 1;
+    std::string size_o = to_cpp(size_expr(k_.domain[o]));
+    std::vector<int> reductions, stores;
+    for (int index : k_.nodes)
+        if (is_reduction(index)) reductions.push_back(index);
+    for (int v : k_.stores)
+        if (!per_row(v)) stores.push_back(v);
+    std::string names;
+    std::vector<int> body = pass_body(reductions, stores, names);
+    os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
+    for (int r : reductions)
+        os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id)
+            << "_tile[" << kTile << "];\n";
+    os_ << "    for (int64_t row = begin; row < end;) {  // rows i" << o
+        << " = first .. first + lanes - 1\n";
+    os_ << "        [[maybe_unused]] int64_t rest = row;\n";
+    os_ << "        const int64_t first = rest % " << size_o << "; rest /= " << size_o << ";\n";
+    if (o > 0) emit_split("        ", "rest", 'i', o - 1, 0);
+    os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, " << size_o
+        << " - first});\n";
+    for (int r : reductions)
+        os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
+            << "_tile[t] = " << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
+    os_ << "        // pass along the rows\n";
+    os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
+    os_ << "            int64_t t = 0;\n";
+    if (float32_) {
+        os_ << "            for (; t + W <= lanes; t += W) {\n";
         os_ << "                const int64_t i" << o << " = first + t;\n";
-        emit_element("                ", body, reductions, stores, false);
+        emit_element("                ", body, reductions, stores, true);
         os_ << "            }\n";
-        os_ << "        }\n";
-        os_ << "        for (int64_t t = 0; t < lanes; ++t) {  // per-row values\n";
-        os_ << "            const int64_t i" << o << " = first + t;\n";
-        row_scope_loads_.clear();
-        for (int r : reductions) {
-            std::string name = s_.value_name(node(r).out.id);
-            os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = "
-                << name << "_tile[t];\n";
-            emit_row_store("            ", node(r).out.id);
+    }
+    os_ << "            for (; t < lanes; ++t) {\n";
+    os_ << "                const int64_t i" << o << " = first + t;\n";
+    emit_element("                ", body, reductions, stores, false);
+    os_ << "            }\n";
+    os_ << "        }\n";
+    os_ << "        for (int64_t t = 0; t < lanes; ++t) {  // per-row values\n";
+    os_ << "            const int64_t i" << o << " = first + t;\n";
+    row_scope_loads_.clear();
+    for (int r : reductions) {
+        std::string name = s_.value_name(node(r).out.id);
+        os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = " << name
+            << "_tile[t];\n";
+        emit_row_store("            ", node(r).out.id);
+    }
+    for (int index : k_.nodes)
+        if (!is_reduction(index) && per_row(node(index).out.id))
+            emit_per_row_node("            ", index);
+    os_ << "        }\n";
+    os_ << "        row += lanes;\n";
+    os_ << "    }\n";
+}
+
+// The kernel's symbols and one typed pointer per buffer, from `args` (its KernelArgs).
+void CppKernelEmitter::emit_arguments() {
+    emit_symbols("    ", "args.symbols");
+    std::vector<int> args = k_.args();
+    for (size_t i = 0; i < args.size(); ++i) {
+        bool out = i >= k_.loads.size();
+        std::string type = std::string(out ? "" : "const ") + cpp_type(dtype(args[i])) + "*";
+        std::string buffer = "args.buffers[" + std::to_string(i) + "]";
+        if (dtype(args[i]) != DType::float32)
+            buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
+        os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
+    }
+}
+
+// The row's steps in order (emit_core.h): passes along it and values once per row.
+void CppKernelEmitter::emit_row_body(const std::string& ind, const std::string& from,
+                                     const std::string& to) {
+    row_scope_loads_.clear();
+    scratch_ready_.clear();
+    for (const Step& step : row_steps()) {
+        if (!step.pass) {
+            emit_per_row_node(ind, step.node);
+            continue;
         }
-        for (int index : k_.nodes)
-            if (!is_reduction(index) && per_row(node(index).out.id))
-                emit_per_row_node("            ", index);
-        os_ << "        }\n";
-        os_ << "        row += lanes;\n";
-        os_ << "    }\n";
+        emit_pass(ind, step.reductions, step.stores, from, to);
+        std::string names;  // what this pass computed is in its scratch rows now
+        for (int n : pass_body(step.reductions, step.stores, names))
+            if (scratch_.count(n)) scratch_ready_.insert(n);
     }
+}
 
-    // ---- few long rows (a full reduction: one row of all elements)
+}  // namespace emit_detail
 
-    // Whether the kernel gets a split variant: float lanes along contiguous rows, and rows that
-    // may be few and long (sizes known at compile time decide it here).
-    bool split_fits() const {
-        if (k_.kind != KernelKind::row || flat_ || tile_ || !vector_ || run_from_ != outer_)
-            return false;
-        SizeExpr rows{1, {}}, row_size{1, {}};
-        for (int d = 0; d < outer_; ++d) rows = rows * size_expr(k_.domain[d]);
-        for (int d = outer_; d < rank_; ++d) row_size = row_size * size_expr(k_.domain[d]);
-        bool few = !rows.syms.empty() || rows.c < kSplitRows;
-        bool long_rows = !row_size.syms.empty() || row_size.c >= kSplitRowSize;
-        return few && long_rows;
-    }
+namespace {
 
-    // Partials a chunk writes: the most reductions any pass folds.
-    size_t split_partials() const {
-        size_t most = 1;
-        for (const Step& step : row_steps()) most = std::max(most, step.reductions.size());
-        return most;
-    }
-
-    // The kernel's symbols and one typed pointer per buffer, from `args` (its KernelArgs).
-    void emit_arguments() {
-        emit_symbols("    ", "args.symbols");
-        std::vector<int> args = k_.args();
-        for (size_t i = 0; i < args.size(); ++i) {
-            bool out = i >= k_.loads.size();
-            std::string type = std::string(out ? "" : "const ") + cpp_type(dtype(args[i])) + "*";
-            std::string buffer = "args.buffers[" + std::to_string(i) + "]";
-            if (dtype(args[i]) != DType::float32)
-                buffer = "reinterpret_cast<" + type + ">(" + buffer + ")";
-            os_ << "    " << type << " " << s_.value_name(args[i]) << "_ptr = " << buffer << ";\n";
-        }
-    }
-
-    // Row by row; each pass along the row runs over chunks of kSplitChunk elements on the
-    // thread pool, each chunk folding its own partials, which are then combined in chunk
-    // order: the result does not depend on the thread count, and repeats run for run. The
-    // chunk that computes an element value stores it.
-    void emit_split_rows(const std::string& name) {
-        scratch_.clear(), scratch_ready_.clear();  // long rows: recomputed, not kept
-        os_ << "// " << name
-            << " over few long rows: each pass along a row in chunks of kSplitChunk "
-               "elements over the threads, the chunks' partials combined in chunk order\n";
-        os_ << "static void " << name << "_split(const KernelArgs& args, ParallelFn parallel) {\n";
-        emit_arguments();
-        os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-        os_ << "    constexpr int64_t kSplitChunk = " << kSplitChunk << ";  // elements\n";
-        os_ << "    const int64_t chunks = (row_size + kSplitChunk - 1) / kSplitChunk;\n";
-        // new[]: the lean prelude includes no <vector> (codegen/prelude.h)
-        os_ << "    float* partials = new float[chunks * " << split_partials() << "];\n";
-        os_ << "    for (int64_t row = 0; row < " << product_cpp(k_.domain, 0, outer_)
-            << "; ++row) {\n";
-        emit_row_indices("        ");
-        row_scope_loads_.clear();
-        for (const Step& step : row_steps()) {
-            if (!step.pass) {
-                emit_per_row_node("        ", step.node);
-                continue;
-            }
-            os_ << "        for_chunks(parallel, chunks, [&](int64_t chunk) {\n";
-            os_ << "            const int64_t j_begin = chunk * kSplitChunk, j_end = "
-                   "std::min(row_size, j_begin + kSplitChunk);\n";
-            os_ << "            const int64_t vec_end = j_begin + (j_end - j_begin) / W * W;\n";
-            chunked_ = true;
-            emit_pass("            ", step.reductions, step.stores, "j_begin", "j_end");
-            chunked_ = false;
-            os_ << "        });\n";
-            for (size_t k = 0; k < step.reductions.size(); ++k) {
-                const LNode& n = node(step.reductions[k]);
-                std::string value = s_.value_name(n.out.id);
-                os_ << "        float " << value << " = " << reduction_identity(n.op, n.out.dtype)
-                    << ";\n";
-                os_ << "        for (int64_t c = 0; c < chunks; ++c) " << value << " = "
-                    << reduction_combine(n.op, value,
-                                         "partials[c * " + std::to_string(split_partials()) +
-                                             " + " + std::to_string(k) + "]")
-                    << ";\n";
-                emit_row_store("        ", n.out.id);
-            }
-        }
-        os_ << "    }\n";
-        os_ << "    delete[] partials;\n";
-        os_ << "}\n";
-    }
-
-    // ---- scratch rows: an element value a later pass would compute again
-
-    // A row of at most kScratchRow elements (known at compile time) whose passes compute the
-    // same element value twice, and that value's math calls a function (exp, tanh, ...: not
-    // an operator): the first pass keeps it in a row of the thread's stack (L1) and the later
-    // one reads it back, so softmax's store pass reads exp(x - max) instead of evaluating it.
-    static constexpr int64_t kScratchRow = 4096;
-    std::set<int> scratch_;        // nodes kept in scratch rows
-    std::set<int> scratch_ready_;  // ... already stored by an emitted pass
-
-    SizeExpr row_size_expr() const {
-        SizeExpr e{1, {}};
-        for (int d = outer_; d < rank_; ++d) e = e * size_expr(k_.domain[d]);
-        return e;
-    }
-
-    // Element nodes the targets need, not looking past `stop` (values that come from scratch).
-    std::vector<int> closure_until(const std::vector<int>& targets,
-                                   const std::set<int>& stop) const {
-        std::set<int> seen;
-        std::function<void(int)> visit = [&](int index) {
-            for (int v : node(index).inputs) {
-                if (!in_kernel(v) || per_row(v)) continue;
-                int p = s_.producer.at(v);
-                if (!stop.count(p) && seen.insert(p).second) visit(p);
-            }
-        };
-        for (int t : targets) {
-            if (!is_reduction(t) && !stop.count(t)) seen.insert(t);
-            visit(t);
-        }
-        return std::vector<int>(seen.begin(), seen.end());
-    }
-
-    void plan_scratch_rows() {
-        scratch_.clear(), scratch_ready_.clear();
-        SizeExpr row = row_size_expr();
-        if (!vector_ || run_from_ != outer_ || !row.syms.empty() || row.c > kScratchRow) return;
-        std::set<int> earlier;  // element nodes some earlier pass computes
-        for (const Step& step : row_steps()) {
-            if (!step.pass) continue;
-            std::string names;
-            std::vector<int> body = pass_body(step.reductions, step.stores, names);
-            std::set<int> shared;
-            for (int n : body)
-                if (earlier.count(n)) shared.insert(n);
-            // The shared values this pass reads beyond the shared part: keep those.
-            std::vector<int> readers(body.begin(), body.end());
-            readers.insert(readers.end(), step.reductions.begin(), step.reductions.end());
-            std::set<int> keep;
-            for (int r : readers)
-                for (int v : node(r).inputs)
-                    if (in_kernel(v) && !per_row(v) && shared.count(s_.producer.at(v)) &&
-                        !shared.count(r))
-                        keep.insert(s_.producer.at(v));
-            bool worth = false;  // recomputing them would call a function
-            for (int n : closure_until(std::vector<int>(keep.begin(), keep.end()), {}))
-                worth =
-                    worth || (shared.count(n) && op_info(node(n).op).math &&
-                              std::string(op_info(node(n).op).math).find('(') != std::string::npos);
-            for (int n : keep)
-                if (worth && node(n).out.dtype == DType::float32) scratch_.insert(n);
-            earlier.insert(body.begin(), body.end());
-        }
-    }
-
-    // A pass's body once the values in scratch rows are read back instead of computed.
-    std::vector<int> scratch_body(const std::vector<int>& reductions,
-                                  const std::vector<int>& stores) const {
-        std::vector<int> targets = reductions;
-        for (int v : stores) targets.push_back(s_.producer.at(v));
-        return closure_until(targets, scratch_ready_);
-    }
-
-    // The scratch values this pass reads (an earlier pass stored them).
-    void emit_scratch_loads(const std::string& ind, const std::vector<int>& body,
-                            const std::vector<int>& reductions, const std::vector<int>& stores,
-                            bool vec) {
-        std::set<int> reads;
-        std::vector<int> all = body;
-        all.insert(all.end(), reductions.begin(), reductions.end());
-        for (int v : stores) all.push_back(s_.producer.at(v));
-        for (int index : all) {
-            if (scratch_ready_.count(index)) reads.insert(index);
-            for (int v : node(index).inputs)
-                if (in_kernel(v) && scratch_ready_.count(s_.producer.at(v)))
-                    reads.insert(s_.producer.at(v));
-        }
-        for (int n : reads) {
-            std::string name = s_.value_name(node(n).out.id);
-            os_ << ind << "auto " << name << " = "
-                << (vec ? "B::load_aligned(" + name + "_row + j)" : name + "_row[j]") << ";\n";
-        }
-    }
-
-    // The values of this pass's body that a later pass reads from scratch rows.
-    void emit_scratch_stores(const std::string& ind, const std::vector<int>& body, bool vec) {
-        for (int n : body) {
-            if (!scratch_.count(n) || scratch_ready_.count(n)) continue;
-            std::string name = s_.value_name(node(n).out.id);
-            os_ << ind
-                << (vec ? name + ".store_aligned(" + name + "_row + j);"
-                        : name + "_row[j] = " + name + ";")
-                << "\n";
-        }
-    }
-
-    // The row's steps in order (emit_core.h): passes along it and values once per row.
-    void emit_row_body(const std::string& ind, const std::string& from, const std::string& to) {
-        row_scope_loads_.clear();
-        scratch_ready_.clear();
-        for (const Step& step : row_steps()) {
-            if (!step.pass) {
-                emit_per_row_node(ind, step.node);
-                continue;
-            }
-            emit_pass(ind, step.reductions, step.stores, from, to);
-            std::string names;  // what this pass computed is in its scratch rows now
-            for (int n : pass_body(step.reductions, step.stores, names))
-                if (scratch_.count(n)) scratch_ready_.insert(n);
-        }
-    }
-};
+using namespace emit_detail;
 
 struct CppKernels : KernelWriter {
     void kernel(const Schedule& s, int k, std::ostream& os) const override {
-        KernelEmitter(s, k, os).emit();
+        CppKernelEmitter(s, k, os).emit();
     }
     // Its entry points call the first one's.
     std::string repeat(const Schedule& s, int k, const std::string& first) const override {
@@ -714,7 +530,8 @@ struct CppKernels : KernelWriter {
 
 std::string emit(const std::vector<const Schedule*>& schedules) {
     std::ostringstream os;
-    os << "// Generated by kiln (codegen/emit_cpp.cpp). One function per kernel; see docs/codegen.md.\n";
+    os << "// Generated by kiln (codegen/emit_cpp.cpp). One function per kernel; see "
+          "docs/codegen.md.\n";
     std::ostringstream body;
     emit_kernels(schedules, CppKernels(), body);
     // the includes this body needs (codegen/prelude.h), then the table's fold_<reduction> helpers

@@ -33,6 +33,23 @@ std::string element_offsets(bool flat) {
            "        }\n";
 }
 
+// The window ops' geometry, laid out as tensor/kernels_cuda_index.cpp's WindowArgs.
+const char* kWindowStruct =
+    "struct WindowArgs { long long kh, kw, sh, sw, ph, pw, dh, dw, C, H, W, OH, OW; };\n";
+
+// A grid-stride loop over the n elements of `out`, element `e`; opened.
+std::string element_loop() {
+    return grid_stride_head("    ") + "    for (long long e = first; e < n; e += step) {\n";
+}
+
+// A window kernel's struct, signature `kiln_<name>(WindowArgs a, long long n, const T* <in>,
+// T* out<extra>)` and loop over `out`, opened.
+std::string window_kernel_head(const char* name, const char* t, const char* in, const char* extra) {
+    return std::string(kWindowStruct) + "extern \"C\" __global__ void kiln_" + name +
+           "(WindowArgs a, long long n, const " + t + "* " + in + ", " + t + "* out" + extra +
+           ") {\n" + element_loop();
+}
+
 }  // namespace
 
 std::string eager_cuda_elementwise(const EagerElementwise& k) {
@@ -128,6 +145,95 @@ std::string eager_cuda_random(OpId op, DType dtype) {
     }
     src << "    }\n}\n" << kClose;
     return src.str();
+}
+
+std::string eager_cuda_unfold2d(DType dtype) {
+    const char* t = type(dtype);
+    std::ostringstream s;
+    s << window_kernel_head("unfold2d", t, "x", ", double pad")
+      << "        long long ow = e % a.OW, oh = e / a.OW % a.OH, r = e / (a.OW * a.OH);  // r = "
+         "(n, c, i, j)\n"
+      << "        long long j = r % a.kw, i = r / a.kw % a.kh, nc = r / (a.kw * a.kh);\n"
+      << "        long long h = oh * a.sh - a.ph + i * a.dh, w = ow * a.sw - a.pw + j * a.dw;\n"
+      << "        bool inside = h >= 0 && h < a.H && w >= 0 && w < a.W;\n"
+      << "        out[e] = inside ? x[(nc * a.H + h) * a.W + w] : (" << t << ")pad;\n"
+      << "    }\n}\n";
+    return s.str();
+}
+
+// Each pixel gathers the column entries that cover it: window offsets i, j with
+// h + ph - i*dh on the stride grid.
+std::string eager_cuda_fold2d(DType dtype) {
+    const char* t = type(dtype);
+    std::ostringstream s;
+    s << window_kernel_head("fold2d", t, "cols", "")
+      << "        long long w = e % a.W, h = e / a.W % a.H, nc = e / (a.W * a.H);\n"
+      << "        " << t << " acc = 0;\n"
+      << "        for (long long i = 0; i < a.kh; ++i) {\n"
+      << "            long long oh = h + a.ph - i * a.dh;\n"
+      << "            if (oh < 0 || oh % a.sh) continue;\n"
+      << "            oh /= a.sh;\n"
+      << "            if (oh >= a.OH) continue;\n"
+      << "            for (long long j = 0; j < a.kw; ++j) {\n"
+      << "                long long ow = w + a.pw - j * a.dw;\n"
+      << "                if (ow < 0 || ow % a.sw) continue;\n"
+      << "                ow /= a.sw;\n"
+      << "                if (ow >= a.OW) continue;\n"
+      << "                acc += cols[((nc * a.kh + i) * a.kw + j) * a.OH * a.OW + oh * a.OW + "
+         "ow];\n"
+      << "            }\n"
+      << "        }\n"
+      << "        out[e] = acc;\n"
+      << "    }\n}\n";
+    return s.str();
+}
+
+std::string eager_cuda_max_pool2d_index(DType dtype) {
+    const char* t = type(dtype);
+    std::ostringstream s;
+    s << kWindowStruct << "extern \"C\" __global__ void kiln_max_pool2d_index(WindowArgs a, long long n, const "
+      << t << "* x, long long* out) {\n"
+      << element_loop()
+      << "        long long ow = e % a.OW, oh = e / a.OW % a.OH, nc = e / (a.OW * a.OH);\n"
+      << "        const " << t << "* plane = x + nc * a.H * a.W;\n"
+      << "        long long best = -1;\n"
+      << "        " << t << " best_v = 0;\n"
+      << "        for (long long i = 0; i < a.kh; ++i) {\n"
+      << "            long long h = oh * a.sh - a.ph + i * a.dh;\n"
+      << "            if (h < 0 || h >= a.H) continue;\n"
+      << "            for (long long j = 0; j < a.kw; ++j) {\n"
+      << "                long long w = ow * a.sw - a.pw + j * a.dw;\n"
+      << "                if (w < 0 || w >= a.W) continue;\n"
+      << "                " << t << " v = plane[h * a.W + w];\n"
+      << "                bool take = best < 0 || (best_v == best_v && (v > best_v || v != v));\n"
+      << "                if (take) { best = h * a.W + w; best_v = v; }\n"
+      << "            }\n"
+      << "        }\n"
+      << "        out[e] = best < 0 ? 0 : best;\n"
+      << "    }\n}\n";
+    return s.str();
+}
+
+std::string eager_cuda_index(DType dtype, bool scatter_add) {
+    const char* t = type(dtype);
+    std::ostringstream s;
+    s << "extern \"C\" __global__ void kiln_" << (scatter_add ? "scatter_add" : "gather")
+      << "(long long n, long long n_index, long long n_data, "
+      << "long long inner, const long long* index, const " << t << "* src, " << t
+      << "* out, unsigned long long* bad) {\n"
+      << element_loop()
+      << "        long long k = e % inner, o = e / (inner * n_index), i = index[e];\n"
+      << "        if (i < 0 || i >= n_data) { if (bad) atomicCAS(bad, 0x8000000000000000ull, "
+         "(unsigned long long)index[e]); continue; }\n"
+      << "        const long long at = (o * n_data + i) * inner + k;\n";
+    if (!scatter_add)
+        s << "        out[e] = src[at];\n";
+    else if (dtype == DType::int64)
+        s << "        atomicAdd((unsigned long long*)&out[at], (unsigned long long)src[e]);\n";
+    else
+        s << "        atomicAdd(&out[at], src[e]);\n";
+    s << "    }\n}\n";
+    return s.str();
 }
 
 }  // namespace kiln::codegen

@@ -47,4 +47,28 @@ std::string eager_cuda_reduce(OpId op, DType dtype);
 // under a CUDA graph (seed, offset) are read from graph_state, which each replay fills.
 std::string eager_cuda_random(OpId op, DType dtype);
 
+// The window ops' kernels (im2col and its adjoint), one thread per element of `out`, over
+// `WindowArgs a`: struct WindowArgs { long long kh, kw, sh, sw, ph, pw, dh, dw, C, H, W, OH, OW; }
+// (the window, the image's channels and size, the columns' output size), passed by value.
+// `kiln_unfold2d(WindowArgs a, long long n, const T* x, T* out, double pad)`: each column
+// entry is its window's pixel, or `pad` outside the image. T is `dtype`.
+std::string eager_cuda_unfold2d(DType dtype);
+// `kiln_fold2d(WindowArgs a, long long n, const T* cols, T* out)`: each pixel sums the column
+// entries that cover it in increasing window offset (i, j), as the CPU loop adds them: no
+// atomics, so it repeats exactly.
+std::string eager_cuda_fold2d(DType dtype);
+// `kiln_max_pool2d_index(WindowArgs a, long long n, const T* x, long long* out)`: one thread
+// per output, its window's first maximum in (i, j) order (the first NaN wins) as an index
+// into the H*W plane, as the CPU loop (tensor/kernels_pool.cpp); a window with no pixel in
+// the image (which pooled_shape's rules exclude) gives 0.
+std::string eager_cuda_max_pool2d_index(DType dtype);
+
+// `kiln_gather` (or, with `scatter_add`, `kiln_scatter_add`)`(long long n, long long n_index,
+// long long n_data, long long inner, const long long* index, const T* src, T* out, unsigned
+// long long* bad)` over index[outer, n_index, inner] and data[outer, n_data, inner], one thread
+// per index entry. scatter_add adds with atomics (float sums may round differently from run to
+// run, as PyTorch's). An index out of range is not used; the first one seen is kept in *bad
+// (bad may be null where the caller made the index in range: tensor/kernels.h, kIndexInRange).
+std::string eager_cuda_index(DType dtype, bool scatter_add);
+
 }  // namespace kiln::codegen

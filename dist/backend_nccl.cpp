@@ -11,6 +11,7 @@
 #include "dist/backend.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
+#include "tensor/symbol_table.h"
 
 namespace kiln::dist::detail {
 namespace {
@@ -34,25 +35,38 @@ constexpr int kInProgress = 7;                         // ncclInProgress
 constexpr CUresult kNotReady = 600;                    // CUDA_ERROR_NOT_READY
 constexpr unsigned kStreamNonBlocking = 1, kEventDisableTiming = 2;
 
+// NCCL's entry points kiln calls, as a table (tensor/symbol_table.h).
+#define KILN_NCCL_SYMBOLS(X)                                                                       \
+    X(ncclGetVersion, "ncclGetVersion", ncclResult_t (*)(int*))                                    \
+    X(ncclGetUniqueId, "ncclGetUniqueId", ncclResult_t (*)(ncclUniqueId*))                         \
+    X(ncclCommInitRank, "ncclCommInitRank", ncclResult_t (*)(ncclComm_t*, int, ncclUniqueId, int)) \
+    X(ncclCommAbort, "ncclCommAbort", ncclResult_t (*)(ncclComm_t))                                \
+    X(ncclCommGetAsyncError, "ncclCommGetAsyncError", ncclResult_t (*)(ncclComm_t, ncclResult_t*)) \
+    X(ncclGetErrorString, "ncclGetErrorString", const char* (*)(ncclResult_t))                     \
+    X(ncclAllReduce, "ncclAllReduce",                                                              \
+      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))                \
+    X(ncclBroadcast, "ncclBroadcast",                                                              \
+      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))                \
+    X(ncclAllGather, "ncclAllGather",                                                              \
+      ncclResult_t (*)(const void*, void*, size_t, int, ncclComm_t, CUstream))                     \
+    X(ncclReduceScatter, "ncclReduceScatter",                                                      \
+      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))
 struct Nccl {
-    ncclResult_t (*ncclGetVersion)(int*);
-    ncclResult_t (*ncclGetUniqueId)(ncclUniqueId*);
-    ncclResult_t (*ncclCommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
-    ncclResult_t (*ncclCommAbort)(ncclComm_t);
-    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);
-    const char* (*ncclGetErrorString)(ncclResult_t);
-    ncclResult_t (*ncclAllReduce)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
-    ncclResult_t (*ncclBroadcast)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
-    ncclResult_t (*ncclAllGather)(const void*, void*, size_t, int, ncclComm_t, CUstream);
-    ncclResult_t (*ncclReduceScatter)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
+    KILN_NCCL_SYMBOLS(KILN_SYMBOL_FIELD)
+    void bind(const LibrarySymbols& symbols) { KILN_NCCL_SYMBOLS(KILN_SYMBOL_BIND) }
 };
+
+// The driver's, for the backend's own streams and events.
+#define KILN_NCCL_CUDA_SYMBOLS(X)                                          \
+    X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned)) \
+    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))    \
+    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))     \
+    X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                 \
+    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))          \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))
 struct Cuda {
-    CUresult (*cuStreamCreate)(CUstream*, unsigned);
-    CUresult (*cuEventCreate)(CUevent*, unsigned);
-    CUresult (*cuEventRecord)(CUevent, CUstream);
-    CUresult (*cuEventQuery)(CUevent);
-    CUresult (*cuEventDestroy)(CUevent);
-    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+    KILN_NCCL_CUDA_SYMBOLS(KILN_SYMBOL_FIELD)
+    void bind(const LibrarySymbols& symbols) { KILN_NCCL_CUDA_SYMBOLS(KILN_SYMBOL_BIND) }
 };
 
 // Where libnccl.so.2 may be: KILN_NCCL_LIB (the file or its folder), the loader's path, then
@@ -105,36 +119,16 @@ struct Library {
                    "KILN_NCCL_LIB "
                    "at the file or its folder";
         try {
-            bind_nccl(LibrarySymbols(lib, path));
+            nccl.bind(LibrarySymbols(lib, path));
             nccl.ncclGetVersion(&version);
             std::string why;
             void* driver = open_library({"libcuda.so.1"}, why);
             if (!driver) return "libcuda.so.1 (the NVIDIA driver) not found: " + why;
-            bind_cuda(LibrarySymbols(driver, "libcuda.so.1"));
+            cu.bind(LibrarySymbols(driver, "libcuda.so.1"));
         } catch (const Error& e) {
             return e.what();
         }
         return "";
-    }
-    void bind_nccl(const LibrarySymbols& symbols) {
-        symbols.bind(nccl.ncclGetVersion, "ncclGetVersion");
-        symbols.bind(nccl.ncclGetUniqueId, "ncclGetUniqueId");
-        symbols.bind(nccl.ncclCommInitRank, "ncclCommInitRank");
-        symbols.bind(nccl.ncclCommAbort, "ncclCommAbort");
-        symbols.bind(nccl.ncclCommGetAsyncError, "ncclCommGetAsyncError");
-        symbols.bind(nccl.ncclGetErrorString, "ncclGetErrorString");
-        symbols.bind(nccl.ncclAllReduce, "ncclAllReduce");
-        symbols.bind(nccl.ncclBroadcast, "ncclBroadcast");
-        symbols.bind(nccl.ncclAllGather, "ncclAllGather");
-        symbols.bind(nccl.ncclReduceScatter, "ncclReduceScatter");
-    }
-    void bind_cuda(const LibrarySymbols& symbols) {
-        symbols.bind(cu.cuStreamCreate, "cuStreamCreate");
-        symbols.bind(cu.cuEventCreate, "cuEventCreate");
-        symbols.bind(cu.cuEventRecord, "cuEventRecord");
-        symbols.bind(cu.cuEventQuery, "cuEventQuery");
-        symbols.bind(cu.cuStreamWaitEvent, "cuStreamWaitEvent");
-        symbols.bind(cu.cuEventDestroy, "cuEventDestroy_v2");
     }
 };
 Library& library() {

@@ -15,6 +15,7 @@
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
+#include "tensor/symbol_table.h"
 
 namespace kiln::cuda::detail {
 namespace {
@@ -46,19 +47,29 @@ struct HeuristicResult {  // cublasLtMatmulHeuristicResult_t
     int reserved[4];
 };
 
+// The entry points kiln calls, as a table (tensor/symbol_table.h).
+#define KILN_CUBLASLT_SYMBOLS(X)                                                                 \
+    X(cublasLtCreate, "cublasLtCreate", cublasStatus_t (*)(Handle*))                             \
+    X(cublasLtGetStatusString, "cublasLtGetStatusString", const char* (*)(cublasStatus_t))       \
+    X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate", cublasStatus_t (*)(Desc*, int, int)) \
+    X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute",                          \
+      cublasStatus_t (*)(Desc, int, const void*, size_t))                                        \
+    X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate",                                  \
+      cublasStatus_t (*)(Layout*, int, uint64_t, uint64_t, int64_t))                             \
+    X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate",                          \
+      cublasStatus_t (*)(Preference*))                                                           \
+    X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute",              \
+      cublasStatus_t (*)(Preference, int, const void*, size_t))                                  \
+    X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic",                          \
+      cublasStatus_t (*)(Handle, Desc, Layout, Layout, Layout, Layout, Preference, int,          \
+                         HeuristicResult*, int*))                                                \
+    X(cublasLtMatmul, "cublasLtMatmul",                                                          \
+      cublasStatus_t (*)(Handle, Desc, const void*, const void*, Layout, const void*, Layout,    \
+                         const void*, const void*, Layout, void*, Layout, const Algo*, void*,    \
+                         size_t, void*))
 struct Api {
-    cublasStatus_t (*cublasLtCreate)(Handle*);
-    const char* (*cublasLtGetStatusString)(cublasStatus_t);
-    cublasStatus_t (*cublasLtMatmulDescCreate)(Desc*, int, int);
-    cublasStatus_t (*cublasLtMatmulDescSetAttribute)(Desc, int, const void*, size_t);
-    cublasStatus_t (*cublasLtMatrixLayoutCreate)(Layout*, int, uint64_t, uint64_t, int64_t);
-    cublasStatus_t (*cublasLtMatmulPreferenceCreate)(Preference*);
-    cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(Preference, int, const void*, size_t);
-    cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(Handle, Desc, Layout, Layout, Layout, Layout,
-                                                     Preference, int, HeuristicResult*, int*);
-    cublasStatus_t (*cublasLtMatmul)(Handle, Desc, const void*, const void*, Layout, const void*,
-                                     Layout, const void*, const void*, Layout, void*, Layout,
-                                     const Algo*, void*, size_t, void*);
+    KILN_CUBLASLT_SYMBOLS(KILN_SYMBOL_FIELD)
+    void bind(const LibrarySymbols& symbols) { KILN_CUBLASLT_SYMBOLS(KILN_SYMBOL_BIND) }
 };
 
 struct Library {
@@ -78,17 +89,7 @@ struct Library {
         if (!lib) return "cublasLt (libcublasLt.so) not found: " + why;
         Api& a = api;
         try {
-            LibrarySymbols symbols(lib, "libcublasLt");
-            symbols.bind(a.cublasLtCreate, "cublasLtCreate");
-            symbols.bind(a.cublasLtGetStatusString, "cublasLtGetStatusString");
-            symbols.bind(a.cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
-            symbols.bind(a.cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-            symbols.bind(a.cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-            symbols.bind(a.cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
-            symbols.bind(a.cublasLtMatmulPreferenceSetAttribute,
-                         "cublasLtMatmulPreferenceSetAttribute");
-            symbols.bind(a.cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-            symbols.bind(a.cublasLtMatmul, "cublasLtMatmul");
+            a.bind(LibrarySymbols(lib, "libcublasLt"));
             library_stream("cublasLt");  // cuda:0's context current before the handle is made
         } catch (const Error& e) {
             return e.what();

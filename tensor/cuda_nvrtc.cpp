@@ -9,6 +9,7 @@
 
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
+#include "tensor/symbol_table.h"
 
 namespace kiln::cuda::detail {
 namespace {
@@ -17,22 +18,28 @@ namespace {
 using nvrtcResult = int;
 using nvrtcProgram = void*;
 
+// The entry points every NVRTC has, as a table (tensor/symbol_table.h).
+#define KILN_NVRTC_SYMBOLS(X)                                                                   \
+    X(nvrtcCreateProgram, "nvrtcCreateProgram",                                                 \
+      nvrtcResult (*)(nvrtcProgram*, const char*, const char*, int, const char* const*,         \
+                      const char* const*))                                                      \
+    X(nvrtcCompileProgram, "nvrtcCompileProgram",                                               \
+      nvrtcResult (*)(nvrtcProgram, int, const char* const*))                                   \
+    X(nvrtcGetCUBINSize, "nvrtcGetCUBINSize", nvrtcResult (*)(nvrtcProgram, size_t*))           \
+    X(nvrtcGetCUBIN, "nvrtcGetCUBIN", nvrtcResult (*)(nvrtcProgram, char*))                     \
+    X(nvrtcGetPTXSize, "nvrtcGetPTXSize", nvrtcResult (*)(nvrtcProgram, size_t*))               \
+    X(nvrtcGetPTX, "nvrtcGetPTX", nvrtcResult (*)(nvrtcProgram, char*))                         \
+    X(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", nvrtcResult (*)(nvrtcProgram, size_t*)) \
+    X(nvrtcGetProgramLog, "nvrtcGetProgramLog", nvrtcResult (*)(nvrtcProgram, char*))           \
+    X(nvrtcDestroyProgram, "nvrtcDestroyProgram", nvrtcResult (*)(nvrtcProgram*))               \
+    X(nvrtcGetErrorString, "nvrtcGetErrorString", const char* (*)(nvrtcResult))                 \
+    X(nvrtcVersion, "nvrtcVersion", nvrtcResult (*)(int*, int*))
 struct Nvrtc {
-    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
-                                      const char* const*);
-    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
-    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
-    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
-    nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*);
-    nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
-    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
-    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
-    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
-    const char* (*nvrtcGetErrorString)(nvrtcResult);
-    nvrtcResult (*nvrtcVersion)(int*, int*);
+    KILN_NVRTC_SYMBOLS(KILN_SYMBOL_FIELD)
     // Optional (CUDA 11.2+): the sm_XX this NVRTC can assemble for; null if absent.
     nvrtcResult (*nvrtcGetNumSupportedArchs)(int*);
     nvrtcResult (*nvrtcGetSupportedArchs)(int*);
+    void bind(const LibrarySymbols& symbols) { KILN_NVRTC_SYMBOLS(KILN_SYMBOL_BIND) }
 };
 
 // NVRTC alone: all a compile needs (no driver, no GPU), so compile-only tests run anywhere
@@ -52,26 +59,13 @@ struct NvrtcLibrary {
         }
         try {
             LibrarySymbols symbols(lib, "libnvrtc");
-            bind_required(symbols);
+            rtc.bind(symbols);
             if (symbols.bind_optional(rtc.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs") &&
                 symbols.bind_optional(rtc.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs"))
                 read_supported_archs();
         } catch (const Error& e) {
             error = e.what();
         }
-    }
-    void bind_required(const LibrarySymbols& symbols) {
-        symbols.bind(rtc.nvrtcCreateProgram, "nvrtcCreateProgram");
-        symbols.bind(rtc.nvrtcCompileProgram, "nvrtcCompileProgram");
-        symbols.bind(rtc.nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
-        symbols.bind(rtc.nvrtcGetCUBIN, "nvrtcGetCUBIN");
-        symbols.bind(rtc.nvrtcGetPTXSize, "nvrtcGetPTXSize");
-        symbols.bind(rtc.nvrtcGetPTX, "nvrtcGetPTX");
-        symbols.bind(rtc.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize");
-        symbols.bind(rtc.nvrtcGetProgramLog, "nvrtcGetProgramLog");
-        symbols.bind(rtc.nvrtcDestroyProgram, "nvrtcDestroyProgram");
-        symbols.bind(rtc.nvrtcGetErrorString, "nvrtcGetErrorString");
-        symbols.bind(rtc.nvrtcVersion, "nvrtcVersion");
     }
     void read_supported_archs() {
         int count = 0;

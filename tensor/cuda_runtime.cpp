@@ -13,6 +13,7 @@
 #include "tensor/cuda.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
+#include "tensor/symbol_table.h"
 
 namespace kiln::cuda {
 namespace detail {
@@ -33,51 +34,70 @@ using cublasStatus_t = int;
 using cublasHandle_t = void*;
 constexpr int kAttrComputeMajor = 75, kAttrComputeMinor = 76, kAttrSmCount = 16;
 
+// The driver entry points kiln calls, as a table (tensor/symbol_table.h); a few are bound
+// under their versioned names.
+#define KILN_DRIVER_SYMBOLS(X)                                                                     \
+    X(cuInit, "cuInit", CUresult (*)(unsigned))                                                    \
+    X(cuDeviceGetCount, "cuDeviceGetCount", CUresult (*)(int*))                                    \
+    X(cuDeviceGet, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                    \
+    X(cuDeviceGetName, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                      \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult (*)(int*, int, CUdevice))             \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext*, CUdevice))    \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                                 \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult (*)(CUcontext*))                                \
+    X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned))                         \
+    X(cuStreamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))                          \
+    X(cuMemAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr*, size_t))                             \
+    X(cuMemFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                        \
+    X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                   \
+      CUresult (*)(CUdeviceptr, const void*, size_t, CUstream))                                    \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                                   \
+      CUresult (*)(void*, CUdeviceptr, size_t, CUstream))                                          \
+    X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                                   \
+      CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))                                    \
+    X(cuMemsetD8Async, "cuMemsetD8Async",                                                          \
+      CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream))                                  \
+    X(cuMemsetD32Async, "cuMemsetD32Async", CUresult (*)(CUdeviceptr, unsigned, size_t, CUstream)) \
+    X(cuModuleLoadData, "cuModuleLoadData", CUresult (*)(CUmodule*, const void*))                  \
+    X(cuModuleGetFunction, "cuModuleGetFunction",                                                  \
+      CUresult (*)(CUfunction*, CUmodule, const char*))                                            \
+    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
+      CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,         \
+                   unsigned, CUstream, void**, void**))                                            \
+    X(cuGetErrorString, "cuGetErrorString", CUresult (*)(CUresult, const char**))                  \
+    X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult (*)(int*, int, CUfunction))               \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult (*)(CUstream, int))                \
+    X(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph*))                  \
+    X(cuGraphInstantiate, "cuGraphInstantiateWithFlags",                                           \
+      CUresult (*)(CUgraphExec*, CUgraph, unsigned long long))                                     \
+    X(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))                         \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                         \
+    X(cuGraphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))                                     \
+    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))                            \
+    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                             \
+    X(cuEventSynchronize, "cuEventSynchronize", CUresult (*)(CUevent))                             \
+    X(cuEventElapsedTime, "cuEventElapsedTime", CUresult (*)(float*, CUevent, CUevent))            \
+    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))
 struct Driver {
-    CUresult (*cuInit)(unsigned);
-    CUresult (*cuDeviceGetCount)(int*);
-    CUresult (*cuDeviceGet)(CUdevice*, int);
-    CUresult (*cuDeviceGetName)(char*, int, CUdevice);
-    CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-    CUresult (*cuCtxSetCurrent)(CUcontext);
-    CUresult (*cuCtxGetCurrent)(CUcontext*);
-    CUresult (*cuStreamCreate)(CUstream*, unsigned);
-    CUresult (*cuStreamSynchronize)(CUstream);
-    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
-    CUresult (*cuMemFree)(CUdeviceptr);
-    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
-    CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
-    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-    CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
-    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
-    CUresult (*cuModuleLoadData)(CUmodule*, const void*);
-    CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
-    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               CUstream, void**, void**);
-    CUresult (*cuGetErrorString)(CUresult, const char**);
-    CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
-    CUresult (*cuStreamBeginCapture)(CUstream, int);
-    CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
-    CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
-    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
-    CUresult (*cuGraphExecDestroy)(CUgraphExec);
-    CUresult (*cuGraphDestroy)(CUgraph);
-    CUresult (*cuEventCreate)(CUevent*, unsigned);
-    CUresult (*cuEventRecord)(CUevent, CUstream);
-    CUresult (*cuEventSynchronize)(CUevent);
-    CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
-    CUresult (*cuEventDestroy)(CUevent);
+    KILN_DRIVER_SYMBOLS(KILN_SYMBOL_FIELD)
+    void bind(const LibrarySymbols& symbols) { KILN_DRIVER_SYMBOLS(KILN_SYMBOL_BIND) }
 };
+
+// cuBLAS's, bound when a matmul first needs the library.
+#define KILN_CUBLAS_SYMBOLS(X)                                                                     \
+    X(cublasCreate_v2, "cublasCreate_v2", cublasStatus_t (*)(cublasHandle_t*))                     \
+    X(cublasSetStream_v2, "cublasSetStream_v2", cublasStatus_t (*)(cublasHandle_t, CUstream))      \
+    X(cublasSgemmStridedBatched, "cublasSgemmStridedBatched",                                      \
+      cublasStatus_t (*)(cublasHandle_t, int, int, int, int, int, const float*, const float*, int, \
+                         long long, const float*, int, long long, const float*, float*, int,       \
+                         long long, int))                                                          \
+    X(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",                                      \
+      cublasStatus_t (*)(cublasHandle_t, int, int, int, int, int, const double*, const double*,    \
+                         int, long long, const double*, int, long long, const double*, double*,    \
+                         int, long long, int))
 struct Cublas {
-    cublasStatus_t (*cublasCreate_v2)(cublasHandle_t*);
-    cublasStatus_t (*cublasSetStream_v2)(cublasHandle_t, CUstream);
-    cublasStatus_t (*cublasSgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float*, const float*,
-                                                int, long long, const float*, int, long long, const float*, float*,
-                                                int, long long, int);
-    cublasStatus_t (*cublasDgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const double*,
-                                                const double*, int, long long, const double*, int, long long,
-                                                const double*, double*, int, long long, int);
+    KILN_CUBLAS_SYMBOLS(KILN_SYMBOL_FIELD)
+    void bind(const LibrarySymbols& symbols) { KILN_CUBLAS_SYMBOLS(KILN_SYMBOL_BIND) }
 };
 
 // Everything opened once, on first use. `error` says why CUDA is unusable ("" when usable).
@@ -107,7 +127,7 @@ struct Runtime {
         void* lib = open_library({"libcuda.so.1"}, why);
         if (!lib) return "libcuda.so.1 (the NVIDIA driver) not found: " + why;
         try {
-            bind_driver(LibrarySymbols(lib, "libcuda.so.1"));
+            cu.bind(LibrarySymbols(lib, "libcuda.so.1"));
         } catch (const Error& e) {
             return e.what();
         }
@@ -129,41 +149,6 @@ struct Runtime {
         name = buf;
         if (CUresult r = cu.cuStreamCreate(&stream, 0)) return "cuStreamCreate failed (" + cu_error(r) + ")";
         return "";
-    }
-    void bind_driver(const LibrarySymbols& symbols) {
-        symbols.bind(cu.cuInit, "cuInit");
-        symbols.bind(cu.cuDeviceGetCount, "cuDeviceGetCount");
-        symbols.bind(cu.cuDeviceGet, "cuDeviceGet");
-        symbols.bind(cu.cuDeviceGetName, "cuDeviceGetName");
-        symbols.bind(cu.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-        symbols.bind(cu.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-        symbols.bind(cu.cuCtxSetCurrent, "cuCtxSetCurrent");
-        symbols.bind(cu.cuCtxGetCurrent, "cuCtxGetCurrent");
-        symbols.bind(cu.cuStreamCreate, "cuStreamCreate");
-        symbols.bind(cu.cuStreamSynchronize, "cuStreamSynchronize");
-        symbols.bind(cu.cuMemAlloc, "cuMemAlloc_v2");
-        symbols.bind(cu.cuMemFree, "cuMemFree_v2");
-        symbols.bind(cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-        symbols.bind(cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
-        symbols.bind(cu.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-        symbols.bind(cu.cuMemsetD8Async, "cuMemsetD8Async");
-        symbols.bind(cu.cuMemsetD32Async, "cuMemsetD32Async");
-        symbols.bind(cu.cuModuleLoadData, "cuModuleLoadData");
-        symbols.bind(cu.cuModuleGetFunction, "cuModuleGetFunction");
-        symbols.bind(cu.cuLaunchKernel, "cuLaunchKernel");
-        symbols.bind(cu.cuGetErrorString, "cuGetErrorString");
-        symbols.bind(cu.cuFuncGetAttribute, "cuFuncGetAttribute");
-        symbols.bind(cu.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
-        symbols.bind(cu.cuStreamEndCapture, "cuStreamEndCapture");
-        symbols.bind(cu.cuGraphInstantiate, "cuGraphInstantiateWithFlags");
-        symbols.bind(cu.cuGraphLaunch, "cuGraphLaunch");
-        symbols.bind(cu.cuGraphExecDestroy, "cuGraphExecDestroy");
-        symbols.bind(cu.cuGraphDestroy, "cuGraphDestroy");
-        symbols.bind(cu.cuEventCreate, "cuEventCreate");
-        symbols.bind(cu.cuEventRecord, "cuEventRecord");
-        symbols.bind(cu.cuEventSynchronize, "cuEventSynchronize");
-        symbols.bind(cu.cuEventElapsedTime, "cuEventElapsedTime");
-        symbols.bind(cu.cuEventDestroy, "cuEventDestroy_v2");
     }
     std::string cu_error(CUresult r) {
         const char* s = nullptr;
@@ -191,11 +176,7 @@ struct Runtime {
             why);
         if (!lib) return "cuBLAS (libcublas.so) not found: " + why;
         try {
-            LibrarySymbols symbols(lib, "libcublas");
-            symbols.bind(blas.cublasCreate_v2, "cublasCreate_v2");
-            symbols.bind(blas.cublasSetStream_v2, "cublasSetStream_v2");
-            symbols.bind(blas.cublasSgemmStridedBatched, "cublasSgemmStridedBatched");
-            symbols.bind(blas.cublasDgemmStridedBatched, "cublasDgemmStridedBatched");
+            blas.bind(LibrarySymbols(lib, "libcublas"));
         } catch (const Error& e) {
             return e.what();
         }

@@ -7,6 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/symbol_table.h"
+
+namespace kiln::cuda::detail {
+class LibrarySymbols;  // tensor/cuda_runtime.h
+}
+
 namespace kiln::cuda::detail::cudnn_api {
 
 using cudnnStatus_t = int;  // CUDNN_STATUS_SUCCESS = 0
@@ -119,26 +125,33 @@ using GetAttributeFn = cudnnStatus_t(cudnnBackendDescriptor_t desc, int name, in
 using ExecuteFn = cudnnStatus_t(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
                                 cudnnBackendDescriptor_t variant_pack);
 
+// The entry points kiln calls, as a table (tensor/symbol_table.h; bound in tensor/cudnn.cpp).
+// The last three make the bias add after the forward convolution: cudnnAddTensor(handle,
+// alpha, bias desc, bias, beta, y desc, y), y += bias broadcast over [n, ., h, w].
+#define KILN_CUDNN_SYMBOLS(X)                                                                    \
+    X(cudnnCreate, "cudnnCreate", cudnnStatus_t (*)(cudnnHandle_t*))                             \
+    X(cudnnSetStream, "cudnnSetStream", cudnnStatus_t (*)(cudnnHandle_t, void*))                 \
+    X(cudnnGetErrorString, "cudnnGetErrorString", const char* (*)(cudnnStatus_t))                \
+    X(cudnnGetVersion, "cudnnGetVersion", size_t (*)())                                          \
+    X(cudnnBackendCreateDescriptor, "cudnnBackendCreateDescriptor", CreateDescriptorFn*)         \
+    X(cudnnBackendDestroyDescriptor, "cudnnBackendDestroyDescriptor", DescriptorFn*)             \
+    X(cudnnBackendFinalize, "cudnnBackendFinalize", DescriptorFn*)                               \
+    X(cudnnBackendSetAttribute, "cudnnBackendSetAttribute", SetAttributeFn*)                     \
+    X(cudnnBackendGetAttribute, "cudnnBackendGetAttribute", GetAttributeFn*)                     \
+    X(cudnnBackendExecute, "cudnnBackendExecute", ExecuteFn*)                                    \
+    X(cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor",                                \
+      cudnnStatus_t (*)(cudnnTensorDescriptor_t*))                                               \
+    X(cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor",                                  \
+      cudnnStatus_t (*)(cudnnTensorDescriptor_t, int format, int data_type, int n, int c, int h, \
+                        int w))                                                                  \
+    X(cudnnAddTensor, "cudnnAddTensor",                                                          \
+      cudnnStatus_t (*)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*,        \
+                        const void*, cudnnTensorDescriptor_t, void*))
 struct Api {
-    cudnnStatus_t (*cudnnCreate)(cudnnHandle_t*);
-    cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, void*);
-    const char* (*cudnnGetErrorString)(cudnnStatus_t);
-    size_t (*cudnnGetVersion)();
-    CreateDescriptorFn* cudnnBackendCreateDescriptor;
-    DescriptorFn* cudnnBackendDestroyDescriptor;
-    DescriptorFn* cudnnBackendFinalize;
-    SetAttributeFn* cudnnBackendSetAttribute;
-    GetAttributeFn* cudnnBackendGetAttribute;
-    ExecuteFn* cudnnBackendExecute;
-    // The bias add after the forward convolution: (handle, alpha, bias desc, bias, beta, y
-    // desc, y), y += bias broadcast over [n, ., h, w].
-    cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t*);
-    cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, int format, int data_type,
-                                                int n, int c, int h, int w);
-    cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t,
-                                    const void*, const void*, cudnnTensorDescriptor_t, void*);
+    KILN_CUDNN_SYMBOLS(KILN_SYMBOL_FIELD)
     // Optional (null when the library lacks it): the last failure's message, for errors.
     void (*cudnnGetLastErrorString)(char* message, size_t max_size);
+    void bind(const LibrarySymbols& symbols);  // tensor/cudnn.cpp
 };
 
 }  // namespace kiln::cuda::detail::cudnn_api

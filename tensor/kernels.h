@@ -75,10 +75,10 @@ Tensor cuda_max_pool2d_index(const Tensor& x, const Shape& window, int64_t OH, i
 Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W,
                    int64_t OH, int64_t OW);
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);
-Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src,
-                        const IndexSizes& sizes);
-std::vector<std::pair<std::string, std::string>>
-cuda_index_kernel_sources();  // for compile-only tests
+Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src, const IndexSizes& sizes);
+// Their kernels' sources, labelled "gather float32" ... (kernels_cuda.cpp, from the CUDA
+// dialect's first rung): what kernels_cuda_index.cpp launches, and compile-only tests read.
+std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources();
 // rand/randn/randint drawn on the device with the CPU's Philox draws (tensor/philox.h).
 Tensor cuda_random(OpId op, const Attrs& attrs);
 // randint's count of values in [low, high) (0: all 2^64), shared by the CUDA draw.

@@ -277,6 +277,24 @@ std::vector<std::pair<std::string, std::string>> cuda_eager_kernel_sources() {
     return out;
 }
 
+std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources() {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (DType t : {DType::float32, DType::float64}) {
+        out.emplace_back(std::string("unfold2d ") + dtype_name(t), codegen::eager_cuda_unfold2d(t));
+        out.emplace_back(std::string("fold2d ") + dtype_name(t), codegen::eager_cuda_fold2d(t));
+        out.emplace_back(std::string("max_pool2d_index ") + dtype_name(t),
+                         codegen::eager_cuda_max_pool2d_index(t));
+    }
+    for (DType t : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+        out.emplace_back(std::string("gather ") + dtype_name(t),
+                         codegen::eager_cuda_index(t, false));
+        if (t != DType::boolean)
+            out.emplace_back(std::string("scatter_add ") + dtype_name(t),
+                             codegen::eager_cuda_index(t, true));
+    }
+    return out;
+}
+
 Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
     if (raw.empty()) {  // a factory, filled on the device
         if (op == OpId::full) return cuda_full(a.shape, a.scalar, a.dtype, a.device);

@@ -122,6 +122,30 @@ void expect_equal_to_im2col(const ConvCase& k, const std::vector<Tensor>& leaves
     if (k.bias) BOOST_TEST(relative_error(fast.gb, ref.gb) < tol, "bias gradient");
 }
 
+// `k` run twice in float32 and in float64: the first call plans its three directions, the
+// second only runs the cached plans; both give im2col's values.
+void expect_planned_once_then_reused(const ConvCase& k) {
+    for (DType dt : {DType::float32, DType::float64}) {
+        BOOST_TEST_CONTEXT(dtype_name(dt)) {
+            std::vector<Tensor> leaves = leaves_for(k, dt);
+            Tensor weighting = weighting_for(k, leaves);
+            PlanCount first;
+            Result fast = run_conv(k, leaves, weighting);
+            BOOST_TEST(first.new_calls() == 3);
+            BOOST_TEST(first.new_plans() == 3, "forward, input and weight gradient planned");
+            BOOST_TEST(first.new_reuses() == 0);
+            PlanCount second;
+            Result again = run_conv(k, leaves, weighting);
+            BOOST_TEST(second.new_calls() == 3);
+            BOOST_TEST(second.new_plans() == 0, "nothing planned again");
+            BOOST_TEST(second.new_reuses() == 3, "the three cached plans ran");
+            double tol = dt == DType::float64 ? 1e-12 : 1e-4;
+            expect_equal_to_im2col(k, leaves, weighting, fast, tol);
+            expect_equal_to_im2col(k, leaves, weighting, again, tol);
+        }
+    }
+}
+
 struct CerrCapture {
     std::ostringstream out;
     std::streambuf* old = std::cerr.rdbuf(out.rdbuf());
@@ -191,24 +215,7 @@ BOOST_AUTO_TEST_CASE(each_direction_is_planned_once_then_its_plan_is_reused,
                      *utf::precondition(NeedsCudnn{})) {
     const ConvCase k = {3, 5,      13,     11,     7, 3,
                         3, {1, 1}, {1, 1}, {1, 1}, 1, false};  // sizes no other case uses
-    for (DType dt : {DType::float32, DType::float64}) {
-        BOOST_TEST_CONTEXT(dtype_name(dt)) {
-            std::vector<Tensor> leaves = leaves_for(k, dt);
-            Tensor weighting = weighting_for(k, leaves);
-            PlanCount first;
-            run_conv(k, leaves, weighting);
-            BOOST_TEST(first.new_calls() == 3);
-            BOOST_TEST(first.new_plans() == 3, "forward, input and weight gradient planned");
-            BOOST_TEST(first.new_reuses() == 0);
-            PlanCount second;
-            Result again = run_conv(k, leaves, weighting);
-            BOOST_TEST(second.new_calls() == 3);
-            BOOST_TEST(second.new_plans() == 0, "nothing planned again");
-            BOOST_TEST(second.new_reuses() == 3, "the three cached plans ran");
-            expect_equal_to_im2col(k, leaves, weighting, again,
-                                   dt == DType::float64 ? 1e-12 : 1e-4);
-        }
-    }
+    expect_planned_once_then_reused(k);
 }
 
 // A contiguous view that starts 4 bytes into its storage reaches cuDNN as it is: its plan is
@@ -265,20 +272,7 @@ BOOST_AUTO_TEST_CASE(benchmark_mode_plans_each_direction_once_and_equals_im2col,
     kiln_test::ScopedEnv bench("KILN_CUDNN_BENCHMARK", "1");
     const ConvCase k = {2, 6,      17,     15,     10, 3,
                         3, {2, 2}, {1, 1}, {1, 1}, 2,  true};  // sizes no other case uses
-    for (DType dt : {DType::float32, DType::float64}) {
-        BOOST_TEST_CONTEXT(dtype_name(dt)) {
-            std::vector<Tensor> leaves = leaves_for(k, dt);
-            Tensor weighting = weighting_for(k, leaves);
-            PlanCount first;
-            Result fast = run_conv(k, leaves, weighting);
-            BOOST_TEST(first.new_plans() == 3);
-            expect_equal_to_im2col(k, leaves, weighting, fast, dt == DType::float64 ? 1e-12 : 1e-4);
-            PlanCount second;
-            run_conv(k, leaves, weighting);
-            BOOST_TEST(second.new_plans() == 0);
-            BOOST_TEST(second.new_reuses() == 3);
-        }
-    }
+    expect_planned_once_then_reused(k);
 }
 
 // KILN_LOGS=cudnn prints one line per plan made: the direction, the geometry and the engine.

@@ -38,6 +38,44 @@ struct NeedsGpuPerRank {
     }
 };
 
+// DDP against one process: this rank's replica (seeded apart from the others, so DDP must
+// broadcast rank 0's weights) trains on rows [4 rank, 4 rank + 4) of the batch, a reference
+// model on the whole batch; both on the GPU.
+struct DdpAgainstOneProcess {
+    int rank = 0, world = 1;
+    Tensor x, y;  // the whole batch
+    std::shared_ptr<nn::Sequential> reference, replica;
+
+    DdpAgainstOneProcess() {
+        join();
+        rank = dist::get_rank(), world = dist::get_world_size();
+        auto make = [] {
+            return std::make_shared<nn::Sequential>(
+                nn::sequential(nn::Linear(8, 64), nn::ReLU(), nn::Linear(64, 4)));
+        };
+        manual_seed(100);
+        x = randn({4 * world, 8}).to(kCuda);
+        y = randn({4 * world, 4}).to(kCuda);
+        manual_seed(1);
+        reference = make();
+        reference->to(kCuda);
+        manual_seed(1 + rank);
+        replica = make();
+        replica->to(kCuda);
+    }
+
+    // One step of the reference on the whole batch; the replica, after its step `s`, equals it.
+    void step_reference_and_compare(optim::SGD& ref_opt, nn::DistributedDataParallel& ddp, int s) {
+        ref_opt.zero_grad();
+        nn::functional::mse_loss((*reference)(x), y).backward();
+        ref_opt.step();
+        auto got = ddp.module().parameters(), want = reference->parameters();
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_CHECK_MESSAGE(allclose(got[k].cpu(), want[k].cpu(), 1e-4, 1e-5),
+                                "rank " << rank << " step " << s);
+    }
+};
+
 BOOST_AUTO_TEST_SUITE(dist_cuda, *boost::unit_test::precondition(NeedsGpuPerRank{}))
 
 BOOST_AUTO_TEST_CASE(nccl_collectives_match_their_cpu_meaning) {
@@ -74,21 +112,7 @@ BOOST_AUTO_TEST_CASE(nccl_shape_mismatch_names_the_ranks) {
     });
 }
 
-BOOST_AUTO_TEST_CASE(ddp_on_gpus_equals_one_process_on_the_whole_batch) {
-    join();
-    int rank = dist::get_rank(), world = dist::get_world_size();
-    auto make = [] {
-        return std::make_shared<nn::Sequential>(
-            nn::sequential(nn::Linear(8, 64), nn::ReLU(), nn::Linear(64, 4)));
-    };
-    manual_seed(100);
-    Tensor x = randn({4 * world, 8}).to(kCuda), y = randn({4 * world, 4}).to(kCuda);
-    manual_seed(1);
-    auto reference = make();
-    reference->to(kCuda);
-    manual_seed(1 + rank);
-    auto replica = make();
-    replica->to(kCuda);
+BOOST_FIXTURE_TEST_CASE(ddp_on_gpus_equals_one_process_on_the_whole_batch, DdpAgainstOneProcess) {
     nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.001});
     optim::SGD opt(ddp.parameters(), 0.05, 0.9), ref_opt(reference->parameters(), 0.05, 0.9);
     for (int s = 0; s < 3; ++s) {
@@ -96,34 +120,15 @@ BOOST_AUTO_TEST_CASE(ddp_on_gpus_equals_one_process_on_the_whole_batch) {
         nn::functional::mse_loss(ddp(x.narrow(0, 4 * rank, 4)), y.narrow(0, 4 * rank, 4))
             .backward();
         opt.step();
-        ref_opt.zero_grad();
-        nn::functional::mse_loss((*reference)(x), y).backward();
-        ref_opt.step();
-        auto got = ddp.module().parameters(), want = reference->parameters();
-        for (size_t k = 0; k < got.size(); ++k)
-            BOOST_CHECK_MESSAGE(allclose(got[k].cpu(), want[k].cpu(), 1e-4, 1e-5),
-                                "rank " << rank << " step " << s);
+        step_reference_and_compare(ref_opt, ddp, s);
     }
 }
 
 // A compiled model inside DDP on GPUs: its graph is cut at the buckets (more than one
 // subgraph), bucket 0's all-reduce starts before the first layer has its gradient (the first
 // subgraph's backward, the last to run), and training equals one process's on the whole batch.
-BOOST_AUTO_TEST_CASE(compiled_ddp_on_gpus_splits_overlaps_and_equals_one_process) {
-    join();
-    int rank = dist::get_rank(), world = dist::get_world_size();
-    auto make = [] {
-        return std::make_shared<nn::Sequential>(
-            nn::sequential(nn::Linear(8, 64), nn::ReLU(), nn::Linear(64, 4)));
-    };
-    manual_seed(100);
-    Tensor x = randn({4 * world, 8}).to(kCuda), y = randn({4 * world, 4}).to(kCuda);
-    manual_seed(1);
-    auto reference = make();
-    reference->to(kCuda);
-    manual_seed(1 + rank);
-    auto replica = make();
-    replica->to(kCuda);
+BOOST_FIXTURE_TEST_CASE(compiled_ddp_on_gpus_splits_overlaps_and_equals_one_process,
+                        DdpAgainstOneProcess) {
     auto f = std::make_shared<decltype(compile(*replica))>(compile(*replica));
     std::vector<std::string> events;
     nn::DistributedDataParallel ddp(
@@ -145,13 +150,7 @@ BOOST_AUTO_TEST_CASE(compiled_ddp_on_gpus_splits_overlaps_and_equals_one_process
         auto first = std::find(events.begin(), events.end(), "all-reduce 0");
         BOOST_CHECK_MESSAGE(first < std::find(events.begin(), events.end(), "first layer ready"),
                             "step " << s << ": bucket 0's all-reduce did not start first");
-        ref_opt.zero_grad();
-        nn::functional::mse_loss((*reference)(x), y).backward();
-        ref_opt.step();
-        auto got = ddp.module().parameters(), want = reference->parameters();
-        for (size_t k = 0; k < got.size(); ++k)
-            BOOST_CHECK_MESSAGE(allclose(got[k].cpu(), want[k].cpu(), 1e-4, 1e-5),
-                                "rank " << rank << " step " << s);
+        step_reference_and_compare(ref_opt, ddp, s);
     }
     autograd::remove_post_accumulate_grad_hook(hook);
     jit::ExplainOutput e = jit::explain_compiled(*f);
