@@ -122,8 +122,8 @@ std::string loaded_file(void* lib) {
 
 // OpenBLAS picked `first` (narrower than the CPU): close it and load it again with
 // OPENBLAS_CORETYPE set for that load. The variable is unset again after, so the environment
-// stays the user's. setenv is not safe against other threads' getenv: this runs once, at the
-// first matmul, before kiln's own threads read the environment.
+// stays the user's. (setenv races with another thread's getenv; this runs once per process,
+// at the first matmul, and kiln's worker threads read no variables while they run kernels.)
 void reopen_with_core(Opened& o, VectorLevel cpu, std::string& chosen_by) {
     const char* want = cpu == VectorLevel::avx512 ? "SkylakeX" : "Haswell";
     std::string first = core_of(o.lib);
