@@ -127,6 +127,18 @@ BOOST_AUTO_TEST_CASE(the_users_openblas_coretype_is_kept) {
     BOOST_TEST(core == want);
 }
 
+// A process that loaded OpenBLAS before kiln (linked it, or LD_PRELOAD) has it with the core it
+// picked: kiln keeps that library and says so, rather than closing what others hold.
+BOOST_AUTO_TEST_CASE(a_blas_the_process_loaded_first_keeps_its_core) {
+    std::string file = std::filesystem::canonical(blas().file).string();
+    Child c = run_child("env -u OPENBLAS_CORETYPE LD_PRELOAD=" + file + " KILN_LOGS=blas",
+                        "matmul/matmul_matches_naive_loops");
+    BOOST_TEST(c.status == 0, c.output);
+    BOOST_TEST((c.output.find("the process loaded it before kiln") != std::string::npos ||
+                c.output.find("which fits the CPU") != std::string::npos),
+               c.output);
+}
+
 // The files mapped into this process (/proc/self/maps), by real path.
 std::set<std::string> mapped_files() {
     std::ifstream maps("/proc/self/maps");
