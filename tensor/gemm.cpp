@@ -1,13 +1,12 @@
 // plan_gemm / gemm_rows: the BLAS calls behind matmul (tensor/gemm.h).
 #include "tensor/gemm.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 
+#include "tensor/blas_library.h"
 #include "tensor/kernels.h"
 
 namespace kiln {
@@ -108,13 +107,13 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
     if (p.a.dtype() == DType::float32) {
         const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;
         const float* pb = static_cast<const float*>(p.b.impl()->storage->data) + ob;
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f,
-                    static_cast<float*>(out) + oc, ldc);
+        blas().sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f,
+                     static_cast<float*>(out) + oc, ldc);
     } else {
         const double* pa = static_cast<const double*>(p.a.impl()->storage->data) + oa;
         const double* pb = static_cast<const double*>(p.b.impl()->storage->data) + ob;
-        cblas_dgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.0, pa, p.ga.ld, pb, p.gb.ld, 0.0,
-                    static_cast<double*>(out) + oc, ldc);
+        blas().dgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.0, pa, p.ga.ld, pb, p.gb.ld, 0.0,
+                     static_cast<double*>(out) + oc, ldc);
     }
     if (profile) {
         g_profile_calls.fetch_add(1, std::memory_order_relaxed);

@@ -1,8 +1,6 @@
 // A fixed pool of worker threads fed one parallel_for at a time.
 #include "tensor/parallel.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -10,6 +8,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "tensor/blas_library.h"
 
 namespace kiln {
 namespace {
@@ -102,10 +102,10 @@ int num_threads() {
 void set_num_threads(int n) { g_threads.store(n); }
 
 bool set_blas_threads(int n) {
-    using SetThreads = void (*)(int);
-    // Looked up, not linked: the BLAS that CMake found may be OpenBLAS, or not.
-    static const auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    static std::atomic<int> blas_threads{-1};  // what it was last set to: setting is not free in OpenBLAS
+    // Null for a BLAS that is not OpenBLAS (tensor/blas_library.h).
+    static const auto set_threads = blas().set_num_threads;
+    static std::atomic<int> blas_threads{
+        -1};  // what it was last set to: setting is not free in OpenBLAS
     if (!set_threads) return false;
     if (blas_threads.exchange(n) != n) set_threads(n);
     return true;

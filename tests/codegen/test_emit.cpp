@@ -273,11 +273,27 @@ BOOST_AUTO_TEST_CASE(special_values_agree_in_generated_vector_body_and_scalar_ta
                failures << " of " << checked << " results disagree (the first 40 are listed)");
 }
 
+// A bool tensor's bytes become float lanes in the prelude's load_bool (vectorized without a
+// branch per byte): every lane of the vector body and the scalar tail reads its own byte.
+BOOST_AUTO_TEST_CASE(where_reads_every_lane_of_a_bool_mask) {
+    const int64_t n = 16 * 4 + 3;  // whole batches at every width, then a tail
+    GraphBuilder b;
+    int m = b.input({n}, "m", DType::boolean), x = b.input({n}, "x"), y = b.input({n}, "y");
+    b.output(b.node(OpId::where, {m, x, y}, {}, {n}));
+    CompiledCpuGraph compiled = compile_cpu(b.graph);
+    BOOST_TEST(compiled.source().find("load_bool(") != std::string::npos, compiled.source());
+    std::vector<float> mask(n);
+    for (int64_t k = 0; k < n; ++k) mask[k] = k % 3 == 0 || k % 7 == 1;
+    std::vector<Tensor> in = {tensor(mask, {n}).to(DType::boolean), randn({n}), randn({n})};
+    BOOST_TEST(equal(compiled.run(in)[0], run_eager(b.graph, in)[0]));
+    BOOST_TEST(equal(compiled.run(in)[0], where(in[0], in[1], in[2])));
+}
+
 BOOST_AUTO_TEST_CASE(views_inside_the_graph_are_index_math) {
     GraphBuilder b;
     int x = b.input({6, 10}, "x"), y = b.input({10}, "y");
-    int xt = b.permute(x, {1, 0});                         // [10, 6], strided
-    int ys = b.expand(b.reshape(y, {10, 1}), {10, 6});     // [10, 6], broadcast
+    int xt = b.permute(x, {1, 0});                      // [10, 6], strided
+    int ys = b.expand(b.reshape(y, {10, 1}), {10, 6});  // [10, 6], broadcast
     int sum = b.binary(OpId::add, xt, ys);
     b.output(sum);
     b.output(b.binary(OpId::mul, b.slice(x, 1, 2, 10, 3), b.slice(x, 1, 0, 3, 1)));  // [6, 3] x2

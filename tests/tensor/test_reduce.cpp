@@ -1,11 +1,10 @@
 // Reductions (sum, mean, amax, amin), softmax and matmul against naive float64 loops.
-#include <dlfcn.h>
-
 #include <boost/test/unit_test.hpp>
 #include <limits>
 #include <map>
 
 #include "reference.h"
+#include "tensor/blas_library.h"
 #include "tensor/parallel.h"
 #include "tensor/reductions.h"
 
@@ -235,6 +234,7 @@ BOOST_AUTO_TEST_CASE(matmul_matches_naive_loops) {
         {{4}, {2, 4, 5}},                 // -> [2, 5]
         {{1, 1}, {1, 1}},
         {{33, 65}, {65, 17}},             // sizes past BLAS's small-matrix paths
+        {{130, 257}, {257, 67}},          // several of OpenBLAS's blocks, with edges in each dim
     };
     for (const auto& [sa, sb] : cases) {
         Ref a = random_ref(sa, -1, 1), b = random_ref(sb, -1, 1);
@@ -281,10 +281,10 @@ BOOST_AUTO_TEST_CASE(large_full_sum_splits_over_threads_deterministically) {
 // OpenBLAS keeps a thread count of its own (all cores by default); matmul hands it kiln's, so
 // that set_num_threads(1) means one thread for BLAS too (PyTorch does the same).
 BOOST_AUTO_TEST_CASE(matmul_runs_blas_on_kilns_thread_count) {
-    using GetThreads = int (*)();
-    auto get_threads = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    auto get_threads = kiln::blas().get_num_threads;
     if (!get_threads) {
-        BOOST_TEST_MESSAGE("matmul_runs_blas_on_kilns_thread_count: SKIPPED: the BLAS is not OpenBLAS");
+        BOOST_TEST_MESSAGE(
+            "matmul_runs_blas_on_kilns_thread_count: SKIPPED: the BLAS is not OpenBLAS");
         return;
     }
     kiln::Tensor a = kiln::randn({64, 64});
