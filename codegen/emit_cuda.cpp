@@ -336,7 +336,8 @@ class CudaKernelEmitter : KernelEmitterCore {
         }
         std::set<int> held = regs_.cache;
         held.insert(regs_.kept.begin(), regs_.kept.end());
-        for (int v : held) os_ << in << type(v) << " " << s_.value_name(v) << "_c[" << slots << "];\n";
+        for (int v : held)
+            os_ << in << type(v) << " " << s_.value_name(v) << "_c[" << slots << "];\n";
         emit_row_fill(in);
         caching_ = true;
         cached_ = regs_.cache;
@@ -374,11 +375,12 @@ class CudaKernelEmitter : KernelEmitterCore {
             os_ << ind << "    const int j = j0;\n";
             for (int v : floats) {
                 std::string name = s_.value_name(v);
-                os_ << ind << "    const float4 " << name << "_q = *reinterpret_cast<const float4*>(&"
-                    << ptr(v) << "[" << index_text(plan_load(v, rank_, false)) << "]);\n";
-                os_ << ind << "    " << name << "_v[0] = " << name << "_q.x, " << name << "_v[1] = "
-                    << name << "_q.y, " << name << "_v[2] = " << name << "_q.z, " << name
-                    << "_v[3] = " << name << "_q.w;\n";
+                os_ << ind << "    const float4 " << name
+                    << "_q = *reinterpret_cast<const float4*>(&" << ptr(v) << "["
+                    << index_text(plan_load(v, rank_, false)) << "]);\n";
+                os_ << ind << "    " << name << "_v[0] = " << name << "_q.x, " << name
+                    << "_v[1] = " << name << "_q.y, " << name << "_v[2] = " << name << "_q.z, "
+                    << name << "_v[3] = " << name << "_q.w;\n";
             }
             os_ << ind << "} else {\n";
             scalar_loop(ind + "    ", floats);
@@ -445,8 +447,10 @@ class CudaKernelEmitter : KernelEmitterCore {
     void emit_row_fill(const std::string& ind) {
         std::vector<int> targets, loads;
         for (int v : regs_.cache)
-            if (in_kernel(v)) targets.push_back(s_.producer.at(v));
-            else loads.push_back(v);
+            if (in_kernel(v))
+                targets.push_back(s_.producer.at(v));
+            else
+                loads.push_back(v);
         std::vector<int> body = element_closure(targets);
         std::vector<int> arrays = pass_loads(body);
         for (int v : loads)
@@ -478,7 +482,8 @@ class CudaKernelEmitter : KernelEmitterCore {
         open_groups(ind, "");
         emit_group_loads(ind + "    ", pass_loads(nodes));
         for (int v : stores)
-            if (group_array(v)) os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_v[4];\n";
+            if (group_array(v))
+                os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_v[4];\n";
         open_element(ind + "    ");
         std::string in = ind + "        ";
         emit_register_reads(in, nodes, stores);
@@ -487,7 +492,8 @@ class CudaKernelEmitter : KernelEmitterCore {
         for (int index : body)
             if (regs_.kept.count(node(index).out.id)) kept.push_back(node(index).out.id);
         for (int v : kept)
-            os_ << in << s_.value_name(v) << "_c[g * 4 + c] = " << s_.value_name(v) << ";  // kept for a later pass\n";
+            os_ << in << s_.value_name(v) << "_c[g * 4 + c] = " << s_.value_name(v)
+                << ";  // kept for a later pass\n";
         os_ << ind << "    }\n";
         emit_group_stores(ind + "    ", stores);
         os_ << ind << "}\n";
