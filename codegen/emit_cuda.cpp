@@ -306,7 +306,7 @@ class CudaKernelEmitter : KernelEmitterCore {
     }
     bool float4_array(int v) const { return group_array(v) && dtype(v) == DType::float32; }
 
-    // The loads (not in registers) and the nodes the pass, or the fill, computes.
+    // The arrays `nodes` read along the row and not from registers, each once, in order.
     std::vector<int> pass_loads(const std::vector<int>& nodes) const {
         std::vector<int> out;
         for (int index : nodes)

@@ -262,7 +262,10 @@ BOOST_AUTO_TEST_CASE(register_rows_match_eager_values_and_gradients,
     manual_seed(15);
     for (const Case& c : cases()) {
         for (int64_t n : kRowLengths) {
-            for (int64_t rows : {3, 150}) {  // few rows: 1024 threads; many: cuda_row_block_for
+            // many rows: blocks of cuda_row_block_for(n); fewer rows than SMs: 1024 threads
+            std::vector<int64_t> row_counts = {150};
+            if (n == 33 || n == 1024 || n == 5000) row_counts.push_back(3);
+            for (int64_t rows : row_counts) {
                 BOOST_TEST_CONTEXT(c.name << ", " << rows << " rows of " << n) {
                     std::vector<Tensor> cpu = c.inputs(rows, n), gpu, eager;
                     for (Tensor& t : cpu) {
@@ -276,8 +279,9 @@ BOOST_AUTO_TEST_CASE(register_rows_match_eager_values_and_gradients,
                     Tensor got = f(gpu), want = c.fn(eager), on_cpu = c.fn(cpu);
                     codegen::CompiledGraphInfo forward = codegen::last_compiled();
                     BOOST_TEST(forward.cuda);
-                    BOOST_TEST(count(forward.source, "// the row in registers") >= 1,
-                               "a generated register row ran");
+                    if (n > 1)  // a row of one element is read once without registers
+                        BOOST_TEST(count(forward.source, "// the row in registers") >= 1,
+                                   "a generated register row ran");
                     BOOST_TEST(kiln_test::relative_error(got.detach().cpu(), want.detach().cpu()) <
                                1e-5);
                     BOOST_TEST(kiln_test::relative_error(got.detach().cpu(), on_cpu.detach()) <
