@@ -317,6 +317,7 @@ class CudaKernelEmitter : KernelEmitterCore {
         return out;
     }
 
+    // Opens `if (the row fits) {` and writes its body; the caller writes the `else` branch.
     void emit_register_variant(const std::string& ind, const std::vector<Step>& steps) {
         std::string in = ind + "    ";
         int slots = 4 * regs_.groups;
