@@ -228,6 +228,9 @@ BOOST_AUTO_TEST_CASE(softmax_keeps_its_exponentials_and_moves_float4) {
     // 1024 elements, 128 threads for many rows (8 a thread): two float4 groups a thread.
     BOOST_TEST(count(source, "if (row_size <= 8 * (long long)blockDim.x)") == 1);
     BOOST_TEST(cuda_row_block(4096, 1024, 132) == 128);
+    // Rows of up to 256 get one warp, which combines with shuffles alone.
+    BOOST_TEST(cuda_row_block(4096, 256, 132) == 32);
+    BOOST_TEST(count(source, "if (blockDim.x <= 32) return v;") == 1);
 }
 
 // Attention's softmax keeps the masked, scaled scores (one float array), not the scores and
