@@ -1,6 +1,7 @@
 // What a CUDA row kernel keeps in registers (codegen/register_row.h).
 #include "codegen/register_row.h"
 
+#include <algorithm>
 #include <map>
 
 namespace kiln::codegen::emit_detail {
