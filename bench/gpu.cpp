@@ -203,6 +203,34 @@ int main() {
         double ro = median_gpu_us([&] { (void)graphed(m, m); });
         rows.push_back(entry(name, "gpu", eager, comp, ro, kernels, "generated_kernels"));
     }
+    {  // more row kernels (issue 26): log_softmax, layer_norm with weight and bias (PyTorch's
+       // eager side is its fused kernel), attention's scaled and causally masked softmax
+        Tensor m = randn({4096, 1024}).cuda(), w = randn({1024}).cuda(), b = randn({1024}).cuda();
+        Tensor scores = randn({8, 12, 256, 256}).cuda();
+        Tensor causal = (arange(256.0).unsqueeze(1) < arange(256.0).unsqueeze(0)).cuda();
+        auto row = [&](const char* name, auto fn, const auto&... args) {
+            auto compiled = compile(fn);
+            auto graphed = compile(fn, {.mode = "reduce-overhead"});
+            double eager = median_gpu_us([&] { (void)fn(args...); });
+            double comp = median_gpu_us([&] { (void)compiled(args...); });
+            int kernels = codegen::last_compiled().generated_kernels;
+            double ro = median_gpu_us([&] { (void)graphed(args...); });
+            rows.push_back(entry(name, "gpu", eager, comp, ro, kernels, "generated_kernels"));
+        };
+        row("log_softmax_4096x1024", [](const Tensor& x) { return log_softmax(x, 1); }, m);
+        row(
+            "layer_norm_wb_4096x1024",
+            [](const Tensor& x, const Tensor& w, const Tensor& b) {
+                return nn::functional::layer_norm(x, {1024}, w, b);
+            },
+            m, w, b);
+        row(
+            "attention_softmax_8x12x256x256",
+            [](const Tensor& s, const Tensor& mask) {
+                return softmax(masked_fill(s * 0.125, mask, -INFINITY), -1);
+            },
+            scores, causal);
+    }
     {  // the seed's tiny call: per-call wall time at n = 10
         Tensor a = randn({10}).cuda(), b = randn({10}).cuda();
         auto compiled = compile(sin_cos);

@@ -84,6 +84,20 @@ for name, fn in [("softmax_4096x1024", softmax_rows), ("layernorm_4096x1024", la
     for k, f in variants(fn).items():
         row["torch_" + k + "_us"] = median_gpu_us(lambda: f(m, m))
     rows.append(row)
+# More row kernels (bench/gpu.cpp's names): torch eager layer_norm is PyTorch's fused kernel.
+w, bias = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+scores = torch.randn(8, 12, 256, 256, device="cuda")
+causal = torch.arange(256, device="cuda")[:, None] < torch.arange(256, device="cuda")[None, :]
+for name, fn, args in [
+    ("log_softmax_4096x1024", lambda x: torch.log_softmax(x, 1), (m,)),
+    ("layer_norm_wb_4096x1024", lambda x, w, b: torch.nn.functional.layer_norm(x, (1024,), w, b), (m, w, bias)),
+    ("attention_softmax_8x12x256x256",
+     lambda s, mask: torch.softmax((s * 0.125).masked_fill(mask, float("-inf")), -1), (scores, causal)),
+]:
+    row = {"workload": name, "measure": "gpu"}
+    for k, f in variants(fn).items():
+        row["torch_" + k + "_us"] = median_gpu_us(lambda: f(*args))
+    rows.append(row)
 a, b = torch.randn(10, device="cuda"), torch.randn(10, device="cuda")
 row = {"workload": "sin_plus_cos_n10_call", "measure": "wall"}
 for k, f in variants(sin_cos).items():

@@ -48,6 +48,7 @@ namespace {
 const char* kBlockCombine =
     R"(template <class Combine, class T> __device__ inline T block_combine(T v, T* shared, T identity) {
     for (int o = 16; o > 0; o >>= 1) v = Combine::f(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (blockDim.x <= 32) return v;  // one warp: every lane has the value
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
     __syncthreads();  // the slots' readers from the last combine are done
     if (lane == 0) shared[warp] = v;

@@ -18,6 +18,7 @@
 
 #include "codegen/cuda_dialect.h"
 #include "codegen/emit_core.h"
+#include "codegen/register_row.h"
 #include "tensor/kernels.h"
 #include "tensor/reductions.h"
 
@@ -70,12 +71,11 @@ class CudaKernelEmitter : KernelEmitterCore {
     bool row_ = false;
     bool vec4_ = false;  // pointwise, every array contiguous: a float4 path
     bool float_arrays_ = true;  // every value and array float32 (or bool values): float4 possible
-    // Row kernels whose passes read an array more than once keep a thread's share of the row
-    // in registers (kRowCache elements a thread) when the row fits: one read from memory.
-    static constexpr int kRowCache = 8;
-    std::set<int> cache_;   // element loads that more than one pass reads
-    bool caching_ = false;  // emitting the register-cached variant
-    std::set<int> cached_;  // values in registers (emit_row_fill loaded them)
+    // Row kernels whose passes read a value more than once keep a thread's share of the row
+    // in registers when it fits (codegen/register_row.h): one read from memory, one write.
+    RegisterRow regs_;
+    bool caching_ = false;  // emitting the register variant
+    std::set<int> cached_;  // values in registers now: the fill's, and those kept so far
 
     std::string describe() const {
         if (row_)
@@ -129,10 +129,12 @@ class CudaKernelEmitter : KernelEmitterCore {
         std::string decl = std::string("const ") + type(v) + " " + name + " = ";
         if (is_constant(v))
             os_ << ind << decl << constant_text(v) << ";\n";
-        else if (lane && p.kind == LoadKind::contiguous)
+        else if (!caching_ && lane && p.kind == LoadKind::contiguous)
             os_ << ind << decl << name << "_v[c];\n";
         else if (cached_.count(v))
-            os_ << ind << decl << name << "_c[c];\n";
+            os_ << ind << decl << name << "_c[g * 4 + c];\n";
+        else if (caching_ && lane && group_array(v))
+            os_ << ind << decl << name << "_v[c];\n";
         else
             os_ << ind << decl << ptr(v) << "[" << index_text(p) << "];\n";
     }
@@ -146,7 +148,7 @@ class CudaKernelEmitter : KernelEmitterCore {
     }
 
     void emit_store(const std::string& ind, int v, bool lane) override {
-        if (lane)
+        if (lane && (!caching_ || group_array(v)))
             os_ << ind << s_.value_name(v) << "_v[c] = " << s_.value_name(v) << ";\n";
         else
             os_ << ind << s_.value_name(v) << "_ptr[" << index_text(plan_load(v, rank_, false))
@@ -205,8 +207,9 @@ class CudaKernelEmitter : KernelEmitterCore {
 
     // ---- row kernels
 
-    // One loop along the row, each thread taking every blockDim.x-th element: folds
-    // `reductions` (then combined across the block) and writes `stores`.
+    // One loop along the row, each thread taking every blockDim.x-th element (or, in the
+    // register variant, its groups of the row): folds `reductions` (then combined across the
+    // block) and writes `stores`.
     void emit_pass(const std::string& ind, const std::vector<int>& reductions,
                    const std::vector<int>& stores, bool split = false) {
         std::string names;
@@ -217,15 +220,12 @@ class CudaKernelEmitter : KernelEmitterCore {
                 << s_.value_name(node(r).out.id) << " = "
                 << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
         if (caching_) {
-            os_ << ind << "#pragma unroll\n";
-            os_ << ind << "for (int c = 0; c < " << kRowCache << "; ++c) {\n";
-            os_ << ind << "    const long long j = j_begin + threadIdx.x + c * (long long)blockDim.x;\n";
-            os_ << ind << "    if (j >= j_end) break;\n";
+            emit_register_pass(ind, reductions, stores);
         } else {
             os_ << row_pass_head(ind);
+            emit_element(ind + "    ", body, reductions, stores, false);
+            os_ << ind << "}\n";
         }
-        emit_element(ind + "    ", body, reductions, stores, false);
-        os_ << ind << "}\n";
         for (int r : reductions) {
             std::string name = s_.value_name(node(r).out.id);
             BlockCombine block = block_combine(node(r).op, node(r).out.dtype);
@@ -271,41 +271,16 @@ class CudaKernelEmitter : KernelEmitterCore {
         os_ << row_loop_head("    ", split != 0);
         os_ << ind << "[[maybe_unused]] long long rest = row;\n";
         if (outer_ > 0) emit_split(ind, "rest", 'i', outer_ - 1, 0);
-        cache_ = split ? std::set<int>{} : reread_loads(steps);
-        if (cache_.empty()) {
+        regs_ = split ? RegisterRow{} : plan_register_row(s_, index_, steps);
+        if (regs_.groups == 0) {
             emit_row_steps(ind, steps, split);
         } else {
-            os_ << ind << "if (row_size <= " << kRowCache << " * (long long)blockDim.x) {  // the row in registers: one read\n";
-            for (int v : cache_) os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_c[" << kRowCache << "];\n";
-            emit_row_fill(ind + "    ");
-            caching_ = true;
-            emit_row_steps(ind + "    ", steps, split);
-            caching_ = false;
-            cached_.clear();
+            emit_register_variant(ind, steps);
             os_ << ind << "} else {  // a long row: each pass reads it again\n";
             emit_row_steps(ind + "    ", steps, split);
             os_ << ind << "}\n";
         }
         os_ << "    }\n";
-    }
-
-    // The register-cached row's loads, before any pass and with no use between them, so a
-    // thread's kRowCache loads are all in flight at once (a pass that loads, uses and then
-    // loads again waits for each load in turn).
-    void emit_row_fill(const std::string& ind) {
-        os_ << ind << "#pragma unroll\n";
-        os_ << ind << "for (int c = 0; c < " << kRowCache
-            << "; ++c) {  // the row's loads, all in flight\n";
-        os_ << ind
-            << "    const long long j = j_begin + threadIdx.x + c * (long long)blockDim.x;\n";
-        os_ << ind << "    if (j < j_end) {\n";
-        emit_run_indices(ind + "        ");
-        for (int v : cache_)
-            os_ << ind << "        " << s_.value_name(v) << "_c[c] = " << ptr(v) << "["
-                << index_text(plan_load(v, rank_, false)) << "];\n";
-        os_ << ind << "    }\n";
-        os_ << ind << "}\n";
-        cached_ = cache_;
     }
 
     void emit_row_steps(const std::string& ind, const std::vector<Step>& steps, int split) {
@@ -320,25 +295,210 @@ class CudaKernelEmitter : KernelEmitterCore {
         }
     }
 
-    // Element loads (from memory, along the row) that more than one pass reads.
-    std::set<int> reread_loads(const std::vector<Step>& steps) const {
-        std::map<int, int> passes_reading;
-        for (const Step& st : steps) {
-            if (!st.pass) continue;
-            std::vector<int> targets = st.reductions;
-            for (int v : st.stores) targets.push_back(s_.producer.at(v));
-            std::vector<int> all = element_closure(targets);
-            all.insert(all.end(), st.reductions.begin(), st.reductions.end());
-            std::set<int> reads;
-            for (int index : all)
-                for (int v : node(index).inputs)
-                    if (!in_kernel(v) && !per_row(v) && !is_constant(v)) reads.insert(v);
-            for (int v : reads) ++passes_reading[v];
-        }
-        std::set<int> out;
-        for (const auto& [v, n] : passes_reading)
-            if (n > 1) out.insert(v);
+    // ---- the register variant (codegen/register_row.h): thread t holds groups g of four
+    // consecutive elements, j0 = 4 * (t + g * blockDim.x); a value's register c of group g
+    // is name_c[g * 4 + c]. Loads and stores contiguous along the row move a group at a time
+    // through name_v[4] (one float4 when every float32 array's row is 16-byte aligned and the
+    // group is whole); strided ones go element by element.
+
+    bool group_array(int v) const {
+        return !is_constant(v) && plan_load(v, rank_, false).kind == LoadKind::contiguous;
+    }
+    bool float4_array(int v) const { return group_array(v) && dtype(v) == DType::float32; }
+
+    // The arrays `nodes` read along the row and not from registers, each once, in order.
+    std::vector<int> pass_loads(const std::vector<int>& nodes) const {
+        std::vector<int> out;
+        for (int index : nodes)
+            for (int v : node(index).inputs)
+                if (!in_kernel(v) && !cached_.count(v) && group_array(v) &&
+                    std::find(out.begin(), out.end(), v) == out.end())
+                    out.push_back(v);
         return out;
+    }
+
+    // Opens `if (the row fits) {` and writes its body; the caller writes the `else` branch.
+    void emit_register_variant(const std::string& ind, const std::vector<Step>& steps) {
+        std::string in = ind + "    ";
+        int slots = 4 * regs_.groups;
+        os_ << ind << "if (row_size <= " << slots
+            << " * (long long)blockDim.x) {  // the row in registers: one read, one write\n";
+        std::set<int> arrays;  // every float32 array that moves as float4
+        for (int index : k_.nodes)
+            for (int v : node(index).inputs)
+                if (!in_kernel(v) && float4_array(v)) arrays.insert(v);
+        for (int v : k_.stores)
+            if (!per_row(v) && float4_array(v)) arrays.insert(v);
+        os_ << in << "bool aligned = true;  // each float4 array's row starts on 16 bytes\n";
+        for (int v : arrays) {
+            std::string p = in_kernel(v) ? s_.value_name(v) + "_ptr" : ptr(v);
+            os_ << in << "aligned = aligned && ((unsigned long long)(" << p << " + "
+                << plan_load(v, rank_, false).base << ") % 16 == 0);\n";
+        }
+        std::set<int> held = regs_.cache;
+        held.insert(regs_.kept.begin(), regs_.kept.end());
+        for (int v : held)
+            os_ << in << type(v) << " " << s_.value_name(v) << "_c[" << slots << "];\n";
+        emit_row_fill(in);
+        caching_ = true;
+        cached_ = regs_.cache;
+        emit_row_steps(in, steps, 0);
+        caching_ = false;
+        cached_.clear();
+    }
+
+    // The head of the loop over a thread's groups, opened; `vec4`: this group moves as float4.
+    void open_groups(const std::string& ind, const char* comment) {
+        os_ << ind << "#pragma unroll\n";
+        os_ << ind << "for (int g = 0; g < " << regs_.groups << "; ++g) {" << comment << "\n";
+        // 32-bit: the row fits the block's registers (int j saves 64-bit address math)
+        os_ << ind << "    const int j0 = 4 * int(threadIdx.x + g * blockDim.x);\n";
+        os_ << ind << "    if (j0 >= j_end) break;\n";
+        os_ << ind << "    [[maybe_unused]] const bool vec4 = aligned && j0 + 4 <= j_end;\n";
+    }
+
+    // A group's loads of `arrays` into name_v[4] (past the row's end: zero).
+    void emit_group_loads(const std::string& ind, const std::vector<int>& arrays) {
+        std::vector<int> floats, others;
+        for (int v : arrays) (float4_array(v) ? floats : others).push_back(v);
+        for (int v : arrays) os_ << ind << type(v) << " " << s_.value_name(v) << "_v[4];\n";
+        auto scalar_loop = [&](const std::string& in, const std::vector<int>& vs) {
+            os_ << in << "#pragma unroll\n";
+            os_ << in << "for (int c = 0; c < 4; ++c) {\n";
+            os_ << in << "    const int j = j0 + c;\n";
+            for (int v : vs)
+                os_ << in << "    " << s_.value_name(v) << "_v[c] = j < j_end ? " << ptr(v) << "["
+                    << index_text(plan_load(v, rank_, false)) << "] : (" << type(v) << ")0;\n";
+            os_ << in << "}\n";
+        };
+        if (!floats.empty()) {
+            os_ << ind << "if (vec4) {\n";
+            os_ << ind << "    const int j = j0;\n";
+            for (int v : floats) {
+                std::string name = s_.value_name(v);
+                os_ << ind << "    const float4 " << name
+                    << "_q = *reinterpret_cast<const float4*>(&" << ptr(v) << "["
+                    << index_text(plan_load(v, rank_, false)) << "]);\n";
+                os_ << ind << "    " << name << "_v[0] = " << name << "_q.x, " << name
+                    << "_v[1] = " << name << "_q.y, " << name << "_v[2] = " << name << "_q.z, "
+                    << name << "_v[3] = " << name << "_q.w;\n";
+            }
+            os_ << ind << "} else {\n";
+            scalar_loop(ind + "    ", floats);
+            os_ << ind << "}\n";
+        }
+        if (!others.empty()) scalar_loop(ind, others);
+    }
+
+    // A group's stores from name_v[4].
+    void emit_group_stores(const std::string& ind, const std::vector<int>& stores) {
+        std::vector<int> floats, others;
+        for (int v : stores)
+            if (group_array(v)) (float4_array(v) ? floats : others).push_back(v);
+        auto scalar_loop = [&](const std::string& in, const std::vector<int>& vs) {
+            os_ << in << "#pragma unroll\n";
+            os_ << in << "for (int c = 0; c < 4; ++c) {\n";
+            os_ << in << "    const int j = j0 + c;\n";
+            os_ << in << "    if (j >= j_end) break;\n";
+            for (int v : vs)
+                os_ << in << "    " << s_.value_name(v) << "_ptr["
+                    << index_text(plan_load(v, rank_, false)) << "] = " << s_.value_name(v)
+                    << "_v[c];\n";
+            os_ << in << "}\n";
+        };
+        if (!floats.empty()) {
+            os_ << ind << "if (vec4) {\n";
+            os_ << ind << "    const int j = j0;\n";
+            for (int v : floats) {
+                std::string name = s_.value_name(v);
+                os_ << ind << "    *reinterpret_cast<float4*>(&" << name << "_ptr["
+                    << index_text(plan_load(v, rank_, false)) << "]) = make_float4(" << name
+                    << "_v[0], " << name << "_v[1], " << name << "_v[2], " << name << "_v[3]);\n";
+            }
+            os_ << ind << "} else {\n";
+            scalar_loop(ind + "    ", floats);
+            os_ << ind << "}\n";
+        }
+        if (!others.empty()) scalar_loop(ind, others);
+    }
+
+    // Element j of the group, when inside the row: the caller writes its body.
+    void open_element(const std::string& ind) {
+        os_ << ind << "#pragma unroll\n";
+        os_ << ind << "for (int c = 0; c < 4; ++c) {\n";
+        os_ << ind << "    const int j = j0 + c;\n";
+        os_ << ind << "    if (j >= j_end) break;\n";
+    }
+
+    // Values in registers that `nodes` (or the stores) read and the pass does not compute.
+    void emit_register_reads(const std::string& ind, const std::vector<int>& nodes,
+                             const std::vector<int>& stores) {
+        std::vector<int> wanted = stores;
+        for (int index : nodes)
+            for (int v : node(index).inputs) wanted.push_back(v);
+        std::set<int> done;
+        for (int v : wanted)
+            if (in_kernel(v) && cached_.count(v) && done.insert(v).second)
+                os_ << ind << "const " << type(v) << " " << s_.value_name(v) << " = "
+                    << s_.value_name(v) << "_c[g * 4 + c];\n";
+    }
+
+    // The loads before any pass, with no use between them, so a thread's loads are all in
+    // flight at once; then the prologue computed from them, into registers.
+    void emit_row_fill(const std::string& ind) {
+        std::vector<int> targets, loads;
+        for (int v : regs_.cache)
+            if (in_kernel(v))
+                targets.push_back(s_.producer.at(v));
+            else
+                loads.push_back(v);
+        std::vector<int> body = element_closure(targets);
+        std::vector<int> arrays = pass_loads(body);
+        for (int v : loads)
+            if (group_array(v) && std::find(arrays.begin(), arrays.end(), v) == arrays.end())
+                arrays.push_back(v);
+        open_groups(ind, "  // the row's loads, all in flight");
+        emit_group_loads(ind + "    ", arrays);
+        open_element(ind + "    ");
+        std::string in = ind + "        ";
+        emit_element(in, body, {}, {}, true);
+        std::set<int> loaded;
+        for (int index : body)
+            for (int v : node(index).inputs) loaded.insert(v);
+        for (int v : loads)
+            if (!loaded.count(v)) emit_load(in, v, plan_load(v, rank_, false), true);
+        for (int v : regs_.cache)
+            os_ << in << s_.value_name(v) << "_c[g * 4 + c] = " << s_.value_name(v) << ";\n";
+        os_ << ind << "    }\n";
+        os_ << ind << "}\n";
+    }
+
+    void emit_register_pass(const std::string& ind, const std::vector<int>& reductions,
+                            const std::vector<int>& stores) {
+        std::vector<int> targets = reductions;
+        for (int v : stores) targets.push_back(s_.producer.at(v));
+        std::vector<int> body = element_closure(targets, cached_);
+        std::vector<int> nodes = body;
+        nodes.insert(nodes.end(), reductions.begin(), reductions.end());
+        open_groups(ind, "");
+        emit_group_loads(ind + "    ", pass_loads(nodes));
+        for (int v : stores)
+            if (group_array(v))
+                os_ << ind << "    " << type(v) << " " << s_.value_name(v) << "_v[4];\n";
+        open_element(ind + "    ");
+        std::string in = ind + "        ";
+        emit_register_reads(in, nodes, stores);
+        emit_element(in, body, reductions, stores, true);
+        std::vector<int> kept;
+        for (int index : body)
+            if (regs_.kept.count(node(index).out.id)) kept.push_back(node(index).out.id);
+        for (int v : kept)
+            os_ << in << s_.value_name(v) << "_c[g * 4 + c] = " << s_.value_name(v)
+                << ";  // kept for a later pass\n";
+        os_ << ind << "    }\n";
+        emit_group_stores(ind + "    ", stores);
+        os_ << ind << "}\n";
+        cached_.insert(kept.begin(), kept.end());
     }
 
     // After a split pass: slice partials to memory; the last block of the row combines them,
@@ -424,9 +584,7 @@ int cuda_split_reductions(const Schedule& schedule, int kernel) {
 
 int cuda_row_block(int64_t rows, int64_t row_size, int sms) {
     if (rows < sms) return 1024;  // few rows: wide blocks
-    if (row_size >= 1024) return 256;
-    if (row_size >= 256) return 128;
-    return 32;
+    return emit_detail::cuda_row_block_for(row_size);  // the register variant's groups assume it
 }
 
 }  // namespace kiln::codegen

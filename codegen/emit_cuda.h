@@ -30,8 +30,10 @@ std::string emit_cuda(const std::vector<const Schedule*>& schedules);
 // splits`. Returns R, its number of reductions, or 0 for kernels without them.
 int cuda_split_reductions(const Schedule& schedule, int kernel);
 
-// Threads per block a row kernel is launched with, for `rows` rows (its loops do not depend
-// on it: any multiple of 32 up to 1024 is correct).
+// Threads per block a row kernel is launched with, for `rows` rows: 1024 for fewer rows than
+// SMs, else emit_detail::cuda_row_block_for(row_size) (codegen/register_row.h), which the
+// register variant's groups assume. Its loops do not depend on it: any multiple of 32 up to
+// 1024 is correct (a row that does not fit the registers takes the general loop).
 int cuda_row_block(int64_t rows, int64_t row_size, int sms);
 
 }  // namespace kiln::codegen

@@ -147,14 +147,19 @@ class KernelView {
         return plans;
     }
 
-    // Element nodes of this kernel that `targets` need, in execution order.
-    std::vector<int> element_closure(const std::vector<int>& targets) const {
+    // Element nodes of this kernel that `targets` need, in execution order; values in
+    // `have` (already in registers) are not computed again, nor what only they need.
+    std::vector<int> element_closure(const std::vector<int>& targets,
+                                     const std::set<int>& have = {}) const {
         std::set<int> seen;
         std::function<void(int)> visit = [&](int index) {
             for (int v : node(index).inputs)
-                if (in_kernel(v) && !per_row(v) && seen.insert(s_.producer.at(v)).second) visit(s_.producer.at(v));
+                if (in_kernel(v) && !per_row(v) && !have.count(v) &&
+                    seen.insert(s_.producer.at(v)).second)
+                    visit(s_.producer.at(v));
         };
         for (int t : targets) {
+            if (have.count(node(t).out.id)) continue;
             if (!is_reduction(t)) seen.insert(t);
             visit(t);
         }
