@@ -273,11 +273,13 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
                 std::memcpy(tensors[i].raw_data(), tensors.back().raw_data(), a.plain.get_size());
             args.emplace(a.id, plain);
         } else if (a.role == Role::weights) {
-            args.emplace(
-                a.id, detail::conv_cached_weights(tensors[i], a.want, engine(), [&](memory& into) {
+            detail::ConvWeights w =
+                detail::conv_cached_weights(tensors[i], a.want, engine(), [&](memory& into) {
                     a.reorder->execute(stream, plain, into);
                     stream.wait();
-                }));
+                });
+            buffers.push_back(w.buffer);
+            args.emplace(a.id, w.memory);
         } else {
             memory want = pooled(a.want);
             if (a.role == Role::input) a.reorder->execute(stream, plain, want);

@@ -408,6 +408,34 @@ BOOST_AUTO_TEST_CASE(reordered_weights_are_cached_and_never_served_stale) {
 #endif
 }
 
+// The reordered weights are blocks of kiln's pool (so a big one gets the pool's huge pages, and
+// one dropped for a newer version is reused): caching one adds its bytes to the pool's live
+// bytes, clearing the cache gives them back. The values are the im2col reference's.
+BOOST_AUTO_TEST_CASE(reordered_weights_live_in_kiln_buffer_pool) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN (KILN_HAVE_DNNL unset): no weight cache");
+#else
+    manual_seed(33);
+    Tensor x = randn({1, 256, 4, 4}), w = randn({256, 256, 3, 3}) * 0.05;  // 2.4 MB of weights
+    Tensor want;
+    {
+        ConvBackend use("im2col");
+        want = conv2d(x, w, {}, {1, 1}, {1, 1});
+    }
+    detail::conv_weight_cache_clear();
+    size_t live = pool_stats().live_bytes;
+    Tensor got = conv2d(x, w, {}, {1, 1}, {1, 1});
+    BOOST_REQUIRE(detail::conv_weight_cache_stats().entries == 1);  // oneDNN chose a blocked layout
+    auto held = size_t(detail::conv_weight_cache_stats().bytes);
+    BOOST_TEST(held >= size_t(w.numel()) * 4);
+    BOOST_TEST(pool_stats().live_bytes >= live + held);
+    size_t before_clear = pool_stats().live_bytes;
+    detail::conv_weight_cache_clear();
+    BOOST_TEST(pool_stats().live_bytes <= before_clear - held);
+    BOOST_TEST(max_diff(got, want) < 1e-4);
+#endif
+}
+
 // Several threads convolving with the same weights, which one of them updates in between.
 BOOST_AUTO_TEST_CASE(the_weight_cache_serves_several_threads) {
     manual_seed(32);
