@@ -223,7 +223,8 @@ BOOST_AUTO_TEST_CASE(at_one_thread_a_new_conv_primitive_starts_no_openmp_worker)
     }).join();
     set_num_threads(0);
     BOOST_TEST(detail::onednn_conv_calls() == calls + 3);
-    BOOST_TEST(after == before);
+    // <=: a thread of an earlier test (a background build) may end meanwhile.
+    BOOST_TEST(after <= before);
 #endif
 }
 
