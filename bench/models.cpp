@@ -145,12 +145,16 @@ std::string run_part(const Part& p) {
     call();
     double first_s = seconds_since(t0), first_cpu_s = cpu_seconds() - c0;
     if (const char* f = std::getenv("KILN_BENCH_FIRST_ONLY"); f && std::strcmp(f, "1") == 0) {
-        char buf[256];  // the first call alone (profiling it: perf record ... --part ...)
+        // first_call_window: the call's start and end on CLOCK_MONOTONIC (steady_clock here),
+        // for `perf record -k CLOCK_MONOTONIC` + `perf script --time START,END`.
+        double start = std::chrono::duration<double>(t0.time_since_epoch()).count();
+        char buf[384];  // the first call alone (profiling it: perf record ... --part ...)
         std::snprintf(
             buf, sizeof buf,
             "{\"model\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", \"first_call_s\": %.3f, "
-            "\"first_call_cpu_s\": %.3f}",
-            p.model.c_str(), p.mode.c_str(), p.task.c_str(), first_s, first_cpu_s);
+            "\"first_call_cpu_s\": %.3f, \"first_call_window\": \"%.6f,%.6f\"}",
+            p.model.c_str(), p.mode.c_str(), p.task.c_str(), first_s, first_cpu_s, start,
+            start + first_s);
         return buf;
     }
     call();  // a second warm-up call: the steps below reuse what it allocated

@@ -4,8 +4,8 @@
 #include <cctype>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
+#include <unordered_set>
 
 #include "codegen/schedule.h"
 
@@ -36,6 +36,13 @@ class SameCode {
             size_t end = i;
             while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
             std::string word = text.substr(i, end - i), suffix;
+            // Every name ends in "_<number>" (value_name, kernel_name): a word with no '_' before
+            // a digit is none and holds none (xsimd, batch, load_unaligned), so is not looked up.
+            if (!has_numbered_part(word)) {
+                out += word;
+                i = end;
+                continue;
+            }
             // A name with a suffix of its own (x_0_ptr, relu_5_v, kernel_3_body) renames its stem.
             for (size_t cut = word.rfind('_'); !is_name(word, kernel) && cut != std::string::npos && cut > 0;
                  cut = word.rfind('_', cut - 1))
@@ -54,9 +61,15 @@ class SameCode {
     }
 
    private:
+    static bool has_numbered_part(const std::string& word) {
+        for (size_t i = 0; i + 1 < word.size(); ++i)
+            if (word[i] == '_' && std::isdigit(static_cast<unsigned char>(word[i + 1])))
+                return true;
+        return false;
+    }
     bool is_name(const std::string& word, const std::string& kernel) const { return word == kernel || names_.count(word) > 0; }
     const Schedule& s_;
-    std::set<std::string> names_;
+    std::unordered_set<std::string> names_;  // hashed: canonical looks up every word of a kernel
 };
 
 // First kernel name by canonical text, over every graph of one translation unit.

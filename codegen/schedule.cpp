@@ -67,11 +67,12 @@ std::vector<int> Kernel::args() const {
 // ---- Schedule accessors and printing
 
 const LValue& Schedule::value(int id) const {
+    // A node's output first: emit asks for values many times, and a backward graph has
+    // hundreds of inputs to scan.
+    if (auto it = producer.find(id); it != producer.end()) return graph.nodes[it->second].out;
     for (const LValue& v : graph.inputs)
         if (v.id == id) return v;
-    auto it = producer.find(id);
-    KILN_CHECK(it != producer.end(), "codegen: value ", id, " is not defined in the graph");
-    return graph.nodes[it->second].out;
+    fail("codegen: value ", id, " is not defined in the graph");
 }
 
 std::string Schedule::value_name(int id) const {

@@ -21,7 +21,7 @@ struct Entry {
     std::weak_ptr<Storage> storage;  // expired: that buffer was freed (its address may be reused)
     uint64_t version = 0;
     dnnl::memory::desc want;
-    dnnl::memory reordered;
+    ConvWeights reordered;
     size_t bytes = 0;
 };
 using Key = std::pair<const Storage*, int64_t>;  // storage, byte offset of the weight in it
@@ -67,9 +67,9 @@ bool conv_weight_cache_enabled() {
     return v != "0";
 }
 
-dnnl::memory conv_cached_weights(const Tensor& w, const dnnl::memory::desc& want,
-                                 const dnnl::engine& engine,
-                                 const std::function<void(dnnl::memory& into)>& reorder) {
+ConvWeights conv_cached_weights(const Tensor& w, const dnnl::memory::desc& want,
+                                const dnnl::engine& engine,
+                                const std::function<void(dnnl::memory& into)>& reorder) {
     Cache& c = cache();
     const std::shared_ptr<Storage>& storage = w.impl()->storage;
     Key key{storage.get(),
@@ -86,10 +86,11 @@ dnnl::memory conv_cached_weights(const Tensor& w, const dnnl::memory::desc& want
             }
     }
     ++c.misses;
-    dnnl::memory into(want, engine);
-    reorder(into);
-    if (!conv_weight_cache_enabled()) return into;
     size_t bytes = want.get_size();
+    Tensor buffer = empty({int64_t((bytes + 3) / 4)}, DType::float32);
+    ConvWeights into{dnnl::memory(want, engine, buffer.raw_data()), buffer};
+    reorder(into.memory);
+    if (!conv_weight_cache_enabled()) return into;
     std::lock_guard lock(c.mu);
     // One entry per weight and layout: the stale one (an older version) goes.
     for (auto it = c.lru.begin(); it != c.lru.end(); ++it)

@@ -218,8 +218,19 @@ Prim make_prim(Kind kind, const Geometry& g) {
              arg(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(), pw, Role::output)}};
 }
 
+// OpenMP's thread count belongs to the calling thread: kiln's is set before oneDNN creates a
+// primitive, not only before it runs one, because a primitive splits its work for the count
+// it was created with. Set at the first run only, the first conv of a program was created for
+// every core and ran a team that size on each call, and at 1 thread an OpenMP worker spun
+// beside the first call (13 ms of CPU on ResNet-18 32x32; docs/perf.md, "First calls").
+void use_kiln_threads() {
+    static thread_local int threads_set = -1;
+    if (int n = num_threads(); n != threads_set) omp_set_num_threads(threads_set = n);
+}
+
 // Creating a primitive costs far more than running a small one: one per shape, kept.
 const Prim& cached_prim(Kind kind, const Geometry& g) {
+    use_kiln_threads();
     static std::mutex mu;
     static std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache;
     std::vector<int64_t> key{int64_t(kind), g.bias, plain_layouts()};
@@ -245,8 +256,7 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
     // core through OpenMP, so serializing costs a program with one calling thread nothing.
     static std::mutex one_at_a_time;
     std::lock_guard serial(one_at_a_time);
-    static thread_local int threads_set = -1;  // OpenMP's count is per calling thread
-    if (int n = num_threads(); n != threads_set) omp_set_num_threads(threads_set = n);
+    use_kiln_threads();
     static thread_local dnnl::stream stream(engine());
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const Arg*, memory>> outputs;  // plain memory the result goes back to
@@ -263,11 +273,13 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
                 std::memcpy(tensors[i].raw_data(), tensors.back().raw_data(), a.plain.get_size());
             args.emplace(a.id, plain);
         } else if (a.role == Role::weights) {
-            args.emplace(
-                a.id, detail::conv_cached_weights(tensors[i], a.want, engine(), [&](memory& into) {
+            detail::ConvWeights w =
+                detail::conv_cached_weights(tensors[i], a.want, engine(), [&](memory& into) {
                     a.reorder->execute(stream, plain, into);
                     stream.wait();
-                }));
+                });
+            buffers.push_back(w.buffer);
+            args.emplace(a.id, w.memory);
         } else {
             memory want = pooled(a.want);
             if (a.role == Role::input) a.reorder->execute(stream, plain, want);

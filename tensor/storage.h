@@ -34,5 +34,8 @@ struct PoolStats {
 PoolStats pool_stats();
 void pool_release_cached();  // give every cached block back to the OS
 void pool_reset_peak();      // peak_live_bytes = live_bytes
+// Blocks of 2 MiB or more start on a 2 MiB boundary and are madvised for transparent huge
+// pages (fewer page faults on first touch); KILN_HUGE_PAGES=0 (read once) maps them plainly.
+bool pool_huge_pages_enabled();
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -12,6 +13,7 @@
 #include <tuple>
 
 #include "kiln.h"
+#include "tensor/parallel.h"
 #include "tests/tensor/window_loops.h"
 
 using namespace kiln;
@@ -188,6 +190,41 @@ BOOST_AUTO_TEST_CASE(cpu_float32_conv2d_runs_through_onednn_when_built_with_it) 
         BOOST_TEST(max_diff(conv2d(x, w), by_onednn) < 1e-4);
         BOOST_TEST(detail::onednn_conv_calls() == calls);
     }
+#endif
+}
+
+// At one kiln thread a oneDNN convolution runs on one thread: OpenMP's count (kept per calling
+// thread) is set before oneDNN creates a primitive, which splits its work for the count it was
+// created with. Before, a program's first conv primitive was created for every core, and each
+// of its calls ran an OpenMP team that size (a worker spinning beside a 1-thread first call).
+// Checked on a thread of its own, whose OpenMP count starts at the core count, with a shape
+// no other test uses (so its primitive is new): the process gains no thread.
+BOOST_AUTO_TEST_CASE(at_one_thread_a_new_conv_primitive_starts_no_openmp_worker) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN (KILN_HAVE_DNNL unset): no OpenMP team to check");
+#else
+    auto process_threads = [] {
+        auto tasks = std::filesystem::directory_iterator("/proc/self/task");
+        return std::distance(std::filesystem::begin(tasks), std::filesystem::end(tasks));
+    };
+    if (std::thread::hardware_concurrency() < 2) {
+        BOOST_TEST_MESSAGE("one core: OpenMP's default team is one thread, nothing to tell apart");
+        return;
+    }
+    set_num_threads(1);
+    manual_seed(41);
+    Tensor x = randn({1, 5, 13, 11}), w = randn({7, 5, 3, 3});
+    long before = -1, after = -1;
+    int64_t calls = detail::onednn_conv_calls();
+    std::thread([&] {
+        before = process_threads();
+        for (int i = 0; i < 3; ++i) conv2d(x, w, {}, {1, 1}, {1, 1});
+        after = process_threads();
+    }).join();
+    set_num_threads(0);
+    BOOST_TEST(detail::onednn_conv_calls() == calls + 3);
+    // <=: a thread of an earlier test (a background build) may end meanwhile.
+    BOOST_TEST(after <= before);
 #endif
 }
 
@@ -369,6 +406,34 @@ BOOST_AUTO_TEST_CASE(reordered_weights_are_cached_and_never_served_stale) {
     conv(w_half), conv(w_half);
     BOOST_TEST(stats().misses == misses + 2);
     unsetenv("KILN_CONV_CACHE");
+#endif
+}
+
+// The reordered weights are blocks of kiln's pool (so a big one gets the pool's huge pages, and
+// one dropped for a newer version is reused): caching one adds its bytes to the pool's live
+// bytes, clearing the cache gives them back. The values are the im2col reference's.
+BOOST_AUTO_TEST_CASE(reordered_weights_live_in_kiln_buffer_pool) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN (KILN_HAVE_DNNL unset): no weight cache");
+#else
+    manual_seed(33);
+    Tensor x = randn({1, 256, 4, 4}), w = randn({256, 256, 3, 3}) * 0.05;  // 2.4 MB of weights
+    Tensor want;
+    {
+        ConvBackend use("im2col");
+        want = conv2d(x, w, {}, {1, 1}, {1, 1});
+    }
+    detail::conv_weight_cache_clear();
+    size_t live = pool_stats().live_bytes;
+    Tensor got = conv2d(x, w, {}, {1, 1}, {1, 1});
+    BOOST_REQUIRE(detail::conv_weight_cache_stats().entries == 1);  // oneDNN chose a blocked layout
+    auto held = size_t(detail::conv_weight_cache_stats().bytes);
+    BOOST_TEST(held >= size_t(w.numel()) * 4);
+    BOOST_TEST(pool_stats().live_bytes >= live + held);
+    size_t before_clear = pool_stats().live_bytes;
+    detail::conv_weight_cache_clear();
+    BOOST_TEST(pool_stats().live_bytes <= before_clear - held);
+    BOOST_TEST(max_diff(got, want) < 1e-4);
 #endif
 }
 
