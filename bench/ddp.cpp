@@ -62,7 +62,7 @@ int worker(const Args& a) {
     }
     nn::DistributedDataParallel ddp(net, options);
     optim::SGD opt(ddp.parameters(), 0.01, 0.9);
-    std::vector<double> waits;
+    std::vector<double> waits, buffer_syncs;
     auto step = [&] {
         opt.zero_grad();
         Tensor out = ddp(x);
@@ -71,13 +71,18 @@ int worker(const Args& a) {
         opt.step();
         if (dev.type == DeviceType::cuda) cuda::synchronize();
         waits.push_back(ddp.last_wait_seconds() * 1e3);
+        buffer_syncs.push_back(ddp.last_timeline().buffer_sync_us / 1e3);
     };
     double ms = kiln_bench::median_ms(step, a.steps, a.warmup);
     std::sort(waits.begin() + a.warmup, waits.end());
+    std::sort(buffer_syncs.begin() + a.warmup, buffer_syncs.end());
     double wait_ms = waits[size_t(a.warmup) + size_t(a.steps) / 2];
+    double buffer_ms = buffer_syncs[size_t(a.warmup) + size_t(a.steps) / 2];
     if (dist::get_rank() == 0)
-        std::printf("{\"world_size\": %d, \"step_ms\": %.3f, \"allreduce_wait_ms\": %.3f}\n",
-                    dist::get_world_size(), ms, wait_ms);
+        std::printf(
+            "{\"world_size\": %d, \"step_ms\": %.3f, \"allreduce_wait_ms\": %.3f, "
+            "\"buffer_sync_ms\": %.3f}\n",
+            dist::get_world_size(), ms, wait_ms, buffer_ms);
     return 0;
 }
 

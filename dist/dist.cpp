@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 
@@ -28,6 +29,9 @@ namespace detail {
 namespace {
 
 using detail::Backend;
+
+std::atomic<int64_t> g_engine_calls{0};
+void count_engine_call() { g_engine_calls.fetch_add(1, std::memory_order_relaxed); }
 
 struct Group {
     detail::GroupInfo info;
@@ -131,6 +135,7 @@ void check_same_everywhere(Group& g, Backend& b, const Tensor& t, int64_t op_cod
     std::copy(meta.begin(), meta.end(), mine.data_ptr<int64_t>());
     mine = mine.to(t.device());
     Tensor all = empty({world, kMeta}, DType::int64, t.device());
+    count_engine_call();
     b.all_gather(mine.raw_data(), all.raw_data(), kMeta, DType::int64, {mine, all},
                  std::string("the shape check before ") + op)
         ->wait();
@@ -243,6 +248,7 @@ WorkHandle all_reduce_async(const Tensor& t, ReduceOp op) {
     if (g.info.world_size == 1) return std::make_shared<Done>();
     leave_graph(t);
     touched(t);
+    count_engine_call();
     return backend_for(g, t, "all_reduce")
         .all_reduce(t.raw_data(), t.numel(), t.dtype(), op, {t},
                     std::string("all_reduce (") + op_name(op) + ") of " + describe(t));
@@ -256,19 +262,35 @@ void all_reduce(const Tensor& t, ReduceOp op) {
     all_reduce_async(t, op)->wait();
 }
 
-void broadcast(const Tensor& t, int src) {
+namespace {
+Group& broadcast_group(const Tensor& t, int src) {
     Group& g = group("broadcast");
     check_tensor(t, "broadcast", true);
     KILN_CHECK(src >= 0 && src < g.info.world_size, "dist.broadcast: src ", src,
                " is not a rank of [0, ", g.info.world_size, ")");
-    if (g.info.world_size == 1) return;
-    leave_graph(t);
-    Backend& b = backend_for(g, t, "broadcast");
-    check_same_everywhere(g, b, t, 1, src, "broadcast");
+    if (g.info.world_size > 1) leave_graph(t);
+    return g;
+}
+WorkHandle start_broadcast(Group& g, const Tensor& t, int src) {
     touched(t);
-    b.broadcast(t.raw_data(), t.numel(), t.dtype(), src, {t},
-                "broadcast from rank " + std::to_string(src) + " of " + describe(t))
-        ->wait();
+    count_engine_call();
+    return backend_for(g, t, "broadcast")
+        .broadcast(t.raw_data(), t.numel(), t.dtype(), src, {t},
+                   "broadcast from rank " + std::to_string(src) + " of " + describe(t));
+}
+}  // namespace
+
+void broadcast(const Tensor& t, int src) {
+    Group& g = broadcast_group(t, src);
+    if (g.info.world_size == 1) return;
+    check_same_everywhere(g, backend_for(g, t, "broadcast"), t, 1, src, "broadcast");
+    start_broadcast(g, t, src)->wait();
+}
+
+WorkHandle broadcast_async(const Tensor& t, int src) {
+    Group& g = broadcast_group(t, src);
+    if (g.info.world_size == 1) return std::make_shared<Done>();
+    return start_broadcast(g, t, src);
 }
 
 Tensor all_gather(const Tensor& t) {
@@ -282,6 +304,7 @@ Tensor all_gather(const Tensor& t) {
     Backend& b = backend_for(g, t, "all_gather");
     check_same_everywhere(g, b, in, 2, 0, "all_gather");
     Tensor out = empty(s, in.dtype(), in.device());
+    count_engine_call();
     b.all_gather(in.raw_data(), out.raw_data(), in.numel(), in.dtype(), {in, out},
                  "all_gather of " + describe(in))
         ->wait();
@@ -304,11 +327,14 @@ Tensor reduce_scatter(const Tensor& t, ReduceOp op) {
     Shape s = in.shape();
     s[0] /= world;
     Tensor out = empty(s, in.dtype(), in.device());
+    count_engine_call();
     b.reduce_scatter(in.raw_data(), out.raw_data(), out.numel(), in.dtype(), op, {in, out},
                      std::string("reduce_scatter (") + op_name(op) + ") of " + describe(in))
         ->wait();
     return out;
 }
+
+int64_t engine_calls() { return g_engine_calls.load(std::memory_order_relaxed); }
 
 void barrier() {
     Group& g = group("barrier");

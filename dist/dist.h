@@ -63,11 +63,19 @@ void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
 WorkHandle all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum);
 // In place: every rank's `t` gets rank `src`'s values.
 void broadcast(const Tensor& t, int src = 0);
+// The same without the comparison, returning at once (DDP's buffers, flattened into one
+// tensor per dtype: their layout is compared once, when DDP is built).
+WorkHandle broadcast_async(const Tensor& t, int src = 0);
 // Every rank's `t`, stacked: shape [world_size, ...t.shape].
 Tensor all_gather(const Tensor& t);
 // `t` (dim 0 = world_size * k) reduced over ranks; rank r keeps rows [r*k, (r+1)*k).
 Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::sum);
 // Returns when every rank has called it.
 void barrier();
+// How many operations this process has handed to an engine (MPI, NCCL) so far, the shape
+// comparisons before all_reduce, broadcast, all_gather and reduce_scatter included. Each is
+// at least one round trip between the ranks (and, for a comparison, a wait for the device):
+// tests and KILN_LOGS=ddp count them.
+int64_t engine_calls();
 
 }  // namespace kiln::dist

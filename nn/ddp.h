@@ -14,7 +14,10 @@
 // start in the same order on every rank. The last bucket waits for all of them and writes
 // the averages back into .grad. On GPUs NCCL runs them on a stream of its own.
 #pragma once
+#include <chrono>
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "dist/dist.h"
 #include "jit/ddp_split.h"
@@ -33,6 +36,36 @@ struct DDPOptions {
     // Called as each bucket's all-reduce starts (bucket index, launch order): lesson 11 and the
     // tests see what overlaps the backward.
     std::function<void(size_t bucket)> on_all_reduce_start;
+};
+
+// What the last forward and backward of a DDP did, as the host saw it (and, with KILN_LOGS=ddp
+// on CUDA, as the GPU saw it). KILN_LOGS=ddp prints it after each backward (str()).
+struct DDPTimeline {
+    // The forward's broadcast of rank 0's buffers: how long the host spent in it, how many
+    // engine calls (dist::engine_calls()) it made, how many buffers it carried.
+    double buffer_sync_us = 0;
+    int64_t buffer_engine_calls = 0;
+    size_t buffers = 0;
+    // Host times in µs since the backward's first gradient hook (the first parameter's
+    // gradient in); -1 where it did not happen.
+    double first_hook_after_forward_us = -1;  // from the forward's return to that hook
+    struct Bucket {
+        size_t params = 0, bytes = 0;
+        double ready_us = -1;      // its last gradient's hook
+        double enqueued_us = -1;   // its all-reduce handed to the engine (in bucket order)
+        double done_us = -1;       // the wait for it returned (all are waited for at the end)
+        double gpu_ready_ms = -1;  // KILN_LOGS=ddp on CUDA: its flat copy done on the GPU
+    };
+    std::vector<Bucket> buckets;  // launch order
+    double wait_start_us = -1;    // the last bucket's hook starts waiting for all of them
+    double end_us = -1;           // averages written back into .grad
+    // KILN_LOGS=ddp on CUDA: GPU ms since the first hook, read from events on kiln's stream:
+    // the backward's kernels queued before the wait all ran by gpu_backward_end_ms; the
+    // all-reduces were done (and kiln's stream joined them) by gpu_all_reduced_ms. Their
+    // difference is what the all-reduces add after the backward on the GPU; the host's wait
+    // (end_us - wait_start_us) also holds the backward kernels the GPU had not run yet.
+    double gpu_backward_end_ms = -1, gpu_all_reduced_ms = -1;
+    std::string str() const;  // one line per bucket
 };
 
 class DistributedDataParallel : public Module {
@@ -62,6 +95,8 @@ class DistributedDataParallel : public Module {
     std::vector<std::vector<size_t>> bucket_layout() const;
     // Seconds spent waiting for all-reduces during the last backward (lesson 11's split).
     double last_wait_seconds() const { return wait_seconds_; }
+    // The last forward's buffer broadcast and the last backward's buckets (DDPTimeline).
+    const DDPTimeline& last_timeline() const { return timeline_; }
 
    private:
     struct Bucket {
@@ -73,6 +108,9 @@ class DistributedDataParallel : public Module {
     void on_grad_ready(size_t param);
     void launch_ready_buckets();
     void finish();
+    void broadcast_buffers();
+    double since_first_hook_us() const;
+    struct GpuMarks;  // KILN_LOGS=ddp on CUDA: events on kiln's stream
 
     std::shared_ptr<Module> module_;
     DDPOptions options_;
@@ -85,6 +123,10 @@ class DistributedDataParallel : public Module {
     bool sync_ = true;
     bool in_backward_ = false;
     double wait_seconds_ = 0;
+    DDPTimeline timeline_;
+    int64_t backwards_ = 0;  // counted for KILN_LOGS=ddp's lines
+    std::chrono::steady_clock::time_point forward_end_, first_hook_;
+    std::shared_ptr<GpuMarks> gpu_marks_;
     std::shared_ptr<const jit::DDPBuckets> jit_buckets_;  // what compile() reads during forward
 };
 

@@ -8,6 +8,7 @@
 
 #include "autograd/hooks.h"
 #include "jit/explain.h"
+#include "jit/log.h"
 #include "kiln.h"
 #include "tests/cuda/needs_gpu.h"
 
@@ -156,6 +157,45 @@ BOOST_FIXTURE_TEST_CASE(compiled_ddp_on_gpus_splits_overlaps_and_equals_one_proc
     jit::ExplainOutput e = jit::explain_compiled(*f);
     BOOST_REQUIRE(!e.ddp_subgraphs.empty());
     BOOST_CHECK_GT(e.ddp_subgraphs[0], 1);
+}
+
+// DDP's buffers on GPUs travel in one NCCL broadcast per dtype (rank 0's statistics and
+// int64 counters reach every rank), and with KILN_LOGS=ddp the timeline holds GPU times in
+// order: each bucket's gradients ready, then the backward's kernels done, then the all-reduces.
+BOOST_AUTO_TEST_CASE(ddp_buffers_in_one_broadcast_per_dtype_and_gpu_timeline_on_gpus) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    manual_seed(3 + rank);
+    auto net = std::make_shared<nn::Sequential>(nn::sequential(
+        nn::Conv2d(3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false), nn::BatchNorm2d(8), nn::ReLU(),
+        nn::Conv2d(8, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false), nn::BatchNorm2d(8)));
+    net->to(kCuda);
+    nn::DistributedDataParallel ddp(net, {.bucket_cap_mb = 0.001});
+    for (int i = 0; i <= rank; ++i) (*net)(randn({2, 3, 6, 6}).to(kCuda));  // drift apart
+    ddp.eval();
+    int64_t before = dist::engine_calls();
+    ddp(randn({2, 3, 6, 6}).to(kCuda));
+    BOOST_CHECK_EQUAL(dist::engine_calls() - before, world > 1 ? 2 : 0);
+    for (const auto& [name, b] : net->named_buffers()) {
+        Tensor all = dist::all_gather(b).cpu();
+        for (int r = 1; r < world; ++r)
+            BOOST_CHECK_MESSAGE(allclose(all[r], all[0], 0, 0), name << " differs on rank " << r);
+    }
+    ddp.train();
+    setenv("KILN_LOGS", "ddp", 1);
+    log_reload();
+    ddp(randn({2, 3, 6, 6}).to(kCuda)).mean().backward();
+    unsetenv("KILN_LOGS");
+    log_reload();
+    const nn::DDPTimeline& t = ddp.last_timeline();
+    BOOST_TEST_MESSAGE(t.str());
+    BOOST_REQUIRE_GT(t.buckets.size(), 1u);
+    for (size_t i = 0; i < t.buckets.size(); ++i) {
+        BOOST_CHECK_GE(t.buckets[i].gpu_ready_ms, 0);
+        if (i > 0) BOOST_CHECK_GE(t.buckets[i].gpu_ready_ms, t.buckets[i - 1].gpu_ready_ms);
+        BOOST_CHECK_LE(t.buckets[i].gpu_ready_ms, t.gpu_backward_end_ms);
+    }
+    BOOST_CHECK_GE(t.gpu_all_reduced_ms, t.gpu_backward_end_ms);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
