@@ -40,7 +40,7 @@ inline Batch sin_poly(Batch r) {
 // Adding kRoundMagic (1.5 * 2^23) to a float of magnitude below 2^22 rounds it to an integer
 // (to nearest, ties to even, as nearbyint) and leaves that integer in the low bits of the sum:
 // bit 0 of the sum's bits is the integer's parity. One add instead of a round, a convert and a
-// mask (~15% of sin + cos, bench/cpu_codegen.cpp); |x| <= kTrigFastMax keeps x/pi far below 2^22.
+// mask (sin + cos ~15% faster: docs/perf.md); |x| <= kTrigFastMax keeps x/pi far below 2^22.
 inline constexpr float kRoundMagic = 0x1.8p23f;
 
 // pi/2 and pi, each split in three floats (Cody-Waite), negated: x - k*c is fma(k, -c, x), so
