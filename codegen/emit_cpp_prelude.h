@@ -99,9 +99,10 @@ struct B {
     static constexpr int64_t size = kLeanBytes / 4;
     LeanF v;
     B() = default;
-    B(float x) {  // every lane x, bit for bit (0 + x would turn -0 into +0)
-        for (int64_t k = 0; k < size; ++k) v[k] = x;
-    }
+    // Every lane x, bit for bit: x - (+0) is x for -0 too (0 + x would give +0), and GCC
+    // folds it to one broadcast. A loop storing lane by lane was also one broadcast alone,
+    // but inlined into a kernel's loop GCC rebuilt it lane by lane on every step.
+    B(float x) : v(x - LeanF{}) {}
     explicit B(LeanF x) : v(x) {}
     static B load_unaligned(const float* p) {
         LeanF x;

@@ -37,30 +37,44 @@ inline Batch sin_poly(Batch r) {
     return xsimd::fma(r * z, poly(z, c), r);
 }
 
-// x - k*pi/2 for integral k, with pi/2 split in three floats (Cody-Waite). With FMA the first
-// product is exact, so the result is good to ~1 ulp for |x| <= kTrigFastMax.
-inline Batch minus_half_pi_multiple(Batch x, Batch k) {
-    Batch r = xsimd::fnma(k, Batch(0x1.921fb6p+0f), x);
-    r = xsimd::fnma(k, Batch(-0x1.777a5cp-25f), r);
-    return xsimd::fnma(k, Batch(-0x1.ee59dap-50f), r);
+// Adding kRoundMagic (1.5 * 2^23) to a float of magnitude below 2^22 rounds it to an integer
+// (to nearest, ties to even, as nearbyint) and leaves that integer in the low bits of the sum:
+// bit 0 of the sum's bits is the integer's parity. One add instead of a round, a convert and a
+// mask (sin + cos ~15% faster: docs/perf.md); |x| <= kTrigFastMax keeps x/pi far below 2^22.
+inline constexpr float kRoundMagic = 0x1.8p23f;
+
+// pi/2 and pi, each split in three floats (Cody-Waite), negated: x - k*c is fma(k, -c, x), so
+// no negation of k. With FMA the first product is exact, so the result is good to ~1 ulp for
+// |x| <= kTrigFastMax.
+inline constexpr float kMinusHalfPi[3] = {-0x1.921fb6p+0f, 0x1.777a5cp-25f, 0x1.ee59dap-50f};
+inline constexpr float kMinusPi[3] = {-0x1.921fb6p+1f, 0x1.777a5cp-24f, 0x1.ee59dap-49f};
+
+// x - k*c for integral k, c the constant split in `minus_c`.
+inline Batch minus_multiple(Batch x, Batch k, const float (&minus_c)[3]) {
+    Batch r = xsimd::fma(k, Batch(minus_c[0]), x);
+    r = xsimd::fma(k, Batch(minus_c[1]), r);
+    return xsimd::fma(k, Batch(minus_c[2]), r);
 }
 
-// Flips the sign of lanes whose integral k has bit 1 set.
-inline Batch flip_sign_if_bit1(Batch v, Batch k) {
-    return v ^ int_bits_as_float((xsimd::to_int(k) & IBatch(2)) << 30);
+// Flips the sign of v's lanes where the integer rounded into `sum` (an x + kRoundMagic) is odd.
+inline Batch flip_sign_if_odd(Batch v, Batch sum) {
+    return v ^ int_bits_as_float(xsimd::bitwise_cast<IBatch>(sum) << 31);
 }
 
-// sin(x) = (-1)^q * sin(x - q*pi), q = round(x/pi): one polynomial, no quadrant select.
+// sin(x) = (-1)^n * sin(x - n*pi), n = round(x/pi) (x/pi rounded once, by the FMA): one
+// polynomial, no quadrant select.
 inline Batch sin_reduced(Batch x) {
-    const Batch k = xsimd::nearbyint(x * Batch(0x1.45f306p-2f)) * Batch(2.f);  // 2*round(x/pi)
-    return flip_sign_if_bit1(sin_poly(minus_half_pi_multiple(x, k)), k);
+    const Batch sum = xsimd::fma(x, Batch(0x1.45f306p-2f), Batch(kRoundMagic));
+    const Batch n = sum - Batch(kRoundMagic);
+    return flip_sign_if_odd(sin_poly(minus_multiple(x, n, kMinusPi)), sum);
 }
 
 // cos(x) = (-1)^(n+1) * sin(x - k*pi/2), k = 2n+1 the odd multiple of pi/2 nearest x.
 inline Batch cos_reduced(Batch x) {
-    const Batch n = xsimd::nearbyint(xsimd::fms(x, Batch(0x1.45f306p-2f), Batch(0.5f)));
+    const Batch sum = xsimd::fms(x, Batch(0x1.45f306p-2f), Batch(0.5f)) + Batch(kRoundMagic);
+    const Batch n = sum - Batch(kRoundMagic);
     const Batch k = xsimd::fma(n, Batch(2.f), Batch(1.f));
-    return flip_sign_if_bit1(sin_poly(minus_half_pi_multiple(x, k)), k + Batch(1.f));
+    return flip_sign_if_odd(sin_poly(minus_multiple(x, k, kMinusHalfPi)), sum + Batch(1.f));
 }
 
 // Max error 1.7 ulp for |x| <= kTrigFastMax (tests/tensor/test_fast_math.cpp). NaN -> NaN comes

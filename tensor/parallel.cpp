@@ -85,6 +85,11 @@ class Pool {
     bool stop_ = false;
 };
 
+constexpr int64_t kRangesPerThread = 4;
+constexpr int64_t kRangeAlign = 16;      // elements: an AVX-512 batch of floats
+constexpr int64_t kAlignedRange = 1024;  // ranges this long are aligned (rows of a row kernel,
+                                         // fewer, are not: balance matters more there)
+
 std::atomic<int> g_threads{0};
 thread_local bool t_in_parallel = false;
 
@@ -120,8 +125,15 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
         body(0, n);
         return;
     }
-    int tasks = int(std::min<int64_t>(threads, n / grain));
-    int64_t chunk = (n + tasks - 1) / tasks;
+    // Several ranges per thread, each taken by whichever thread is free: a worker that wakes
+    // late (a loaded machine, a descheduled vCPU) leaves its ranges to the others instead of
+    // making them wait for it. Long ranges start at multiples of kRangeAlign, so a vector loop
+    // covers the same elements for every split, and only the loop's last range has a scalar
+    // tail, where 1 thread has it (a tail element can differ from a lane by an ulp: sin, exp).
+    int64_t ranges = std::min<int64_t>(int64_t(threads) * kRangesPerThread, n / grain);
+    int64_t chunk = (n + ranges - 1) / ranges;
+    if (chunk >= kAlignedRange) chunk = (chunk + kRangeAlign - 1) / kRangeAlign * kRangeAlign;
+    int tasks = int((n + chunk - 1) / chunk);
     pool().run(tasks, [&](int k) {
         t_in_parallel = true;
         int64_t b = k * chunk, e = std::min(n, b + chunk);

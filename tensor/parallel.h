@@ -16,7 +16,9 @@ void sync_blas_threads();
 // Sets OpenBLAS's thread count (the fused matmul epilogue runs BLAS single-threaded on each
 // of its threads); false, and nothing set, where the BLAS is not OpenBLAS.
 bool set_blas_threads(int n);
-// body(begin, end) runs on disjoint ranges covering [0, n).
+// body(begin, end) runs on disjoint ranges covering [0, n): up to 4 per thread, each range at
+// least `grain` long (but the last), taken by whichever thread is free; ranges of 1024 or more
+// start at multiples of 16.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 
 }  // namespace kiln

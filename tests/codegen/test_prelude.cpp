@@ -3,6 +3,8 @@
 // same bits as under the full (xsimd) prelude on IEEE special values; the lean prelude is
 // chosen exactly when no kernel calls an xsimd-only function; a lean kernel compiles without
 // the precompiled header.
+#include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,6 +124,16 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return false;
 }
 
+// The size in bytes of an exported function of a loaded library (its ELF symbol's st_size).
+size_t code_bytes(void* function) {
+    Dl_info info;
+    void* entry = nullptr;  // the function's ElfW(Sym)
+    BOOST_TEST_REQUIRE(dladdr1(function, &info, &entry, RTLD_DL_SYMENT) != 0);
+    const auto* sym = static_cast<const ElfW(Sym)*>(entry);
+    BOOST_TEST_REQUIRE(sym != nullptr);
+    return size_t(sym->st_size);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(prelude)
@@ -173,6 +185,44 @@ BOOST_AUTO_TEST_CASE(lean_ops_give_the_full_preludes_bits_on_special_values) {
     reinterpret_cast<FoldFn>(full->symbol("folds"))(xs.data(), want_f.data(), n);
     reinterpret_cast<FoldFn>(lean->symbol("folds"))(xs.data(), got_f.data(), n);
     BOOST_TEST(same_bits(got_f, want_f));
+}
+
+// A layernorm's store pass: per row, (x - B(mean)) * B(rstd). Inlined into such a loop the lean
+// prelude's B(float), when it stored lane by lane, was rebuilt lane by lane on every step (32
+// masked moves per batch with AVX-512; a layernorm over [4096, 1024] ran 0.60 instead of 0.34
+// ns/element on one thread). Its machine code must not be much larger than xsimd's broadcast.
+BOOST_AUTO_TEST_CASE(a_broadcast_in_a_lean_loop_is_as_small_as_xsimds) {
+    TempCache cache("kiln-prelude-broadcast");
+    std::string body = R"(
+extern "C" void scale_rows(const float* x, const float* mean, const float* rstd, float* out, int64_t rows, int64_t n) {
+    for (int64_t row = 0; row < rows; ++row)
+        for (int64_t j = 0; j + W <= n; j += W) {
+            auto v = (B::load_unaligned(x + row * n + j) - B(mean[row])) * B(rstd[row]);
+            v.store_unaligned(out + row * n + j);
+        }
+}
+}  // namespace kiln_math
+)";
+    auto full = build_library(std::string(kPreludeFull) + kPreludeCommon + body, options(false));
+    auto lean = build_library(std::string(kPreludeLean) + kPreludeCommon + body, options(false));
+    size_t full_bytes = code_bytes(full->symbol("scale_rows"));
+    size_t lean_bytes = code_bytes(lean->symbol("scale_rows"));
+    BOOST_TEST_MESSAGE("scale_rows: lean " << lean_bytes << " bytes, full " << full_bytes);
+    BOOST_TEST(lean_bytes <= full_bytes * 3 / 2);
+    // and the same values, -0 and NaN included
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> x = {-0.0f, 0.0f, 1.5f, -2.0f, nan, inf, -inf};
+    while (x.size() % 64 != 0) x.push_back(float(x.size()) * 0.25f);
+    std::vector<float> mean = {0.0f, -0.0f}, rstd = {-0.0f, 2.0f};
+    const int64_t n = int64_t(x.size()) / 2;
+    using Fn = void (*)(const float*, const float*, const float*, float*, int64_t, int64_t);
+    std::vector<float> want(x.size(), 7.0f), got(x.size(), 7.0f);
+    reinterpret_cast<Fn>(full->symbol("scale_rows"))(x.data(), mean.data(), rstd.data(),
+                                                     want.data(), 2, n);
+    reinterpret_cast<Fn>(lean->symbol("scale_rows"))(x.data(), mean.data(), rstd.data(), got.data(),
+                                                     2, n);
+    BOOST_TEST(same_bits(got, want));
 }
 
 BOOST_AUTO_TEST_CASE(the_lean_prelude_is_chosen_unless_a_kernel_calls_an_xsimd_function) {

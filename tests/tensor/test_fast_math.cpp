@@ -75,6 +75,19 @@ std::vector<float> multiples_of_half_pi() {
     return xs;
 }
 
+// Floats whose product with float(1/pi) rounds to a half-integer, and their neighbours: the
+// reduction rounds x/pi (or x/pi - 1/2) to an integer by adding 1.5 * 2^23, and its ties are
+// where a quadrant can be off by one.
+std::vector<float> near_half_multiples_of_pi() {
+    std::vector<float> xs;
+    for (int k = 0; k < 31000; k += 3) {
+        float x = (float(k) + 0.5f) / 0x1.45f306p-2f;
+        for (int step = 0; step < 3; ++step, x = std::nextafter(x, kInf))
+            for (float y : {x, -x, x - 0x1.921fb6p+0f}) xs.push_back(y);
+    }
+    return xs;
+}
+
 const BatchFn fast_sin = [](Batch x) { return kiln_math::sin(x); };
 const BatchFn fast_cos = [](Batch x) { return kiln_math::cos(x); };
 const BatchFn fast_tanh = [](Batch x) { return kiln_math::tanh(x); };
@@ -89,7 +102,8 @@ float one(const BatchFn& f, float x) { return apply(f, {x})[0]; }
 BOOST_AUTO_TEST_SUITE(fast_math)
 
 BOOST_AUTO_TEST_CASE(sin_cos_within_2_ulp) {
-    for (const auto& xs : {sweep(-100, 100), multiples_of_half_pi(), sweep(-1e5f, 1e5f)}) {
+    for (const auto& xs : {sweep(-100, 100), multiples_of_half_pi(), near_half_multiples_of_pi(),
+                          sweep(-1e5f, 1e5f)}) {
         check_max_ulp("sin", fast_sin, ref_sin, xs);
         check_max_ulp("cos", fast_cos, ref_cos, xs);
     }
