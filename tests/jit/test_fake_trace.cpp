@@ -19,11 +19,6 @@ bool same(const Tensor& a, const Tensor& b) {
     return a.shape() == b.shape() && a.dtype() == b.dtype() && allclose(a, b, 1e-5, 1e-6);
 }
 
-Tensor copy_of(const Tensor& t) {
-    Tensor c = t.detach().clone();
-    return t.requires_grad() ? c.requires_grad_() : c;
-}
-
 // What one recording left: explain's text minus the shape-only fallback lines, the
 // results of each call, the gradients of the inputs, the inputs after the calls.
 struct Run {
