@@ -36,23 +36,28 @@ const std::string& source(const std::string& label) {
     return it->second;
 }
 
-WindowArgs window_args(const Shape& window, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW) {
-    return {window[0], window[1], window[2], window[3], window[4], window[5], window[6], window[7], C, H, W, OH, OW};
+WindowArgs window_args(const Shape& window, int64_t C, int64_t H, int64_t W, int64_t OH,
+                       int64_t OW) {
+    return {window[0], window[1], window[2], window[3], window[4], window[5], window[6],
+            window[7], C,         H,         W,         OH,        OW};
 }
 
 // Runs an index kernel, then raises if it met an index out of range (a copy to the host:
 // the error names the index, as on the CPU).
-void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, const Tensor& src, const Tensor& out, const char* op) {
+void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, const Tensor& src,
+               const Tensor& out, const char* op) {
     int64_t n = index.numel();
     if (n == 0) return;
     // An index kiln made in range itself needs no check: no flag, no copy to the host (so
     // max_pool2d's gather runs inside a captured CUDA graph and never waits for the device).
     Tensor bad = p.in_range ? Tensor()
-                            : full({1}, -9223372036854775807.0 - 1.0, {.dtype = DType::int64, .device = index.device()});
+                            : full({1}, -9223372036854775807.0 - 1.0,
+                                   {.dtype = DType::int64, .device = index.device()});
     void* fn = kernel(source(std::string(scatter ? "scatter_add " : "gather ") + dtype_name(t)),
                       scatter ? "kiln_scatter_add" : "kiln_gather");
     long long count = n, n_index = p.n_index, n_data = p.n_data, inner = p.inner;
-    void *ip = data(index), *sp = data(src), *op_ = data(out), *bp = p.in_range ? nullptr : data(bad);
+    void *ip = data(index), *sp = data(src), *op_ = data(out),
+         *bp = p.in_range ? nullptr : data(bad);
     void* args[] = {&count, &n_index, &n_data, &inner, &ip, &sp, &op_, &bp};
     launch(fn, n, args);
     if (p.in_range) return;
@@ -63,49 +68,46 @@ void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, 
 
 }  // namespace
 
-Tensor cuda_unfold2d(const Tensor& x, const Shape& window, int64_t OH, int64_t OW, double pad) {
-    int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-    Tensor src = contiguous_as(x, x.dtype());
-    Tensor out = empty({N, C * window[0] * window[1], OH * OW}, x.dtype(), x.device());
+namespace {
+
+// Launches the window kernel `name` ("unfold2d", "fold2d", "max_pool2d_index"; the source for
+// src's dtype), one thread per element of out, over the window and the image's sizes; `pad`
+// only for unfold2d. Returns out.
+Tensor run_window(const char* name, const Tensor& src, Tensor out, const Shape& window, int64_t C,
+                  int64_t H, int64_t W, int64_t OH, int64_t OW, double* pad = nullptr) {
     int64_t n = out.numel();
     if (n == 0) return out;
     WindowArgs a = window_args(window, C, H, W, OH, OW);
     long long count = n;
     void *sp = data(src), *op = data(out);
-    void* args[] = {&a, &count, &sp, &op, &pad};
-    launch(kernel(source(std::string("unfold2d ") + dtype_name(x.dtype())), "kiln_unfold2d"), n,
-           args);
+    void* args[] = {&a, &count, &sp, &op, pad};
+    std::string label = std::string(name) + " " + dtype_name(src.dtype());
+    launch(kernel(source(label), std::string("kiln_") + name), n, args);
     return out;
+}
+
+}  // namespace
+
+Tensor cuda_unfold2d(const Tensor& x, const Shape& window, int64_t OH, int64_t OW, double pad) {
+    int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+    Tensor src = contiguous_as(x, x.dtype());
+    return run_window("unfold2d", src,
+                      empty({N, C * window[0] * window[1], OH * OW}, x.dtype(), x.device()), window,
+                      C, H, W, OH, OW, &pad);
 }
 
 Tensor cuda_max_pool2d_index(const Tensor& x, const Shape& window, int64_t OH, int64_t OW) {
     int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
     Tensor src = contiguous_as(x, x.dtype());
-    Tensor out = empty({N, C, OH, OW}, DType::int64, x.device());
-    int64_t n = out.numel();
-    if (n == 0) return out;
-    WindowArgs a = window_args(window, C, H, W, OH, OW);
-    long long count = n;
-    void *sp = data(src), *op = data(out);
-    void* args[] = {&a, &count, &sp, &op};
-    launch(kernel(source(std::string("max_pool2d_index ") + dtype_name(x.dtype())),
-                  "kiln_max_pool2d_index"),
-           n, args);
-    return out;
+    return run_window("max_pool2d_index", src, empty({N, C, OH, OW}, DType::int64, x.device()),
+                      window, C, H, W, OH, OW);
 }
 
-Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W,
+                   int64_t OH, int64_t OW) {
     Tensor src = contiguous_as(cols, cols.dtype());
-    Tensor out = empty({cols.size(0), C, H, W}, cols.dtype(), cols.device());
-    int64_t n = out.numel();
-    if (n == 0) return out;
-    WindowArgs a = window_args(window, C, H, W, OH, OW);
-    long long count = n;
-    void *sp = data(src), *op = data(out);
-    void* args[] = {&a, &count, &sp, &op};
-    launch(kernel(source(std::string("fold2d ") + dtype_name(cols.dtype())), "kiln_fold2d"), n,
-           args);
-    return out;
+    return run_window("fold2d", src, empty({cols.size(0), C, H, W}, cols.dtype(), cols.device()),
+                      window, C, H, W, OH, OW);
 }
 
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& p) {
@@ -116,8 +118,10 @@ Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& p) {
     return out;
 }
 
-Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src_in, const IndexSizes& p) {
-    KILN_CHECK(base.dtype() != DType::boolean, "scatter_add: bool tensors are not supported on CUDA");
+Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src_in,
+                        const IndexSizes& p) {
+    KILN_CHECK(base.dtype() != DType::boolean,
+               "scatter_add: bool tensors are not supported on CUDA");
     Tensor out = materialize(base);
     Tensor src = contiguous_as(src_in, src_in.dtype());
     Tensor idx = contiguous_as(index, DType::int64);
