@@ -359,51 +359,37 @@ class CudaKernelEmitter : KernelEmitterCore {
 
     // A group's loads of `arrays` into name_v[4] (past the row's end: zero).
     void emit_group_loads(const std::string& ind, const std::vector<int>& arrays) {
-        std::vector<int> floats, others;
-        for (int v : arrays) (float4_array(v) ? floats : others).push_back(v);
         for (int v : arrays) os_ << ind << type(v) << " " << s_.value_name(v) << "_v[4];\n";
-        auto scalar_loop = [&](const std::string& in, const std::vector<int>& vs) {
-            os_ << in << "#pragma unroll\n";
-            os_ << in << "for (int c = 0; c < 4; ++c) {\n";
-            os_ << in << "    const int j = j0 + c;\n";
-            for (int v : vs)
-                os_ << in << "    " << s_.value_name(v) << "_v[c] = j < j_end ? " << ptr(v) << "["
-                    << index_text(plan_load(v, rank_, false)) << "] : (" << type(v) << ")0;\n";
-            os_ << in << "}\n";
-        };
-        if (!floats.empty()) {
-            os_ << ind << "if (vec4) {\n";
-            os_ << ind << "    const int j = j0;\n";
-            for (int v : floats) {
-                std::string name = s_.value_name(v);
-                os_ << ind << "    const float4 " << name
-                    << "_q = *reinterpret_cast<const float4*>(&" << ptr(v) << "["
-                    << index_text(plan_load(v, rank_, false)) << "]);\n";
-                os_ << ind << "    " << name << "_v[0] = " << name << "_q.x, " << name
-                    << "_v[1] = " << name << "_q.y, " << name << "_v[2] = " << name << "_q.z, "
-                    << name << "_v[3] = " << name << "_q.w;\n";
-            }
-            os_ << ind << "} else {\n";
-            scalar_loop(ind + "    ", floats);
-            os_ << ind << "}\n";
-        }
-        if (!others.empty()) scalar_loop(ind, others);
+        emit_group_moves(ind, arrays, /*store=*/false);
     }
 
     // A group's stores from name_v[4].
     void emit_group_stores(const std::string& ind, const std::vector<int>& stores) {
-        std::vector<int> floats, others;
+        std::vector<int> arrays;
         for (int v : stores)
-            if (group_array(v)) (float4_array(v) ? floats : others).push_back(v);
+            if (group_array(v)) arrays.push_back(v);
+        emit_group_moves(ind, arrays, /*store=*/true);
+    }
+
+    // Moves a group's 4 elements of each array between memory and name_v[4]: float4 when the
+    // array allows and the group is aligned and whole (`vec4`), else element by element.
+    void emit_group_moves(const std::string& ind, const std::vector<int>& arrays, bool store) {
+        std::vector<int> floats, others;
+        for (int v : arrays) (float4_array(v) ? floats : others).push_back(v);
+        auto at = [&](int v) { return index_text(plan_load(v, rank_, false)); };
         auto scalar_loop = [&](const std::string& in, const std::vector<int>& vs) {
             os_ << in << "#pragma unroll\n";
             os_ << in << "for (int c = 0; c < 4; ++c) {\n";
             os_ << in << "    const int j = j0 + c;\n";
-            os_ << in << "    if (j >= j_end) break;\n";
-            for (int v : vs)
-                os_ << in << "    " << s_.value_name(v) << "_ptr["
-                    << index_text(plan_load(v, rank_, false)) << "] = " << s_.value_name(v)
-                    << "_v[c];\n";
+            if (store) os_ << in << "    if (j >= j_end) break;\n";
+            for (int v : vs) {
+                std::string name = s_.value_name(v);
+                if (store)
+                    os_ << in << "    " << name << "_ptr[" << at(v) << "] = " << name << "_v[c];\n";
+                else
+                    os_ << in << "    " << name << "_v[c] = j < j_end ? " << ptr(v) << "[" << at(v)
+                        << "] : (" << type(v) << ")0;\n";
+            }
             os_ << in << "}\n";
         };
         if (!floats.empty()) {
@@ -411,9 +397,17 @@ class CudaKernelEmitter : KernelEmitterCore {
             os_ << ind << "    const int j = j0;\n";
             for (int v : floats) {
                 std::string name = s_.value_name(v);
-                os_ << ind << "    *reinterpret_cast<float4*>(&" << name << "_ptr["
-                    << index_text(plan_load(v, rank_, false)) << "]) = make_float4(" << name
-                    << "_v[0], " << name << "_v[1], " << name << "_v[2], " << name << "_v[3]);\n";
+                if (store)
+                    os_ << ind << "    *reinterpret_cast<float4*>(&" << name << "_ptr[" << at(v)
+                        << "]) = make_float4(" << name << "_v[0], " << name << "_v[1], " << name
+                        << "_v[2], " << name << "_v[3]);\n";
+                else
+                    os_ << ind << "    const float4 " << name
+                        << "_q = *reinterpret_cast<const float4*>(&" << ptr(v) << "[" << at(v)
+                        << "]);\n"
+                        << ind << "    " << name << "_v[0] = " << name << "_q.x, " << name
+                        << "_v[1] = " << name << "_q.y, " << name << "_v[2] = " << name << "_q.z, "
+                        << name << "_v[3] = " << name << "_q.w;\n";
             }
             os_ << ind << "} else {\n";
             scalar_loop(ind + "    ", floats);
