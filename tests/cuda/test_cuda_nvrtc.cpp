@@ -19,6 +19,19 @@ using namespace kiln;
 
 namespace {
 bool have_nvrtc() { return kiln_test::have_nvrtc("cuda nvrtc"); }
+
+// KILN_CACHE_DIR set to a folder of this process's own for one scope, removed at its end.
+struct ScopedCacheDir {
+    std::filesystem::path dir;
+    kiln_test::ScopedEnv env;
+    explicit ScopedCacheDir(const std::string& name)
+        : dir(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))),
+          env("KILN_CACHE_DIR", dir.string()) {}
+    ~ScopedCacheDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+};
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cuda_nvrtc)
@@ -28,21 +41,8 @@ BOOST_AUTO_TEST_SUITE(cuda_nvrtc)
 BOOST_AUTO_TEST_CASE(cubins_are_kept_in_the_disk_cache) {
     if (!have_nvrtc()) return;
     namespace fs = std::filesystem;
-    fs::path dir = fs::temp_directory_path() / ("kiln-cubin-cache-" + std::to_string(::getpid()));
-    const char* old = std::getenv("KILN_CACHE_DIR");
-    std::string saved = old ? old : "";
-    setenv("KILN_CACHE_DIR", dir.c_str(), 1);
-    struct Restore {
-        std::string value;
-        bool had;
-        fs::path dir;
-        ~Restore() {
-            if (had) setenv("KILN_CACHE_DIR", value.c_str(), 1);
-            else unsetenv("KILN_CACHE_DIR");
-            std::error_code ec;
-            fs::remove_all(dir, ec);
-        }
-    } restore{saved, old != nullptr, dir};
+    ScopedCacheDir cache("kiln-cubin-cache");
+    const fs::path& dir = cache.dir;
     std::string source = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }  // " + dir.string() + "\n";
     auto before = cuda::detail::compile_stats();
     std::string first = cuda::detail::compile_cubin(source, "k", 90);
@@ -79,15 +79,8 @@ BOOST_AUTO_TEST_CASE(cubins_are_kept_in_the_disk_cache) {
 BOOST_AUTO_TEST_CASE(cubin_cache_round_trip_and_damage_on_disk) {
     if (!have_nvrtc()) return;
     namespace fs = std::filesystem;
-    fs::path dir = fs::temp_directory_path() / ("kiln-cubin-damage-" + std::to_string(::getpid()));
-    kiln_test::ScopedEnv env("KILN_CACHE_DIR", dir.string());
-    struct Cleanup {
-        fs::path dir;
-        ~Cleanup() {
-            std::error_code ec;
-            fs::remove_all(dir, ec);
-        }
-    } cleanup{dir};
+    ScopedCacheDir cache("kiln-cubin-damage");
+    const fs::path& dir = cache.dir;
     std::string source =
         "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] += 1.0f; }  // " + dir.string() +
         "\n";
@@ -138,15 +131,8 @@ BOOST_AUTO_TEST_CASE(cubin_cache_round_trip_and_damage_on_disk) {
 BOOST_AUTO_TEST_CASE(devices_newer_than_nvrtc_get_cached_ptx) {
     if (!have_nvrtc()) return;
     namespace fs = std::filesystem;
-    fs::path dir = fs::temp_directory_path() / ("kiln-cubin-future-" + std::to_string(::getpid()));
-    kiln_test::ScopedEnv env("KILN_CACHE_DIR", dir.string());
-    struct Cleanup {
-        fs::path dir;
-        ~Cleanup() {
-            std::error_code ec;
-            fs::remove_all(dir, ec);
-        }
-    } cleanup{dir};
+    ScopedCacheDir cache("kiln-cubin-future");
+    const fs::path& dir = cache.dir;
     constexpr int kFuture = 9990;  // sm_9990: no NVRTC knows it
     cuda::detail::NvrtcTarget target = cuda::detail::nvrtc_target(kFuture);
     BOOST_TEST(target.ptx);
