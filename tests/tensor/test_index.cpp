@@ -58,8 +58,12 @@ BOOST_AUTO_TEST_CASE(bad_indices_raise_naming_the_op_and_the_values) {
         "gather: index -1 is out of bounds for dim 1 with size 4");
     // kIndexInRange (max_pool2d's gather: its index is in range by construction) only lets
     // the CUDA kernels skip their check; on the CPU a bad index still raises.
-    raises([&] { dispatch(OpId::gather, {x, ints({4, 0, 0, 0, 0, 0}, {3, 2})}, {.dim = 1, .scalar = kIndexInRange}); },
-           "gather: index 4 is out of bounds for dim 1 with size 4");
+    raises(
+        [&] {
+            dispatch(OpId::gather, {x, ints({4, 0, 0, 0, 0, 0}, {3, 2})},
+                     {.dim = 1, .scalar = kIndexInRange});
+        },
+        "gather: index 4 is out of bounds for dim 1 with size 4");
     raises([&] { gather(x, 1, zeros({3, 2})); }, "expected an int64 index");
     raises([&] { gather(x, 1, ints({0, 0}, {2})); }, "must have the same number of dims");
     raises([&] { gather(x, 1, ints({0, 0, 0, 0}, {2, 2})); }, "must match input");
