@@ -24,6 +24,17 @@ struct Backend {
     virtual WorkHandle reduce_scatter(const void* in, void* out, int64_t n_out, DType dtype,
                                       ReduceOp op, std::vector<Tensor> keep,
                                       const std::string& what) = 0;
+    // Several in-place broadcasts from `src` as one engine operation, or null when the engine
+    // cannot group them (dist flattens them per dtype instead).
+    struct Buffer {
+        void* data;
+        int64_t n;
+        DType dtype;
+    };
+    virtual WorkHandle broadcast_group(const std::vector<Buffer>& /*bufs*/, int /*src*/,
+                                       std::vector<Tensor> /*keep*/, const std::string& /*what*/) {
+        return nullptr;
+    }
     // After a timeout the engine's state is unknown: no clean shutdown (MPI_Finalize would wait).
     bool broken = false;
 };

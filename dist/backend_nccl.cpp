@@ -50,7 +50,9 @@ constexpr unsigned kStreamNonBlocking = 1, kEventDisableTiming = 2;
     X(ncclAllGather, "ncclAllGather",                                                              \
       ncclResult_t (*)(const void*, void*, size_t, int, ncclComm_t, CUstream))                     \
     X(ncclReduceScatter, "ncclReduceScatter",                                                      \
-      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))
+      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))                \
+    X(ncclGroupStart, "ncclGroupStart", ncclResult_t (*)())                                        \
+    X(ncclGroupEnd, "ncclGroupEnd", ncclResult_t (*)())
 struct Nccl {
     KILN_NCCL_SYMBOLS(KILN_SYMBOL_FIELD)
     void bind(const LibrarySymbols& symbols) { KILN_NCCL_SYMBOLS(KILN_SYMBOL_BIND) }
@@ -161,6 +163,7 @@ class NcclWork final : public Work {
     ~NcclWork() override;
     void wait() override;
     bool poll() override;
+    void wait_on_stream() override;
 
    private:
     NcclBackend& b_;
@@ -168,6 +171,7 @@ class NcclWork final : public Work {
     std::vector<Tensor> keep_;
     std::string what_;
     bool done_ = false;
+    bool joined_ = false;  // kiln's stream waits for done_event_ already
 };
 
 class NcclBackend final : public Backend {
@@ -243,6 +247,26 @@ class NcclBackend final : public Backend {
             },
             std::move(keep), what);
     }
+    // One group (ncclGroupStart/End): NCCL launches the broadcasts together, one round trip.
+    WorkHandle broadcast_group(const std::vector<Buffer>& bufs, int src, std::vector<Tensor> keep,
+                               const std::string& what) override {
+        for (const Buffer& b : bufs) nccl_type(b.dtype);  // raises before the group opens
+        return run(
+            [&] {
+                ncclResult_t rc = lib.nccl.ncclGroupStart();
+                if (rc != 0) return rc;
+                for (const Buffer& b : bufs) {
+                    rc = lib.nccl.ncclBroadcast(b.data, b.data, size_t(b.n), nccl_type(b.dtype),
+                                                src, comm, comm_stream);
+                    if (rc != 0 && rc != kInProgress) {
+                        lib.nccl.ncclGroupEnd();
+                        return rc;
+                    }
+                }
+                return lib.nccl.ncclGroupEnd();
+            },
+            std::move(keep), what);
+    }
     WorkHandle all_gather(const void* in, void* out, int64_t n, DType dtype,
                           std::vector<Tensor> keep, const std::string& what) override {
         return run(
@@ -269,10 +293,27 @@ NcclWork::~NcclWork() {
 
 bool NcclWork::poll() { return done_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
 
+// kiln's stream waits for the collective; the host goes on. The tensors kept alive for it can
+// go now: kiln's caching allocator hands a freed block only to work queued on kiln's stream
+// (after this wait) or to a later collective (which waits for kiln's stream first).
+void NcclWork::wait_on_stream() {
+    if (done_ || joined_) return;
+    KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
+               ": the communicator was aborted after an earlier collective failed");
+    CUresult rc = b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"),
+                                              done_event_, 0);
+    KILN_CHECK(rc == 0, "dist (NCCL): cuStreamWaitEvent for ", what_, " failed (CUDA error ", rc,
+               ")");
+    joined_ = true;
+    keep_.clear();
+}
+
 // The host waits for the collective (polling, so a dead peer becomes an error), then kiln's
 // stream is ordered after it, so kernels queued next read the result.
 void NcclWork::wait() {
     if (done_) return;
+    KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
+               ": the communicator was aborted after an earlier collective failed");
     auto deadline = Clock::now() + b_.group.timeout;
     for (int spins = 0;; ++spins) {
         CUresult q = b_.lib.cu.cuEventQuery(done_event_);
@@ -292,7 +333,8 @@ void NcclWork::wait() {
         }
         if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
+    if (!joined_)
+        b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
     done_ = true;
     keep_.clear();
 }
