@@ -2,7 +2,8 @@
 // opens cuBLAS), so kiln builds without nccl.h and starts without NCCL. Collectives run on a
 // stream of their own, after the work kiln's stream has queued so far (an event between the
 // two); wait() polls the finishing event against the deadline, and a timeout aborts the
-// communicator (ncclCommAbort) rather than hang.
+// communicator (ncclCommAbort) rather than hang; wait_on_stream() only makes kiln's stream
+// wait for that event (DDP), the host goes on.
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -287,8 +288,9 @@ class NcclBackend final : public Backend {
     }
 };
 
+// Through the library, not the backend: a DDP may hold a Work past destroy_process_group().
 NcclWork::~NcclWork() {
-    if (done_event_) b_.lib.cu.cuEventDestroy(done_event_);
+    if (done_event_) library().cu.cuEventDestroy(done_event_);
 }
 
 bool NcclWork::poll() { return done_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
