@@ -302,8 +302,8 @@ void NcclWork::wait_on_stream() {
     if (done_ || joined_) return;
     KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
                ": the communicator was aborted after an earlier collective failed");
-    CUresult rc = b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"),
-                                              done_event_, 0);
+    CUresult rc =
+        b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
     KILN_CHECK(rc == 0, "dist (NCCL): cuStreamWaitEvent for ", what_, " failed (CUDA error ", rc,
                ")");
     joined_ = true;

@@ -347,8 +347,9 @@ WorkHandle broadcast_coalesced(const std::vector<Tensor>& tensors, int src) {
     Group& g = broadcast_group(tensors[0], src);
     for (const Tensor& t : tensors) {
         check_tensor(t, "broadcast", true);
-        KILN_CHECK(t.device() == tensors[0].device(), "dist.broadcast_coalesced: the tensors are on ",
-                   tensors[0].device(), " and ", t.device(), "; one device per call");
+        KILN_CHECK(t.device() == tensors[0].device(),
+                   "dist.broadcast_coalesced: the tensors are on ", tensors[0].device(), " and ",
+                   t.device(), "; one device per call");
     }
     if (g.info.world_size == 1) return std::make_shared<Done>();
     for (const Tensor& t : tensors) leave_graph(t);
@@ -386,7 +387,7 @@ WorkHandle broadcast_coalesced(const std::vector<Tensor>& tensors, int src) {
                 pieces.push_back(t.reshape({-1}));
                 n += t.numel();
             }
-        p.flat = !mine ? empty({n}, dt, tensors[0].device())
+        p.flat = !mine                ? empty({n}, dt, tensors[0].device())
                  : pieces.size() == 1 ? pieces[0].clone()
                                       : cat(pieces, 0);
         p.work = start_broadcast(g, p.flat, src);

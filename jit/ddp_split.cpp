@@ -65,8 +65,8 @@ std::vector<int> assign_ops(const Graph& g, std::span<const Tensor> examples, co
                 fresh.push_back(a), bytes += examples[a].nbytes();
                 if (by_bucket) bucket = std::max(bucket, ddp.bucket_of[size_t(param_of[a])]);
             }
-        bool next = by_bucket ? bucket > piece_bucket
-                              : double(pieces.back().bytes + bytes) > ddp.cap_bytes;
+        bool next =
+            by_bucket ? bucket > piece_bucket : double(pieces.back().bytes + bytes) > ddp.cap_bytes;
         if (!fresh.empty() && pieces.back().bytes > 0 && next) pieces.emplace_back();
         if (!fresh.empty()) piece_bucket = std::max(piece_bucket, bucket);
         for (int a : fresh) {

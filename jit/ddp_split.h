@@ -62,9 +62,9 @@ struct DDPSplit {
 // from the last back, each op joins the current subgraph, and the DDP parameters it reads are
 // added to that subgraph's bucket; an op that reads a parameter of a later DDP bucket than
 // the subgraph's (bucket_of), or, without bucket_of, whose parameters would take the bucket
-// past cap_bytes (when it already holds some), starts the next subgraph. The result runs the subgraphs in order, passing values between them.
-// A graph whose parameters fit one bucket, or with symbolic sizes, is compiled whole.
-// The split is recorded for explain (ddp_split_of).
+// past cap_bytes (when it already holds some), starts the next subgraph. The result runs the
+// subgraphs in order, passing values between them. A graph whose parameters fit one bucket, or with
+// symbolic sizes, is compiled whole. The split is recorded for explain (ddp_split_of).
 CompiledFn ddp_split_compile(const Backend& backend, std::shared_ptr<const Graph> graph,
                              std::span<const Tensor> examples, const BackendOptions& options,
                              const DDPBuckets& ddp);

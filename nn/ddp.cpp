@@ -90,7 +90,8 @@ std::vector<std::vector<size_t>> ddp_bucket_assignment(const std::vector<size_t>
     std::vector<size_t>& last = buckets.back();  // descending: its first parameters at the end
     size_t take = 0;
     double front = 0;
-    while (take < last.size() && (take == 0 || front + double(bytes[last[last.size() - 1 - take]]) <= last_cap))
+    while (take < last.size() &&
+           (take == 0 || front + double(bytes[last[last.size() - 1 - take]]) <= last_cap))
         front += double(bytes[last[last.size() - 1 - take++]]);
     if (take < last.size()) {
         std::vector<size_t> tail(last.end() - std::ptrdiff_t(take), last.end());

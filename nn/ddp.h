@@ -66,8 +66,8 @@ struct DDPTimeline {
         size_t params = 0, bytes = 0;
         double ready_us = -1;      // its last gradient's hook
         double enqueued_us = -1;   // its all-reduce handed to the engine (in bucket order)
-        double done_us = -1;  // joined at the end: CUDA, kiln's stream waits for it (the host
-                              // does not); CPU, the host's wait returned
+        double done_us = -1;       // joined at the end: CUDA, kiln's stream waits for it (the host
+                                   // does not); CPU, the host's wait returned
         double gpu_ready_ms = -1;  // KILN_LOGS=ddp on CUDA: its flat copy done on the GPU
     };
     std::vector<Bucket> buckets;  // launch order

@@ -271,8 +271,9 @@ BOOST_AUTO_TEST_CASE(a_ddp_step_on_gpus_does_not_wait_on_the_host) {
                           "the step without DDP already waits on the host ("
                               << plain_ms << " ms behind a " << job_ms
                               << " ms GPU job): this case cannot tell DDP's waits apart");
-    BOOST_CHECK_MESSAGE(ddp_ms < job_ms / 2, "DDP's step waited on the host: " << ddp_ms
-                                                 << " ms behind a " << job_ms << " ms GPU job");
+    BOOST_CHECK_MESSAGE(
+        ddp_ms < job_ms / 2,
+        "DDP's step waited on the host: " << ddp_ms << " ms behind a " << job_ms << " ms GPU job");
     ddp.eval();
     ddp(x);  // rank 0's statistics broadcast, stream-ordered
     for (const Tensor& p : ddp.parameters()) {

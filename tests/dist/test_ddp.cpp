@@ -468,7 +468,8 @@ BOOST_AUTO_TEST_CASE(compiled_subgraphs_follow_the_small_first_and_last_buckets)
         .on_all_reduce_start =
             [&events](size_t b) { events.push_back("all-reduce " + std::to_string(b)); }};
     nn::DistributedDataParallel ddp(net, options);
-    BOOST_REQUIRE(ddp.bucket_layout() == (std::vector<std::vector<size_t>>{{5, 4}, {3, 2}, {1, 0}}));
+    BOOST_REQUIRE(ddp.bucket_layout() ==
+                  (std::vector<std::vector<size_t>>{{5, 4}, {3, 2}, {1, 0}}));
     int64_t hook = autograd::register_post_accumulate_grad_hook(
         net->named_parameters().at(0).second,
         [&events](const Tensor&) { events.push_back("first layer ready"); });
