@@ -1,6 +1,7 @@
 // Internal to dist/: what an engine (MPI, NCCL) does for the process group. Buffers are
 // contiguous memory of the engine's device; counts are in elements.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -36,7 +37,8 @@ struct Backend {
         return nullptr;
     }
     // After a timeout the engine's state is unknown: no clean shutdown (MPI_Finalize would wait).
-    bool broken = false;
+    // Atomic: NCCL's watchdog thread (dist/watchdog.h) reads and sets it too.
+    std::atomic<bool> broken{false};
 };
 
 struct GroupInfo {

@@ -4,12 +4,15 @@
 // two); wait() polls the finishing event against the deadline, and a timeout aborts the
 // communicator (ncclCommAbort) rather than hang; wait_on_stream() only makes kiln's stream
 // wait for that event (DDP), the host goes on.
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "dist/backend.h"
+#include "dist/watchdog.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 #include "tensor/symbol_table.h"
@@ -60,13 +63,15 @@ struct Nccl {
 };
 
 // The driver's, for the backend's own streams and events.
-#define KILN_NCCL_CUDA_SYMBOLS(X)                                          \
-    X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned)) \
-    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))    \
-    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))     \
-    X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                 \
-    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))          \
-    X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))
+#define KILN_NCCL_CUDA_SYMBOLS(X)                                                        \
+    X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned))               \
+    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))                  \
+    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                   \
+    X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                               \
+    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                        \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned)) \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult (*)(void**))                          \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(void*))
 struct Cuda {
     KILN_NCCL_CUDA_SYMBOLS(KILN_SYMBOL_FIELD)
     void bind(const LibrarySymbols& symbols) { KILN_NCCL_CUDA_SYMBOLS(KILN_SYMBOL_BIND) }
@@ -157,21 +162,34 @@ int nccl_op(ReduceOp op) {
 
 class NcclBackend;
 
+// A collective's finishing event, shared by its Work and the watchdog; destroyed through the
+// library, not the backend: a DDP may hold a Work past destroy_process_group().
+struct DoneEvent {
+    CUevent e = nullptr;
+    ~DoneEvent();
+};
+
 class NcclWork final : public Work {
    public:
     NcclWork(NcclBackend& b, CUevent done, std::vector<Tensor> keep, std::string what)
-        : b_(b), done_event_(done), keep_(std::move(keep)), what_(std::move(what)) {}
-    ~NcclWork() override;
+        : b_(b),
+          done_(std::make_shared<DoneEvent>()),
+          keep_(std::move(keep)),
+          what_(std::move(what)) {
+        done_->e = done;
+        done_event_ = done;
+    }
     void wait() override;
     bool poll() override;
     void wait_on_stream() override;
 
    private:
     NcclBackend& b_;
+    std::shared_ptr<DoneEvent> done_;
     CUevent done_event_;
     std::vector<Tensor> keep_;
     std::string what_;
-    bool done_ = false;
+    bool finished_ = false;
     bool joined_ = false;  // kiln's stream waits for done_event_ already
 };
 
@@ -182,6 +200,7 @@ class NcclBackend final : public Backend {
         KILN_CHECK(g.world_size == 1 || g.store,
                    "dist (NCCL): no rendezvous store to pass NCCL's id");
         main_stream = cuda::detail::library_stream("dist (NCCL)");  // also makes cuda:0's context current
+        check_cu(lib.cu.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
         check_cu(lib.cu.cuStreamCreate(&comm_stream, kStreamNonBlocking), "cuStreamCreate");
         ncclUniqueId id{};
         std::string key = "nccl/id";
@@ -207,6 +226,40 @@ class NcclBackend final : public Backend {
     Library& lib;
     ncclComm_t comm = nullptr;
     CUstream main_stream = nullptr, comm_stream = nullptr;
+    void* context = nullptr;             // cuda:0's, current on the watchdog's thread too
+    std::unique_ptr<Watchdog> watchdog;  // started by the first collective the host leaves
+
+    // A collective the host does not wait for (Work::wait_on_stream): still pending after the
+    // timeout, it is reported, the communicator aborted and this process ended with status 1,
+    // as PyTorch's NCCL watchdog does: the host may be blocked in a synchronisation behind it,
+    // where no error can reach it. `kiln launch` then stops the other ranks.
+    void watch(std::shared_ptr<DoneEvent> done, const std::string& what) {
+        if (!watchdog) {
+            auto period = std::clamp(group.timeout / 20, std::chrono::milliseconds(10),
+                                     std::chrono::milliseconds(1000));
+            watchdog = std::make_unique<Watchdog>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(period),
+                [this] { lib.cu.cuCtxSetCurrent(context); });
+        }
+        watchdog->watch([this, done] { return lib.cu.cuEventQuery(done->e) != kNotReady; },
+                        Clock::now() + group.timeout,
+                        [this, what] {
+                            // The host's own wait raised and aborted already: nothing to add.
+                            if (broken.exchange(true)) return;
+                            std::fprintf(
+                                stderr,
+                                "dist (NCCL) watchdog, rank %d: %s did not complete within %g s: a "
+                                "rank died, exited early or never called it (every rank must call "
+                                "the same collectives in the same order; the timeout is "
+                                "KILN_DIST_TIMEOUT, seconds). Aborting the communicator and "
+                                "exiting.\n",
+                                group.rank, what.c_str(), double(group.timeout.count()) / 1000);
+                            std::fflush(stderr);
+                            lib.nccl.ncclCommAbort(comm);
+                            std::_Exit(1);
+                        });
+    }
+    ~NcclBackend() override { watchdog.reset(); }
 
     void check(ncclResult_t rc, const char* what) {
         KILN_CHECK(rc == 0 || rc == kInProgress, "dist (NCCL): ", what,
@@ -288,18 +341,17 @@ class NcclBackend final : public Backend {
     }
 };
 
-// Through the library, not the backend: a DDP may hold a Work past destroy_process_group().
-NcclWork::~NcclWork() {
-    if (done_event_) library().cu.cuEventDestroy(done_event_);
+DoneEvent::~DoneEvent() {
+    if (e) library().cu.cuEventDestroy(e);
 }
 
-bool NcclWork::poll() { return done_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
+bool NcclWork::poll() { return finished_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
 
 // kiln's stream waits for the collective; the host goes on. The tensors kept alive for it can
 // go now: kiln's caching allocator hands a freed block only to work queued on kiln's stream
 // (after this wait) or to a later collective (which waits for kiln's stream first).
 void NcclWork::wait_on_stream() {
-    if (done_ || joined_) return;
+    if (finished_ || joined_) return;
     KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
                ": the communicator was aborted after an earlier collective failed");
     CUresult rc =
@@ -308,12 +360,13 @@ void NcclWork::wait_on_stream() {
                ")");
     joined_ = true;
     keep_.clear();
+    b_.watch(done_, what_);
 }
 
 // The host waits for the collective (polling, so a dead peer becomes an error), then kiln's
 // stream is ordered after it, so kernels queued next read the result.
 void NcclWork::wait() {
-    if (done_) return;
+    if (finished_) return;
     KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
                ": the communicator was aborted after an earlier collective failed");
     auto deadline = Clock::now() + b_.group.timeout;
@@ -324,20 +377,18 @@ void NcclWork::wait() {
         ncclResult_t async = 0;
         b_.lib.nccl.ncclCommGetAsyncError(b_.comm, &async);
         if (async != 0 && async != kInProgress) {
-            b_.broken = true;
-            b_.lib.nccl.ncclCommAbort(b_.comm);
+            if (!b_.broken.exchange(true)) b_.lib.nccl.ncclCommAbort(b_.comm);
             fail("dist (NCCL): ", what_, " failed: ", b_.lib.nccl.ncclGetErrorString(async));
         }
         if (Clock::now() >= deadline) {
-            b_.broken = true;
-            b_.lib.nccl.ncclCommAbort(b_.comm);
+            if (!b_.broken.exchange(true)) b_.lib.nccl.ncclCommAbort(b_.comm);
             fail_timeout("NCCL", what_, b_.group.timeout);
         }
         if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     if (!joined_)
         b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
-    done_ = true;
+    finished_ = true;
     keep_.clear();
 }
 
