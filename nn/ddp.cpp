@@ -28,17 +28,23 @@ struct DistributedDataParallel::GpuMarks {
 std::string DDPTimeline::str() const {
     std::ostringstream os;
     char line[256];
+    std::snprintf(line, sizeof line, "forward: %zu buffers broadcast in %.0f us (%lld engine calls",
+                  buffers, buffer_sync_us, (long long)buffer_engine_calls);
+    os << line;
+    if (buffer_gpu_ms >= 0) {
+        std::snprintf(line, sizeof line, "; on the GPU %.3f ms", buffer_gpu_ms);
+        os << line;
+    }
     std::snprintf(line, sizeof line,
-                  "forward: %zu buffers broadcast in %.0f us (%lld engine calls); backward: "
-                  "first gradient %.0f us after the forward returned (times below from it)\n",
-                  buffers, buffer_sync_us, (long long)buffer_engine_calls,
+                  "); backward: first gradient %.0f us after the forward returned (times below "
+                  "from it)\n",
                   first_hook_after_forward_us);
     os << line;
     for (size_t i = 0; i < buckets.size(); ++i) {
         const Bucket& b = buckets[i];
         std::snprintf(line, sizeof line,
-                      "  bucket %zu: %zu params, %.2f MB: ready %.0f us, enqueued %.0f us, wait "
-                      "returned %.0f us",
+                      "  bucket %zu: %zu params, %.2f MB: ready %.0f us, enqueued %.0f us, "
+                      "joined %.0f us",
                       i, b.params, b.bytes / 1e6, b.ready_us, b.enqueued_us, b.done_us);
         os << line;
         if (b.gpu_ready_ms >= 0) {
@@ -48,7 +54,7 @@ std::string DDPTimeline::str() const {
         }
         os << "\n";
     }
-    std::snprintf(line, sizeof line, "  host: wait from %.0f us to %.0f us (%.0f us)",
+    std::snprintf(line, sizeof line, "  host: joining from %.0f us to %.0f us (%.0f us)",
                   wait_start_us, end_us, end_us - wait_start_us);
     os << line;
     if (gpu_backward_end_ms >= 0) {
