@@ -311,19 +311,15 @@ class FlattenedBroadcast final : public Work {
     void wait() override {
         if (done_) return;
         for (Part& p : parts_) p.work->wait();
-        if (copy_back_) {
-            NoGradGuard no_grad;
-            NoDispatchHook eager;  // host code of the collective, never recorded by compile()
-            for (Part& p : parts_) {
-                int64_t offset = 0;
-                for (const Tensor& t : p.targets) {
-                    Tensor(t).copy_(p.flat.narrow(0, offset, t.numel()).reshape(t.shape()));
-                    offset += t.numel();
-                }
-            }
-        }
+        copy_back();
         parts_.clear();
         done_ = true;
+    }
+    // The copies back queue behind the broadcasts on kiln's stream (NCCL); MPI waits.
+    void wait_on_stream() override {
+        if (done_ || copied_) return;
+        for (Part& p : parts_) p.work->wait_on_stream();
+        copy_back();
     }
     bool poll() override {
         if (done_) return true;
@@ -334,8 +330,22 @@ class FlattenedBroadcast final : public Work {
     }
 
    private:
+    void copy_back() {
+        if (copied_) return;
+        copied_ = true;
+        if (!copy_back_) return;
+        NoGradGuard no_grad;
+        NoDispatchHook eager;  // host code of the collective, never recorded by compile()
+        for (Part& p : parts_) {
+            int64_t offset = 0;
+            for (const Tensor& t : p.targets) {
+                Tensor(t).copy_(p.flat.narrow(0, offset, t.numel()).reshape(t.shape()));
+                offset += t.numel();
+            }
+        }
+    }
     std::vector<Part> parts_;
-    bool copy_back_, done_ = false;
+    bool copy_back_, done_ = false, copied_ = false;
 };
 }  // namespace
 
@@ -363,7 +373,12 @@ WorkHandle broadcast_coalesced(const std::vector<Tensor>& tensors, int src) {
     std::ostringstream what;
     what << "broadcast from rank " << src << " of " << tensors.size() << " tensors (" << total
          << " elements) on " << tensors[0].device();
-    if (WorkHandle w = b.broadcast_group(bufs, src, tensors, what.str())) {
+    // KILN_DIST_GROUP=0: flattened per dtype even where the engine groups (to compare them).
+    static const bool group_them = [] {
+        const char* v = std::getenv("KILN_DIST_GROUP");
+        return !v || std::string(v) != "0";
+    }();
+    if (WorkHandle w = group_them ? b.broadcast_group(bufs, src, tensors, what.str()) : nullptr) {
         for (const Tensor& t : tensors) touched(t);
         count_engine_call();
         return w;
