@@ -193,13 +193,14 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
 // that died still makes the others raise.
 void DistributedDataParallel::check_collectives() {
     ++forwards_;
-    std::erase_if(pending_, [&](std::pair<dist::WorkHandle, int64_t>& p) {
-        if (p.second + 1 < forwards_) {
-            p.first->wait();
-            return true;
-        }
-        return p.first->poll();
-    });
+    std::vector<std::pair<dist::WorkHandle, int64_t>> left;
+    for (auto& [work, forward] : pending_) {
+        if (forward + 1 < forwards_)
+            work->wait();  // raises when it failed or timed out; pending_ keeps the rest
+        else if (!work->poll())
+            left.emplace_back(work, forward);
+    }
+    pending_ = std::move(left);
 }
 
 // Rank 0's buffers (batch-norm statistics) for every rank, before the forward: one
