@@ -26,7 +26,7 @@ struct Args {
     std::string model = "mlp", device = "cpu", nproc = "1,2";
     int64_t batch = 32, image = 224, seq = 128;
     int steps = 10, warmup = 3;
-    double bucket_cap_mb = 25;
+    double bucket_cap_mb = 25, first_bucket_cap_mb = 1, last_bucket_cap_mb = 1;
     bool compiled = false, worker = false;
 };
 
@@ -55,7 +55,9 @@ int worker(const Args& a) {
                 .to(dev);
         y = randint(0, 10, {a.batch}).to(dev);
     }
-    nn::DDPOptions options{.bucket_cap_mb = a.bucket_cap_mb};
+    nn::DDPOptions options{.bucket_cap_mb = a.bucket_cap_mb,
+                           .first_bucket_cap_mb = a.first_bucket_cap_mb,
+                           .last_bucket_cap_mb = a.last_bucket_cap_mb};
     if (a.compiled) {
         auto f = std::make_shared<decltype(compile(*net))>(compile(*net));
         options.forward = [f](const Tensor& t) { return (*f)(t); };
@@ -100,6 +102,11 @@ int main(int argc, char** argv) {
     app.add_option("--steps", a.steps, "timed steps (median)");
     app.add_option("--warmup", a.warmup, "untimed steps first (compiling)");
     app.add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP's bucket size");
+    app.add_option("--first-bucket-cap-mb", a.first_bucket_cap_mb,
+                   "DDP's first bucket (the last layers'); 25 with --last-bucket-cap-mb 25: "
+                   "plain 25 MB buckets");
+    app.add_option("--last-bucket-cap-mb", a.last_bucket_cap_mb,
+                   "DDP's last bucket (the first layers')");
     app.add_flag("--compiled", a.compiled, "a compiled model inside DDP");
     app.add_flag("--worker", a.worker, "internal: one rank of a run");
     CLI11_PARSE(app, argc, argv);
@@ -119,7 +126,9 @@ int main(int argc, char** argv) {
         cmd << kiln << " launch --nproc " << n << " " << self << " --worker --model " << a.model
             << " --device " << a.device << " --batch " << a.batch << " --image " << a.image
             << " --seq " << a.seq << " --steps " << a.steps << " --warmup " << a.warmup
-            << " --bucket-cap-mb " << a.bucket_cap_mb << (a.compiled ? " --compiled" : "");
+            << " --bucket-cap-mb " << a.bucket_cap_mb << " --first-bucket-cap-mb "
+            << a.first_bucket_cap_mb << " --last-bucket-cap-mb " << a.last_bucket_cap_mb
+            << (a.compiled ? " --compiled" : "");
         FILE* p = popen(cmd.str().c_str(), "r");
         char line[512] = {};
         std::string got;

@@ -1,6 +1,7 @@
 // Internal to dist/: what an engine (MPI, NCCL) does for the process group. Buffers are
 // contiguous memory of the engine's device; counts are in elements.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,8 +25,20 @@ struct Backend {
     virtual WorkHandle reduce_scatter(const void* in, void* out, int64_t n_out, DType dtype,
                                       ReduceOp op, std::vector<Tensor> keep,
                                       const std::string& what) = 0;
+    // Several in-place broadcasts from `src` as one engine operation, or null when the engine
+    // cannot group them (dist flattens them per dtype instead).
+    struct Buffer {
+        void* data;
+        int64_t n;
+        DType dtype;
+    };
+    virtual WorkHandle broadcast_group(const std::vector<Buffer>& /*bufs*/, int /*src*/,
+                                       std::vector<Tensor> /*keep*/, const std::string& /*what*/) {
+        return nullptr;
+    }
     // After a timeout the engine's state is unknown: no clean shutdown (MPI_Finalize would wait).
-    bool broken = false;
+    // Atomic: NCCL's watchdog thread (dist/watchdog.h) reads and sets it too.
+    std::atomic<bool> broken{false};
 };
 
 struct GroupInfo {

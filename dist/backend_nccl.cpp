@@ -2,13 +2,17 @@
 // opens cuBLAS), so kiln builds without nccl.h and starts without NCCL. Collectives run on a
 // stream of their own, after the work kiln's stream has queued so far (an event between the
 // two); wait() polls the finishing event against the deadline, and a timeout aborts the
-// communicator (ncclCommAbort) rather than hang.
+// communicator (ncclCommAbort) rather than hang; wait_on_stream() only makes kiln's stream
+// wait for that event (DDP), the host goes on.
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "dist/backend.h"
+#include "dist/watchdog.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 #include "tensor/symbol_table.h"
@@ -50,20 +54,24 @@ constexpr unsigned kStreamNonBlocking = 1, kEventDisableTiming = 2;
     X(ncclAllGather, "ncclAllGather",                                                              \
       ncclResult_t (*)(const void*, void*, size_t, int, ncclComm_t, CUstream))                     \
     X(ncclReduceScatter, "ncclReduceScatter",                                                      \
-      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))
+      ncclResult_t (*)(const void*, void*, size_t, int, int, ncclComm_t, CUstream))                \
+    X(ncclGroupStart, "ncclGroupStart", ncclResult_t (*)())                                        \
+    X(ncclGroupEnd, "ncclGroupEnd", ncclResult_t (*)())
 struct Nccl {
     KILN_NCCL_SYMBOLS(KILN_SYMBOL_FIELD)
     void bind(const LibrarySymbols& symbols) { KILN_NCCL_SYMBOLS(KILN_SYMBOL_BIND) }
 };
 
 // The driver's, for the backend's own streams and events.
-#define KILN_NCCL_CUDA_SYMBOLS(X)                                          \
-    X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned)) \
-    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))    \
-    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))     \
-    X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                 \
-    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))          \
-    X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))
+#define KILN_NCCL_CUDA_SYMBOLS(X)                                                        \
+    X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned))               \
+    X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))                  \
+    X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                   \
+    X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                               \
+    X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                        \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned)) \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult (*)(void**))                          \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(void*))
 struct Cuda {
     KILN_NCCL_CUDA_SYMBOLS(KILN_SYMBOL_FIELD)
     void bind(const LibrarySymbols& symbols) { KILN_NCCL_CUDA_SYMBOLS(KILN_SYMBOL_BIND) }
@@ -154,20 +162,35 @@ int nccl_op(ReduceOp op) {
 
 class NcclBackend;
 
+// A collective's finishing event, shared by its Work and the watchdog; destroyed through the
+// library, not the backend: a DDP may hold a Work past destroy_process_group().
+struct DoneEvent {
+    CUevent e = nullptr;
+    ~DoneEvent();
+};
+
 class NcclWork final : public Work {
    public:
     NcclWork(NcclBackend& b, CUevent done, std::vector<Tensor> keep, std::string what)
-        : b_(b), done_event_(done), keep_(std::move(keep)), what_(std::move(what)) {}
-    ~NcclWork() override;
+        : b_(b),
+          done_(std::make_shared<DoneEvent>()),
+          keep_(std::move(keep)),
+          what_(std::move(what)) {
+        done_->e = done;
+        done_event_ = done;
+    }
     void wait() override;
     bool poll() override;
+    void wait_on_stream() override;
 
    private:
     NcclBackend& b_;
+    std::shared_ptr<DoneEvent> done_;
     CUevent done_event_;
     std::vector<Tensor> keep_;
     std::string what_;
-    bool done_ = false;
+    bool finished_ = false;
+    bool joined_ = false;  // kiln's stream waits for done_event_ already
 };
 
 class NcclBackend final : public Backend {
@@ -177,6 +200,7 @@ class NcclBackend final : public Backend {
         KILN_CHECK(g.world_size == 1 || g.store,
                    "dist (NCCL): no rendezvous store to pass NCCL's id");
         main_stream = cuda::detail::library_stream("dist (NCCL)");  // also makes cuda:0's context current
+        check_cu(lib.cu.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
         check_cu(lib.cu.cuStreamCreate(&comm_stream, kStreamNonBlocking), "cuStreamCreate");
         ncclUniqueId id{};
         std::string key = "nccl/id";
@@ -202,6 +226,40 @@ class NcclBackend final : public Backend {
     Library& lib;
     ncclComm_t comm = nullptr;
     CUstream main_stream = nullptr, comm_stream = nullptr;
+    void* context = nullptr;             // cuda:0's, current on the watchdog's thread too
+    std::unique_ptr<Watchdog> watchdog;  // started by the first collective the host leaves
+
+    // A collective the host does not wait for (Work::wait_on_stream): still pending after the
+    // timeout, it is reported, the communicator aborted and this process ended with status 1,
+    // as PyTorch's NCCL watchdog does: the host may be blocked in a synchronisation behind it,
+    // where no error can reach it. `kiln launch` then stops the other ranks.
+    void watch(std::shared_ptr<DoneEvent> done, const std::string& what) {
+        if (!watchdog) {
+            auto period = std::clamp(group.timeout / 20, std::chrono::milliseconds(10),
+                                     std::chrono::milliseconds(1000));
+            watchdog = std::make_unique<Watchdog>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(period),
+                [this] { lib.cu.cuCtxSetCurrent(context); });
+        }
+        watchdog->watch([this, done] { return lib.cu.cuEventQuery(done->e) != kNotReady; },
+                        Clock::now() + group.timeout,
+                        [this, what] {
+                            // The host's own wait raised and aborted already: nothing to add.
+                            if (broken.exchange(true)) return;
+                            std::fprintf(
+                                stderr,
+                                "dist (NCCL) watchdog, rank %d: %s did not complete within %g s: a "
+                                "rank died, exited early or never called it (every rank must call "
+                                "the same collectives in the same order; the timeout is "
+                                "KILN_DIST_TIMEOUT, seconds). Aborting the communicator and "
+                                "exiting.\n",
+                                group.rank, what.c_str(), double(group.timeout.count()) / 1000);
+                            std::fflush(stderr);
+                            lib.nccl.ncclCommAbort(comm);
+                            std::_Exit(1);
+                        });
+    }
+    ~NcclBackend() override { watchdog.reset(); }
 
     void check(ncclResult_t rc, const char* what) {
         KILN_CHECK(rc == 0 || rc == kInProgress, "dist (NCCL): ", what,
@@ -243,6 +301,26 @@ class NcclBackend final : public Backend {
             },
             std::move(keep), what);
     }
+    // One group (ncclGroupStart/End): NCCL launches the broadcasts together, one round trip.
+    WorkHandle broadcast_group(const std::vector<Buffer>& bufs, int src, std::vector<Tensor> keep,
+                               const std::string& what) override {
+        for (const Buffer& b : bufs) nccl_type(b.dtype);  // raises before the group opens
+        return run(
+            [&] {
+                ncclResult_t rc = lib.nccl.ncclGroupStart();
+                if (rc != 0) return rc;
+                for (const Buffer& b : bufs) {
+                    rc = lib.nccl.ncclBroadcast(b.data, b.data, size_t(b.n), nccl_type(b.dtype),
+                                                src, comm, comm_stream);
+                    if (rc != 0 && rc != kInProgress) {
+                        lib.nccl.ncclGroupEnd();
+                        return rc;
+                    }
+                }
+                return lib.nccl.ncclGroupEnd();
+            },
+            std::move(keep), what);
+    }
     WorkHandle all_gather(const void* in, void* out, int64_t n, DType dtype,
                           std::vector<Tensor> keep, const std::string& what) override {
         return run(
@@ -263,16 +341,34 @@ class NcclBackend final : public Backend {
     }
 };
 
-NcclWork::~NcclWork() {
-    if (done_event_) b_.lib.cu.cuEventDestroy(done_event_);
+DoneEvent::~DoneEvent() {
+    if (e) library().cu.cuEventDestroy(e);
 }
 
-bool NcclWork::poll() { return done_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
+bool NcclWork::poll() { return finished_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
+
+// kiln's stream waits for the collective; the host goes on. The tensors kept alive for it can
+// go now: kiln's caching allocator hands a freed block only to work queued on kiln's stream
+// (after this wait) or to a later collective (which waits for kiln's stream first).
+void NcclWork::wait_on_stream() {
+    if (finished_ || joined_) return;
+    KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
+               ": the communicator was aborted after an earlier collective failed");
+    CUresult rc =
+        b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
+    KILN_CHECK(rc == 0, "dist (NCCL): cuStreamWaitEvent for ", what_, " failed (CUDA error ", rc,
+               ")");
+    joined_ = true;
+    keep_.clear();
+    b_.watch(done_, what_);
+}
 
 // The host waits for the collective (polling, so a dead peer becomes an error), then kiln's
 // stream is ordered after it, so kernels queued next read the result.
 void NcclWork::wait() {
-    if (done_) return;
+    if (finished_) return;
+    KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
+               ": the communicator was aborted after an earlier collective failed");
     auto deadline = Clock::now() + b_.group.timeout;
     for (int spins = 0;; ++spins) {
         CUresult q = b_.lib.cu.cuEventQuery(done_event_);
@@ -281,19 +377,18 @@ void NcclWork::wait() {
         ncclResult_t async = 0;
         b_.lib.nccl.ncclCommGetAsyncError(b_.comm, &async);
         if (async != 0 && async != kInProgress) {
-            b_.broken = true;
-            b_.lib.nccl.ncclCommAbort(b_.comm);
+            if (!b_.broken.exchange(true)) b_.lib.nccl.ncclCommAbort(b_.comm);
             fail("dist (NCCL): ", what_, " failed: ", b_.lib.nccl.ncclGetErrorString(async));
         }
         if (Clock::now() >= deadline) {
-            b_.broken = true;
-            b_.lib.nccl.ncclCommAbort(b_.comm);
+            if (!b_.broken.exchange(true)) b_.lib.nccl.ncclCommAbort(b_.comm);
             fail_timeout("NCCL", what_, b_.group.timeout);
         }
         if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
-    done_ = true;
+    if (!joined_)
+        b_.lib.cu.cuStreamWaitEvent(cuda::detail::library_stream("dist (NCCL)"), done_event_, 0);
+    finished_ = true;
     keep_.clear();
 }
 

@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <sstream>
 
+#include "autograd/node.h"
 #include "dist/backend.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -291,6 +293,122 @@ WorkHandle broadcast_async(const Tensor& t, int src) {
     Group& g = broadcast_group(t, src);
     if (g.info.world_size == 1) return std::make_shared<Done>();
     return start_broadcast(g, t, src);
+}
+
+namespace {
+// broadcast_coalesced where the engine cannot group: one flat tensor per dtype (rank src's
+// values concatenated; the others' only receive), one broadcast each; wait() copies the
+// received values back into the tensors (not on src, whose tensors hold them already).
+class FlattenedBroadcast final : public Work {
+   public:
+    struct Part {
+        Tensor flat;
+        std::vector<Tensor> targets;
+        WorkHandle work;
+    };
+    FlattenedBroadcast(std::vector<Part> parts, bool copy_back)
+        : parts_(std::move(parts)), copy_back_(copy_back) {}
+    void wait() override {
+        if (done_) return;
+        for (Part& p : parts_) p.work->wait();
+        copy_back();
+        parts_.clear();
+        done_ = true;
+    }
+    // The copies back queue behind the broadcasts on kiln's stream (NCCL); MPI waits.
+    void wait_on_stream() override {
+        if (done_ || copied_) return;
+        for (Part& p : parts_) p.work->wait_on_stream();
+        copy_back();
+    }
+    bool poll() override {
+        if (done_) return true;
+        for (Part& p : parts_)
+            if (!p.work->poll()) return false;
+        wait();
+        return true;
+    }
+
+   private:
+    void copy_back() {
+        if (copied_) return;
+        copied_ = true;
+        if (!copy_back_) return;
+        NoGradGuard no_grad;
+        NoDispatchHook eager;  // host code of the collective, never recorded by compile()
+        for (Part& p : parts_) {
+            int64_t offset = 0;
+            for (const Tensor& t : p.targets) {
+                Tensor(t).copy_(p.flat.narrow(0, offset, t.numel()).reshape(t.shape()));
+                offset += t.numel();
+            }
+        }
+    }
+    std::vector<Part> parts_;
+    bool copy_back_, done_ = false, copied_ = false;
+};
+}  // namespace
+
+WorkHandle broadcast_coalesced(const std::vector<Tensor>& tensors, int src) {
+    if (tensors.empty()) {
+        group("broadcast");
+        return std::make_shared<Done>();
+    }
+    Group& g = broadcast_group(tensors[0], src);
+    for (const Tensor& t : tensors) {
+        check_tensor(t, "broadcast", true);
+        KILN_CHECK(t.device() == tensors[0].device(),
+                   "dist.broadcast_coalesced: the tensors are on ", tensors[0].device(), " and ",
+                   t.device(), "; one device per call");
+    }
+    if (g.info.world_size == 1) return std::make_shared<Done>();
+    for (const Tensor& t : tensors) leave_graph(t);
+    Backend& b = backend_for(g, tensors[0], "broadcast");
+    std::vector<detail::Backend::Buffer> bufs;
+    int64_t total = 0;
+    for (const Tensor& t : tensors) {
+        bufs.push_back({t.raw_data(), t.numel(), t.dtype()});
+        total += t.numel();
+    }
+    std::ostringstream what;
+    what << "broadcast from rank " << src << " of " << tensors.size() << " tensors (" << total
+         << " elements) on " << tensors[0].device();
+    // KILN_DIST_GROUP=0: flattened per dtype even where the engine groups (to compare them).
+    static const bool group_them = [] {
+        const char* v = std::getenv("KILN_DIST_GROUP");
+        return !v || std::string(v) != "0";
+    }();
+    if (WorkHandle w = group_them ? b.broadcast_group(bufs, src, tensors, what.str()) : nullptr) {
+        for (const Tensor& t : tensors) touched(t);
+        count_engine_call();
+        return w;
+    }
+    // Flattened per dtype, in the order each dtype first appears (the same on every rank).
+    NoGradGuard no_grad;
+    NoDispatchHook eager;
+    std::vector<FlattenedBroadcast::Part> parts;
+    std::vector<DType> dtypes;
+    for (const Tensor& t : tensors)
+        if (std::find(dtypes.begin(), dtypes.end(), t.dtype()) == dtypes.end())
+            dtypes.push_back(t.dtype());
+    bool mine = g.info.rank == src;
+    for (DType dt : dtypes) {
+        FlattenedBroadcast::Part p;
+        std::vector<Tensor> pieces;
+        int64_t n = 0;
+        for (const Tensor& t : tensors)
+            if (t.dtype() == dt) {
+                p.targets.push_back(t);
+                pieces.push_back(t.reshape({-1}));
+                n += t.numel();
+            }
+        p.flat = !mine                ? empty({n}, dt, tensors[0].device())
+                 : pieces.size() == 1 ? pieces[0].clone()
+                                      : cat(pieces, 0);
+        p.work = start_broadcast(g, p.flat, src);
+        parts.push_back(std::move(p));
+    }
+    return std::make_shared<FlattenedBroadcast>(std::move(parts), !mine);
 }
 
 Tensor all_gather(const Tensor& t) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -52,6 +53,12 @@ class Work {
     // Whether it has completed, without waiting. MPI moves a non-blocking collective on only
     // inside MPI calls: DDP polls its buckets in flight from each gradient hook.
     virtual bool poll() = 0;
+    // Orders the device's later work after the collective without the host waiting (PyTorch's
+    // Work.wait() on NCCL): on CUDA kiln's stream waits for the collective's event, so kernels
+    // queued next read its result. A failure or timeout then shows at a later wait() or
+    // poll() (DDP calls them at its next forwards). CPU engines have no stream: the host
+    // waits, as wait().
+    virtual void wait_on_stream() { wait(); }
 };
 using WorkHandle = std::shared_ptr<Work>;
 
@@ -66,6 +73,12 @@ void broadcast(const Tensor& t, int src = 0);
 // The same without the comparison, returning at once (DDP's buffers, flattened into one
 // tensor per dtype: their layout is compared once, when DDP is built).
 WorkHandle broadcast_async(const Tensor& t, int src = 0);
+// Every rank's `tensors` (contiguous, one device) get rank `src`'s values as one operation where
+// the engine groups collectives (NCCL: one ncclGroupStart/End, in place, no copies), else
+// flattened into one tensor per dtype, one broadcast each, copied back by the Work's wait()
+// (MPI). Without the shape comparison and returning at once: DDP's buffers, whose layout DDP
+// compares when it is built and when it changes.
+WorkHandle broadcast_coalesced(const std::vector<Tensor>& tensors, int src = 0);
 // Every rank's `t`, stacked: shape [world_size, ...t.shape].
 Tensor all_gather(const Tensor& t);
 // `t` (dim 0 = world_size * k) reduced over ranks; rank r keeps rows [r*k, (r+1)*k).

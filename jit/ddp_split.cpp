@@ -54,16 +54,21 @@ std::vector<int> assign_ops(const Graph& g, std::span<const Tensor> examples, co
     std::vector<bool> counted(g.num_inputs(), false);
     std::vector<int> piece_of(nodes.size(), -1);
     pieces.assign(1, {});
+    const bool by_bucket = ddp.bucket_of.size() == ddp.params.size() && !ddp.params.empty();
+    size_t piece_bucket = 0;  // by_bucket: the latest DDP bucket the current subgraph holds
     for (int v = int(nodes.size()) - 2; v >= g.num_inputs(); --v) {
         std::vector<int> fresh;  // parameters this op is the last reader of
-        size_t bytes = 0;
+        size_t bytes = 0, bucket = 0;
         for (int a : nodes[v].args)
             if (a < g.num_inputs() && param_of[a] >= 0 && !counted[a] &&
-                std::find(fresh.begin(), fresh.end(), a) == fresh.end())
+                std::find(fresh.begin(), fresh.end(), a) == fresh.end()) {
                 fresh.push_back(a), bytes += examples[a].nbytes();
-        if (!fresh.empty() && pieces.back().bytes > 0 &&
-            double(pieces.back().bytes + bytes) > ddp.cap_bytes)
-            pieces.emplace_back();
+                if (by_bucket) bucket = std::max(bucket, ddp.bucket_of[size_t(param_of[a])]);
+            }
+        bool next =
+            by_bucket ? bucket > piece_bucket : double(pieces.back().bytes + bytes) > ddp.cap_bytes;
+        if (!fresh.empty() && pieces.back().bytes > 0 && next) pieces.emplace_back();
+        if (!fresh.empty()) piece_bucket = std::max(piece_bucket, bucket);
         for (int a : fresh) {
             counted[a] = true;
             pieces.back().params.push_back(ddp.names[param_of[a]]);

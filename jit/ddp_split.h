@@ -23,6 +23,10 @@ struct DDPBuckets {
     double cap_bytes = 0;            // the DDP's bucket size
     std::vector<Tensor> params;      // its parameters
     std::vector<std::string> names;  // per parameter: "module.0.weight", as DDP names them
+    // Per parameter: its bucket (launch order), as the DDP assigned them. When set, the cut
+    // follows it instead of cap_bytes: an op whose parameters belong to a later bucket than
+    // the current subgraph's starts the next subgraph.
+    std::vector<size_t> bucket_of;
 };
 
 // Makes `buckets` the active DDP of this thread while it lives (nested scopes restore the outer).
@@ -56,11 +60,11 @@ struct DDPSplit {
 
 // Cuts `graph` at bucket boundaries and compiles each subgraph with `backend`: walking the ops
 // from the last back, each op joins the current subgraph, and the DDP parameters it reads are
-// added to that subgraph's bucket; an op whose parameters would take the bucket past
-// cap_bytes (when it already holds some) starts the next subgraph (DDP's own rule for its
-// buckets, nn/ddp.cpp). The result runs the subgraphs in order, passing values between them.
-// A graph whose parameters fit one bucket, or with symbolic sizes, is compiled whole.
-// The split is recorded for explain (ddp_split_of).
+// added to that subgraph's bucket; an op that reads a parameter of a later DDP bucket than
+// the subgraph's (bucket_of), or, without bucket_of, whose parameters would take the bucket
+// past cap_bytes (when it already holds some), starts the next subgraph. The result runs the
+// subgraphs in order, passing values between them. A graph whose parameters fit one bucket, or with
+// symbolic sizes, is compiled whole. The split is recorded for explain (ddp_split_of).
 CompiledFn ddp_split_compile(const Backend& backend, std::shared_ptr<const Graph> graph,
                              std::span<const Tensor> examples, const BackendOptions& options,
                              const DDPBuckets& ddp);

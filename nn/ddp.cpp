@@ -2,6 +2,7 @@
 // that writes averaged gradients back.
 #include "nn/ddp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -27,17 +28,23 @@ struct DistributedDataParallel::GpuMarks {
 std::string DDPTimeline::str() const {
     std::ostringstream os;
     char line[256];
+    std::snprintf(line, sizeof line, "forward: %zu buffers broadcast in %.0f us (%lld engine calls",
+                  buffers, buffer_sync_us, (long long)buffer_engine_calls);
+    os << line;
+    if (buffer_gpu_ms >= 0) {
+        std::snprintf(line, sizeof line, "; on the GPU %.3f ms", buffer_gpu_ms);
+        os << line;
+    }
     std::snprintf(line, sizeof line,
-                  "forward: %zu buffers broadcast in %.0f us (%lld engine calls); backward: "
-                  "first gradient %.0f us after the forward returned (times below from it)\n",
-                  buffers, buffer_sync_us, (long long)buffer_engine_calls,
+                  "); backward: first gradient %.0f us after the forward returned (times below "
+                  "from it)\n",
                   first_hook_after_forward_us);
     os << line;
     for (size_t i = 0; i < buckets.size(); ++i) {
         const Bucket& b = buckets[i];
         std::snprintf(line, sizeof line,
-                      "  bucket %zu: %zu params, %.2f MB: ready %.0f us, enqueued %.0f us, wait "
-                      "returned %.0f us",
+                      "  bucket %zu: %zu params, %.2f MB: ready %.0f us, enqueued %.0f us, "
+                      "joined %.0f us",
                       i, b.params, b.bytes / 1e6, b.ready_us, b.enqueued_us, b.done_us);
         os << line;
         if (b.gpu_ready_ms >= 0) {
@@ -47,7 +54,7 @@ std::string DDPTimeline::str() const {
         }
         os << "\n";
     }
-    std::snprintf(line, sizeof line, "  host: wait from %.0f us to %.0f us (%.0f us)",
+    std::snprintf(line, sizeof line, "  host: joining from %.0f us to %.0f us (%.0f us)",
                   wait_start_us, end_us, end_us - wait_start_us);
     os << line;
     if (gpu_backward_end_ms >= 0) {
@@ -65,6 +72,41 @@ double DistributedDataParallel::since_first_hook_us() const {
     return std::chrono::duration<double, std::micro>(Clock::now() - first_hook_).count();
 }
 
+std::vector<std::vector<size_t>> ddp_bucket_assignment(const std::vector<size_t>& bytes,
+                                                       const DDPOptions& o) {
+    KILN_CHECK(o.bucket_cap_mb > 0 && o.first_bucket_cap_mb >= 0 && o.last_bucket_cap_mb >= 0,
+               "DistributedDataParallel: bucket_cap_mb ", o.bucket_cap_mb,
+               " must be positive, first_bucket_cap_mb ", o.first_bucket_cap_mb,
+               " and last_bucket_cap_mb ", o.last_bucket_cap_mb, " not negative");
+    const double mb = 1024 * 1024, cap = o.bucket_cap_mb * mb;
+    const double first_cap = std::min(cap, o.first_bucket_cap_mb * mb);
+    const double last_cap = std::min(cap, o.last_bucket_cap_mb * mb);
+    std::vector<std::vector<size_t>> buckets;
+    double filled = 0;
+    for (size_t k = bytes.size(); k-- > 0;) {
+        double b = double(bytes[k]);
+        double limit = buckets.size() == 1 ? first_cap : cap;
+        if (buckets.empty() || (filled > 0 && filled + b > limit))
+            buckets.emplace_back(), filled = 0;
+        buckets.back().push_back(k);
+        filled += b;
+    }
+    if (buckets.empty()) return buckets;
+    // The first parameters, up to last_cap (at least one), become the last bucket.
+    std::vector<size_t>& last = buckets.back();  // descending: its first parameters at the end
+    size_t take = 0;
+    double front = 0;
+    while (take < last.size() &&
+           (take == 0 || front + double(bytes[last[last.size() - 1 - take]]) <= last_cap))
+        front += double(bytes[last[last.size() - 1 - take++]]);
+    if (take < last.size()) {
+        std::vector<size_t> tail(last.end() - std::ptrdiff_t(take), last.end());
+        last.resize(last.size() - take);
+        buckets.push_back(std::move(tail));
+    }
+    return buckets;
+}
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, DDPOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
     KILN_CHECK(module_, "DistributedDataParallel: the module is null");
@@ -78,23 +120,23 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     }
     for (const auto& p : module_->parameters())
         if (p.requires_grad()) params_.push_back(p);
-    // Buckets of about bucket_cap_mb, filled from the last parameter back: the order in which
-    // backward produces gradients.
-    const double cap_bytes = options_.bucket_cap_mb * 1024 * 1024;
+    // The buffers' layout was compared between ranks by the broadcast above.
+    for (const auto& [name, b] : module_->named_buffers())
+        buffer_layout_.emplace_back(b.impl(), b.dtype(), b.shape());
+    // Buckets from the last parameter back, the order in which backward produces gradients.
+    std::vector<size_t> sizes;
+    for (const Tensor& p : params_) sizes.push_back(p.nbytes());
     bucket_of_.resize(params_.size());
-    double bytes = 0;
-    for (size_t k = params_.size(); k-- > 0;) {
-        double b = double(params_[k].nbytes());
-        if (buckets_.empty() || (bytes > 0 && bytes + b > cap_bytes))
-            buckets_.emplace_back(), bytes = 0;
-        buckets_.back().params.push_back(k);
-        bucket_of_[k] = buckets_.size() - 1;
-        bytes += b;
+    for (auto& bucket : ddp_bucket_assignment(sizes, options_)) {
+        buckets_.emplace_back();
+        buckets_.back().params = std::move(bucket);
+        for (size_t k : buckets_.back().params) bucket_of_[k] = buckets_.size() - 1;
     }
     ready_.assign(params_.size(), false);
     auto jit_buckets = std::make_shared<jit::DDPBuckets>();
-    jit_buckets->cap_bytes = cap_bytes;
+    jit_buckets->cap_bytes = options_.bucket_cap_mb * 1024 * 1024;
     jit_buckets->params = params_;
+    jit_buckets->bucket_of.assign(bucket_of_.begin(), bucket_of_.end());
     auto named = named_parameters();  // "module.…", as PyTorch names them
     for (const Tensor& p : params_)
         for (const auto& [name, q] : named)
@@ -132,6 +174,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
              "part in the loss; "
              "PyTorch's find_unused_parameters is not supported)");
     }
+    check_collectives();
     if (options_.broadcast_buffers && dist::get_world_size() > 1) broadcast_buffers();
     // A module compiled inside (or a compiled step around) this forward records its graph
     // under the scope: compile() splits it at the buckets (Dynamo's DDPOptimizer).
@@ -144,51 +187,91 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     return out;
 }
 
-// Rank 0's buffers, flattened into one tensor per (dtype, device) and broadcast with one
-// collective each, without the per-call shape comparison (PyTorch's coalesced broadcast):
-// the layout was compared when DDP was built (the state_dict broadcast). dist::broadcast per
-// buffer made each a comparison (an all_gather, a copy to the device and one back, each a
-// wait of the host for the device) plus a broadcast: 120 engine calls per forward for
-// ResNet-18's 60 buffers, 2 now.
+// The host learns here whether the collectives kiln's stream waits for (the last steps'
+// all-reduces and broadcasts) failed: those of the previous forward are polled, older ones
+// waited for, with the timeout. So the host runs at most two steps ahead of them, and a rank
+// that died still makes the others raise.
+void DistributedDataParallel::check_collectives() {
+    ++forwards_;
+    std::vector<std::pair<dist::WorkHandle, int64_t>> left;
+    for (auto& [work, forward] : pending_) {
+        if (forward + 1 < forwards_)
+            work->wait();  // raises when it failed or timed out; pending_ keeps the rest
+        else if (!work->poll())
+            left.emplace_back(work, forward);
+    }
+    pending_ = std::move(left);
+}
+
+// Rank 0's buffers (batch-norm statistics) for every rank, before the forward: one
+// dist::broadcast_coalesced (NCCL: one group of in-place broadcasts; MPI: one flat tensor per
+// dtype), PyTorch's coalesced broadcast. Their layout was compared between ranks when DDP was
+// built; it is compared again only when it changes (a buffer replaced). On GPUs nothing here
+// waits on the host: kiln's stream waits for the broadcast, so the forward's kernels (and the
+// running-statistics updates of training mode) run after it. Per buffer, dist::broadcast made
+// a comparison (an all_gather, a copy to the device and one back, each a host wait) plus a
+// broadcast: 120 engine calls per forward for ResNet-18's 60 buffers; flattened per dtype, 2
+// engine calls and a host wait, then 60 copies back; now 1 on GPUs.
 void DistributedDataParallel::broadcast_buffers() {
     auto start = Clock::now();
     int64_t calls = dist::engine_calls();
     NoGradGuard no_grad;
     std::vector<Tensor> buffers;
-    for (const auto& [name, b] : module_->named_buffers()) buffers.push_back(b);
+    bool same_layout = true;
+    {
+        auto named = module_->named_buffers();
+        same_layout = named.size() == buffer_layout_.size();
+        for (size_t i = 0; i < named.size(); ++i) {
+            const Tensor& b = named[i].second;
+            buffers.push_back(b);
+            same_layout = same_layout && std::get<0>(buffer_layout_[i]) == b.impl() &&
+                          std::get<1>(buffer_layout_[i]) == b.dtype() &&
+                          std::get<2>(buffer_layout_[i]) == b.shape();
+        }
+    }
     // Under compile() (a compiled step calling DDP) each buffer's collective is a graph break
-    // (a data access), as dist::broadcast reports it; the flattening and the copies back are
-    // host code around the collective, run eagerly on every call, not recorded.
+    // (a data access), as dist::broadcast reports it; the collective is host code around the
+    // graphs, run eagerly on every call, not recorded.
     for (const Tensor& b : buffers)
         report_escape(b, Escape::data_access, std::source_location::current());
     NoDispatchHook eager;
-    // Buffers per (dtype, device), in the order they first appear: the same on every rank.
-    std::map<std::pair<int, std::string>, std::vector<size_t>> groups;
-    std::vector<std::pair<int, std::string>> order;
-    for (size_t i = 0; i < buffers.size(); ++i) {
-        std::ostringstream dev;
-        dev << buffers[i].device();
-        std::pair<int, std::string> key{int(buffers[i].dtype()), dev.str()};
-        auto [it, fresh] = groups.try_emplace(key);
-        if (fresh) order.push_back(key);
-        it->second.push_back(i);
-    }
-    std::vector<std::pair<Tensor, dist::WorkHandle>> flats;
-    for (const auto& key : order) {
-        std::vector<Tensor> parts;
-        for (size_t i : groups[key]) parts.push_back(buffers[i].reshape({-1}));
-        Tensor flat = parts.size() == 1 ? parts[0].clone() : cat(parts, 0);
-        flats.emplace_back(flat, dist::broadcast_async(flat, 0));
-    }
-    for (size_t g = 0; g < order.size(); ++g) {
-        auto& [flat, work] = flats[g];
-        work->wait();
-        int64_t offset = 0;
-        for (size_t i : groups[order[g]]) {
-            Tensor& b = buffers[i];
-            b.copy_(flat.narrow(0, offset, b.numel()).reshape(b.shape()));
-            offset += b.numel();
+    if (!same_layout) {  // compared between ranks (dist::broadcast's check), then remembered
+        buffer_layout_.clear();
+        for (const Tensor& b : buffers) {
+            dist::broadcast(b.is_contiguous() ? b : b.contiguous(), 0);
+            buffer_layout_.emplace_back(b.impl(), b.dtype(), b.shape());
         }
+    }
+    std::unique_ptr<cuda::Event> before;
+    bool on_gpu = !buffers.empty() && buffers[0].device().type == DeviceType::cuda;
+    if (on_gpu && log_enabled("ddp")) {
+        before = std::make_unique<cuda::Event>();
+        before->record();
+    }
+    timeline_.buffer_gpu_ms = -1;
+    // Split by device (one collective each); a non-contiguous buffer travels through a copy.
+    std::vector<std::vector<Tensor>> by_device;
+    std::vector<std::pair<Tensor, Tensor>> copies;  // (buffer, its contiguous copy)
+    for (const Tensor& b : buffers) {
+        Tensor t = b;
+        if (!b.is_contiguous()) copies.emplace_back(b, t = b.contiguous());
+        auto it = std::find_if(by_device.begin(), by_device.end(),
+                               [&](const auto& g) { return g[0].device() == t.device(); });
+        if (it == by_device.end())
+            by_device.push_back({t});
+        else
+            it->push_back(t);
+    }
+    for (const auto& group : by_device) {
+        dist::WorkHandle w = dist::broadcast_coalesced(group, 0);
+        w->wait_on_stream();
+        pending_.emplace_back(std::move(w), forwards_);
+    }
+    for (auto& [b, c] : copies) Tensor(b).copy_(c);
+    if (before) {  // waits for the GPU: only while logging
+        cuda::Event after;
+        after.record();
+        timeline_.buffer_gpu_ms = before->elapsed_ms(after);
     }
     timeline_.buffers = buffers.size();
     timeline_.buffer_engine_calls = dist::engine_calls() - calls;
@@ -217,8 +300,9 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
     }
     in_backward_ = true;
     ready_[k] = true;
-    for (size_t i = 0; i < next_launch_; ++i)
-        buckets_[i].work->poll();  // MPI progresses inside its calls
+    if (params_[k].device().type != DeviceType::cuda)
+        for (size_t i = 0; i < next_launch_; ++i)
+            buckets_[i].work->poll();  // MPI progresses inside its calls
     Bucket& b = buckets_[bucket_of_[k]];
     if (++b.ready == b.params.size()) {
         timeline_.buckets[bucket_of_[k]].ready_us = since_first_hook_us();
@@ -246,22 +330,27 @@ void DistributedDataParallel::launch_ready_buckets() {
     if (next_launch_ == buckets_.size()) finish();
 }
 
-// Every bucket is in flight: wait for each, write the averages back, reset for the next backward.
+// Every bucket is in flight: join each (on GPUs kiln's stream waits for it, the host does
+// not; on CPU processes the host waits for MPI), make each .grad a view of its bucket's
+// averages (no copy back), reset for the next backward. The views share their bucket's
+// memory; the next zero_grad() drops them, and the next backward's buckets are new tensors.
 void DistributedDataParallel::finish() {
     auto start = Clock::now();
     timeline_.wait_start_us = since_first_hook_us();
     if (gpu_marks_) gpu_marks_->backward_end.record();
+    NoGradGuard no_grad;
     for (size_t i = 0; i < buckets_.size(); ++i) {
         Bucket& b = buckets_[i];
-        b.work->wait();
+        b.work->wait_on_stream();
         timeline_.buckets[i].done_us = since_first_hook_us();
         int64_t offset = 0;
         for (size_t k : b.params) {
-            Tensor g = params_[k].grad();
-            g.copy_(b.flat.narrow(0, offset, g.numel()).view(g.shape()));
-            offset += g.numel();
+            Shape shape = params_[k].shape();
+            int64_t n = shape_numel(shape);
+            params_[k].set_grad(b.flat.narrow(0, offset, n).view(shape));
+            offset += n;
         }
-        b.work.reset();
+        pending_.emplace_back(std::move(b.work), forwards_);
         b.flat = Tensor();
         b.ready = 0;
     }

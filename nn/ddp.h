@@ -9,15 +9,18 @@
 //   ready opt.step();
 //
 // Gradients are grouped into buckets (bucket_cap_mb, parameters in reverse order, as their
-// gradients arrive); a post-accumulate-grad hook (autograd/hooks.h) starts a bucket's
-// all-reduce (average) as soon as its last gradient is in, while backward goes on; buckets
-// start in the same order on every rank. The last bucket waits for all of them and writes
-// the averages back into .grad. On GPUs NCCL runs them on a stream of its own.
+// gradients arrive; the first and the last bucket small); a post-accumulate-grad hook
+// (autograd/hooks.h) starts a bucket's all-reduce (average) as soon as its last gradient is
+// in, while backward goes on; buckets start in the same order on every rank. The last
+// bucket's hook joins all of them and makes each .grad a view of its bucket's averages. On
+// GPUs NCCL runs them on a stream of its own and kiln's stream waits for them, not the host.
 #pragma once
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "dist/dist.h"
 #include "jit/ddp_split.h"
@@ -26,7 +29,14 @@
 namespace kiln::nn {
 
 struct DDPOptions {
-    double bucket_cap_mb = 25;      // PyTorch's default
+    double bucket_cap_mb = 25;  // PyTorch's default
+    // The first bucket (the last layers' gradients, ready first) holds at most this much, as
+    // PyTorch's (dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB), so the first all-reduce starts
+    // early. The last bucket (the first layers' gradients, ready at the end of backward) too:
+    // what it holds is all-reduced after the backward's last kernel, so it is kept small. A
+    // parameter larger than a cap gets a bucket of its own. Neither is larger than bucket_cap_mb.
+    double first_bucket_cap_mb = 1;
+    double last_bucket_cap_mb = 1;
     bool broadcast_buffers = true;  // rank 0's buffers (batch-norm statistics) before each forward
     // Runs the module instead of module->forward: a compiled forward (compile(*net)) inside DDP.
     // A compiled forward's graph is recorded while this DDP's forward runs, so compile() cuts
@@ -46,6 +56,9 @@ struct DDPTimeline {
     double buffer_sync_us = 0;
     int64_t buffer_engine_calls = 0;
     size_t buffers = 0;
+    // KILN_LOGS=ddp on CUDA: GPU ms kiln's stream spent in the broadcast (from an event before
+    // it is issued to one after kiln's stream joined it); -1 otherwise.
+    double buffer_gpu_ms = -1;
     // Host times in µs since the backward's first gradient hook (the first parameter's
     // gradient in); -1 where it did not happen.
     double first_hook_after_forward_us = -1;  // from the forward's return to that hook
@@ -53,12 +66,13 @@ struct DDPTimeline {
         size_t params = 0, bytes = 0;
         double ready_us = -1;      // its last gradient's hook
         double enqueued_us = -1;   // its all-reduce handed to the engine (in bucket order)
-        double done_us = -1;       // the wait for it returned (all are waited for at the end)
+        double done_us = -1;       // joined at the end: CUDA, kiln's stream waits for it (the host
+                                   // does not); CPU, the host's wait returned
         double gpu_ready_ms = -1;  // KILN_LOGS=ddp on CUDA: its flat copy done on the GPU
     };
     std::vector<Bucket> buckets;  // launch order
-    double wait_start_us = -1;    // the last bucket's hook starts waiting for all of them
-    double end_us = -1;           // averages written back into .grad
+    double wait_start_us = -1;    // the last bucket's hook starts joining all of them
+    double end_us = -1;           // every .grad a view of its bucket's averages
     // KILN_LOGS=ddp on CUDA: GPU ms since the first hook, read from events on kiln's stream:
     // the backward's kernels queued before the wait all ran by gpu_backward_end_ms; the
     // all-reduces were done (and kiln's stream joined them) by gpu_all_reduced_ms. Their
@@ -67,6 +81,14 @@ struct DDPTimeline {
     double gpu_backward_end_ms = -1, gpu_all_reduced_ms = -1;
     std::string str() const;  // one line per bucket
 };
+
+// DDP's buckets for parameters of these sizes (bytes, in parameter order): indices into
+// them per bucket, in launch order (the last parameters first). Greedy from the last
+// parameter back, each bucket up to its cap (first_bucket_cap_mb for the first, bucket_cap_mb
+// for the others; a parameter alone may exceed it), then the first parameters, up to
+// last_bucket_cap_mb, split off the last bucket into one of their own.
+std::vector<std::vector<size_t>> ddp_bucket_assignment(const std::vector<size_t>& bytes,
+                                                       const DDPOptions& options);
 
 class DistributedDataParallel : public Module {
    public:
@@ -93,7 +115,9 @@ class DistributedDataParallel : public Module {
 
     // Which parameters (indices into parameters()) each bucket holds, in launch order.
     std::vector<std::vector<size_t>> bucket_layout() const;
-    // Seconds spent waiting for all-reduces during the last backward (lesson 11's split).
+    // Seconds the last backward's last hook spent joining the all-reduces (lesson 11's split):
+    // on CPU processes the host's wait for MPI; on GPUs only the host's cost of queuing kiln's
+    // stream's waits, the all-reduces themselves run on while the host goes on.
     double last_wait_seconds() const { return wait_seconds_; }
     // The last forward's buffer broadcast and the last backward's buckets (DDPTimeline).
     const DDPTimeline& last_timeline() const { return timeline_; }
@@ -109,6 +133,7 @@ class DistributedDataParallel : public Module {
     void launch_ready_buckets();
     void finish();
     void broadcast_buffers();
+    void check_collectives();
     double since_first_hook_us() const;
     struct GpuMarks;  // KILN_LOGS=ddp on CUDA: events on kiln's stream
 
@@ -128,6 +153,14 @@ class DistributedDataParallel : public Module {
     std::chrono::steady_clock::time_point forward_end_, first_hook_;
     std::shared_ptr<GpuMarks> gpu_marks_;
     std::shared_ptr<const jit::DDPBuckets> jit_buckets_;  // what compile() reads during forward
+    // Collectives kiln's stream waits for but the host has not seen complete, with the forward
+    // count they belong to: polled at the next forward, waited for (with the timeout) at the
+    // one after, so a failed or dead peer still raises.
+    std::vector<std::pair<dist::WorkHandle, int64_t>> pending_;
+    int64_t forwards_ = 0;
+    // The buffers' layout when it was last compared between ranks (per buffer: which tensor,
+    // its dtype and shape); compared again only when it changes.
+    std::vector<std::tuple<TensorImpl*, DType, Shape>> buffer_layout_;
 };
 
 }  // namespace kiln::nn

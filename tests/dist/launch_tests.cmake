@@ -1,9 +1,12 @@
 # dist's tests on 2 ranks, started by the launcher as a user would (`kiln launch --nproc 2`):
 # each entry runs suites of test_dist (and the lesson) in both ranks. tests/dist/README.md.
 add_dependencies(test_dist kiln_cli)
-function(kiln_launch_test name)
-  add_test(NAME ${name} COMMAND $<TARGET_FILE:kiln_cli> launch --nproc 2 ${ARGN})
+function(kiln_launch_test_n nproc name)
+  add_test(NAME ${name} COMMAND $<TARGET_FILE:kiln_cli> launch --nproc ${nproc} ${ARGN})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${KILN_TEST_ENV};KILN_DIST_TIMEOUT=60" TIMEOUT 300)
+endfunction()
+function(kiln_launch_test name)
+  kiln_launch_test_n(2 ${name} ${ARGN})
 endfunction()
 kiln_launch_test(dist.2ranks.collectives $<TARGET_FILE:test_dist> --run_test=dist_collectives --report_level=short)
 kiln_launch_test(dist.2ranks.shape_mismatch $<TARGET_FILE:test_dist> --run_test=dist_faults/a_shape_mismatch_names_both_ranks)
@@ -34,3 +37,11 @@ set_tests_properties(dist.2ranks.lesson_11_script PROPERTIES PASS_REGULAR_EXPRES
 # docs/distributed.md, "Limits". So only the direct mode's forwarding is a test.
 add_test(NAME dist.launch_forwards_signals.off
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/launch_signals.sh $<TARGET_FILE:kiln_cli> off)
+# Four ranks: MPI on this machine's CPU (four processes share its cores: small cases only),
+# NCCL on a machine with 4 GPUs (the suite reports itself skipped with fewer).
+kiln_launch_test_n(4 dist.4ranks.collectives $<TARGET_FILE:test_dist> --run_test=dist_collectives --report_level=short)
+kiln_launch_test_n(4 dist.4ranks.ddp $<TARGET_FILE:test_dist> --run_test=dist_ddp --report_level=short)
+set_tests_properties(dist.4ranks.ddp PROPERTIES TIMEOUT 600)  # 95 s alone on 2 cores
+kiln_launch_test_n(4 dist.4ranks.cuda $<TARGET_FILE:test_dist> --run_test=dist_cuda --report_level=short --log_level=message)
+kiln_launch_test_n(4 dist.4ranks.lesson_11 $<TARGET_FILE:tutorial_11_data_parallel>)
+set_tests_properties(dist.4ranks.lesson_11 PROPERTIES PASS_REGULAR_EXPRESSION "on 4 process.*lesson 11: all checks passed")

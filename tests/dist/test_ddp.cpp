@@ -415,4 +415,111 @@ BOOST_AUTO_TEST_CASE(a_parameter_without_gradient_is_named_at_the_next_forward) 
     });
 }
 
+// PyTorch's first bucket (1 MiB) and a small last one: ResNet-18's gradients (47 MB) come in
+// buckets of at most 25 MiB, the first all-reduce holds the classifier's (ready first), and
+// the last only the first layers' (ready at the end of backward), at most 1 MiB, so little is
+// left to all-reduce after the backward. Before, the greedy 25 MiB buckets left 25 MB for the
+// end (docs/perf.md, "Data parallel": the all-reduces ended 0.5-0.9 ms after the backward).
+BOOST_AUTO_TEST_CASE(resnet18_buckets_are_small_at_both_ends) {
+    join();
+    auto net = std::make_shared<models::ResNet18>(1000);
+    nn::DistributedDataParallel ddp(net);
+    auto params = ddp.parameters();
+    auto layout = ddp.bucket_layout();
+    const double mib = 1024.0 * 1024;
+    auto bytes = [&](const std::vector<size_t>& b) {
+        double n = 0;
+        for (size_t k : b) n += double(params[k].nbytes());
+        return n;
+    };
+    std::ostringstream os;
+    for (const auto& b : layout) os << b.size() << " params " << bytes(b) / mib << " MiB; ";
+    BOOST_TEST_MESSAGE("ResNet-18's buckets: " << os.str());
+    BOOST_REQUIRE_GE(layout.size(), 3u);
+    std::vector<int> seen(params.size(), 0);
+    for (const auto& b : layout) {
+        BOOST_CHECK_MESSAGE(b.size() == 1 || bytes(b) <= 25 * mib, os.str());
+        for (size_t k : b) ++seen[k];
+    }
+    BOOST_CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    BOOST_CHECK_MESSAGE(layout.front().size() == 1 || bytes(layout.front()) <= mib, os.str());
+    BOOST_CHECK_EQUAL(layout.front().front(), params.size() - 1);  // the classifier's bias
+    BOOST_CHECK_MESSAGE(bytes(layout.back()) <= mib, os.str());
+    BOOST_CHECK_EQUAL(layout.back().back(), 0u);  // the stem's weight
+    BOOST_CHECK_GT(layout.back().size(), 1u);
+}
+
+// A compiled model inside DDP is cut where DDP's buckets are, the small first and last ones
+// included: three buckets of an MLP ([fc3], [fc2], [fc1] with these caps) give three
+// subgraphs. Cut by bucket_cap_mb alone (25 MB) the graph stayed whole, so the last bucket's
+// all-reduce could only start at the backward's end with all the others.
+BOOST_AUTO_TEST_CASE(compiled_subgraphs_follow_the_small_first_and_last_buckets) {
+    join();
+    int rank = dist::get_rank();
+    manual_seed(5);
+    auto net = make_mlp();  // Linear(8, 16) 576 B, Linear(16, 16) 1088 B, Linear(16, 4) 272 B
+    auto compiled_net = std::make_shared<decltype(compile(*net))>(compile(*net));
+    std::vector<std::string> events;
+    nn::DDPOptions options{
+        .bucket_cap_mb = 25,
+        .first_bucket_cap_mb = 300 / 1048576.0,
+        .last_bucket_cap_mb = 600 / 1048576.0,
+        .forward = [compiled_net](const Tensor& x) { return (*compiled_net)(x); },
+        .on_all_reduce_start =
+            [&events](size_t b) { events.push_back("all-reduce " + std::to_string(b)); }};
+    nn::DistributedDataParallel ddp(net, options);
+    BOOST_REQUIRE(ddp.bucket_layout() ==
+                  (std::vector<std::vector<size_t>>{{5, 4}, {3, 2}, {1, 0}}));
+    int64_t hook = autograd::register_post_accumulate_grad_hook(
+        net->named_parameters().at(0).second,
+        [&events](const Tensor&) { events.push_back("first layer ready"); });
+    manual_seed(50 + rank);
+    for (int step = 0; step < 2; ++step) {  // the recording call, then a cache hit
+        events.clear();
+        nn::functional::mse_loss(ddp(randn({4, 8})), randn({4, 4})).backward();
+    }
+    autograd::remove_post_accumulate_grad_hook(hook);
+    jit::ExplainOutput e = jit::explain_compiled(*compiled_net);
+    std::ostringstream os;
+    os << e;
+    BOOST_TEST_MESSAGE(os.str());
+    BOOST_CHECK_EQUAL(most_subgraphs(e), 3);
+    check_overlap(events, 3);
+}
+
+// After backward each .grad is a view of its bucket's averaged tensor (PyTorch's
+// gradient_as_bucket_view, but made after the all-reduce): nothing is copied back, so the
+// gradients of one bucket share its memory, and still hold the averages.
+BOOST_AUTO_TEST_CASE(gradients_are_views_of_their_averaged_bucket) {
+    join();
+    int rank = dist::get_rank(), world = dist::get_world_size();
+    manual_seed(3);
+    Tensor x = randn({2 * world, 8}), y = randn({2 * world, 4});
+    manual_seed(1);
+    auto reference = make_mlp();
+    manual_seed(1);
+    auto replica = make_mlp();
+    nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.002});
+    nn::functional::mse_loss(ddp(x.narrow(0, 2 * rank, 2)), y.narrow(0, 2 * rank, 2)).backward();
+    Tensor total = zeros({});
+    for (int r = 0; r < world; ++r)
+        total = total + nn::functional::mse_loss((*reference)(x.narrow(0, 2 * r, 2)),
+                                                 y.narrow(0, 2 * r, 2));
+    (total / double(world)).backward();
+    auto got = ddp.module().parameters(), want = reference->parameters();
+    auto layout = ddp.bucket_layout();
+    size_t shared = 0;
+    for (const auto& b : layout)
+        for (size_t k : b) {
+            BOOST_CHECK(allclose(got[k].grad(), want[k].grad(), 1e-4, 1e-6));
+            BOOST_CHECK(got[k].grad().is_contiguous());
+            BOOST_CHECK(got[k].grad().shape() == got[k].shape());
+            if (k != b.front()) {
+                BOOST_CHECK(got[k].grad().impl()->storage == got[b.front()].grad().impl()->storage);
+                ++shared;
+            }
+        }
+    BOOST_CHECK_GT(shared, 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,11 +3,14 @@
 // plain `dist` entry (one process) and run by tests/dist/launch_tests.cmake's 2-rank entries.
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "dist/dist.h"
+#include "dist/watchdog.h"
 #include "tensor/ops.h"
 
 using namespace kiln;
@@ -79,6 +82,51 @@ BOOST_AUTO_TEST_CASE(a_rank_that_exits_early_makes_the_others_raise_within_the_t
         return says(e, "did not complete within 3 s") && says(e, "a rank died");
     });
     BOOST_CHECK_LT(seconds_since(start), 3.0 + 5.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The watchdog of collectives the host does not wait for (dist/watchdog.h; NCCL's
+// wait_on_stream, DDP on GPUs): an entry that completes is dropped, one still pending at its
+// deadline is reported once, within a period of it; destroying the watchdog stops its thread.
+BOOST_AUTO_TEST_SUITE(dist_watchdog)
+
+BOOST_AUTO_TEST_CASE(a_pending_collective_is_reported_at_its_deadline_a_finished_one_dropped) {
+    using Clock = dist::detail::Watchdog::Clock;
+    std::atomic<bool> finished{false};
+    std::atomic<int> late{0}, early{0};
+    auto start = Clock::now();
+    std::atomic<double> reported_after{-1};
+    {
+        dist::detail::Watchdog dog(std::chrono::milliseconds(10));
+        dog.watch([&] { return finished.load(); }, start + std::chrono::milliseconds(200),
+                  [&] { ++early; });
+        dog.watch([] { return false; }, start + std::chrono::milliseconds(200),
+                  [&] {
+                      reported_after = seconds_since(start);
+                      ++late;
+                  });
+        BOOST_CHECK_EQUAL(dog.watching(), 2u);
+        finished = true;
+        while (seconds_since(start) < 5 && (late == 0 || dog.watching() > 0))
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        BOOST_CHECK_EQUAL(dog.watching(), 0u);
+    }
+    BOOST_CHECK_EQUAL(early.load(), 0);
+    BOOST_CHECK_EQUAL(late.load(), 1);
+    BOOST_CHECK_GE(reported_after.load(), 0.2);
+    BOOST_CHECK_LT(reported_after.load(), 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_watchdog_destroyed_with_entries_left_reports_none) {
+    std::atomic<int> reported{0};
+    {
+        dist::detail::Watchdog dog(std::chrono::milliseconds(10));
+        dog.watch([] { return false; },
+                  dist::detail::Watchdog::Clock::now() + std::chrono::hours(1),
+                  [&] { ++reported; });
+    }
+    BOOST_CHECK_EQUAL(reported.load(), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
