@@ -37,11 +37,11 @@ int nvrtc_programs_for(size_t source_bytes) {
     return int(std::clamp<size_t>(source_bytes / kNvrtcProgramBytes, 1, cores));
 }
 
-CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source, int programs)
+CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source, int nvrtc_programs)
     : schedule_(std::move(schedule)), source_(std::move(source)) {
-    // NVRTC: the kernels in `programs` translation units, compiled at once, one module each.
-    std::vector<CudaUnit> units =
-        split_cuda_source(source_, programs ? programs : nvrtc_programs_for(source_.size()));
+    // The kernels in `nvrtc_programs` translation units, compiled at once, a module each.
+    if (nvrtc_programs == 0) nvrtc_programs = nvrtc_programs_for(source_.size());
+    std::vector<CudaUnit> units = split_cuda_source(source_, nvrtc_programs);
     std::vector<cuda::detail::NvrtcProgram> nvrtc;
     std::map<std::string, const std::string*> unit_of;  // kernel -> the source defining it
     for (const CudaUnit& unit : units) {

@@ -40,7 +40,7 @@ class CompiledCudaGraph {
 
     const Schedule& schedule() const { return schedule_; }
     const std::string& source() const { return source_; }
-    int nvrtc_programs() const { return nvrtc_programs_; }  // its kernels were compiled in
+    int nvrtc_programs() const { return nvrtc_programs_; }  // its kernels were compiled as
 
    private:
     Schedule schedule_;
