@@ -7,13 +7,15 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <map>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "autograd/node.h"
-#include "jit/backends.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/graph_runtime.h"
+#include "jit/backends.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
@@ -30,11 +32,30 @@ std::string device_text(Device d) {
 }
 }  // namespace
 
-CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source) : schedule_(std::move(schedule)), source_(std::move(source)) {
+int nvrtc_programs_for(size_t source_bytes) {
+    size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return int(std::clamp<size_t>(source_bytes / kNvrtcProgramBytes, 1, cores));
+}
+
+CompiledCudaGraph::CompiledCudaGraph(Schedule schedule, std::string source, int nvrtc_programs)
+    : schedule_(std::move(schedule)), source_(std::move(source)) {
+    // The kernels in `nvrtc_programs` translation units, compiled at once, a module each.
+    if (nvrtc_programs == 0) nvrtc_programs = nvrtc_programs_for(source_.size());
+    std::vector<CudaUnit> units = split_cuda_source(source_, nvrtc_programs);
+    std::vector<cuda::detail::NvrtcProgram> nvrtc;
+    std::map<std::string, const std::string*> unit_of;  // kernel -> the source defining it
+    for (const CudaUnit& unit : units) {
+        nvrtc.push_back({unit.source, unit.kernels.front()});
+        for (const std::string& name : unit.kernels) unit_of[name] = &unit.source;
+    }
+    cuda::detail::load_modules(nvrtc);
+    nvrtc_programs_ = int(units.size());
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
         KernelKind kind = schedule_.kernels[k].kind;
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
-        kernels_.push_back(generated ? cuda::detail::kernel(source_, cuda_kernel_entry(source_, schedule_.kernel_name(int(k)))) : nullptr);
+        std::string entry =
+            generated ? cuda_kernel_entry(source_, schedule_.kernel_name(int(k))) : "";
+        kernels_.push_back(generated ? cuda::detail::kernel(*unit_of.at(entry), entry) : nullptr);
         kernel_args_.push_back(schedule_.kernels[k].args());
         split_reductions_.push_back(generated ? cuda_split_reductions(schedule_, int(k)) : 0);
         max_block_.push_back(generated ? cuda::detail::max_threads_per_block(kernels_.back()) : 0);
@@ -249,9 +270,9 @@ std::vector<CompiledCudaGraph> compile_cuda_many(const std::vector<LGraph>& grap
 
 CompiledCudaGraph compile_cuda(const LGraph& graph) { return std::move(compile_cuda_many({graph}).front()); }
 
-CompiledCudaGraph build_cuda(Schedule schedule, std::string source) {
+CompiledCudaGraph build_cuda(Schedule schedule, std::string source, int nvrtc_programs) {
     cuda::detail::require("compiling a graph for CUDA");
-    return CompiledCudaGraph(std::move(schedule), std::move(source));
+    return CompiledCudaGraph(std::move(schedule), std::move(source), nvrtc_programs);
 }
 
 }  // namespace kiln::codegen

@@ -19,10 +19,18 @@ class Graph;
 
 namespace kiln::codegen {
 
+// NVRTC compiles one program on one thread: a translation unit of `source_bytes` is split
+// into this many programs (split_cuda_source), compiled at once. Each program repeats the
+// prelude, so each gets at least kNvrtcProgramBytes of source, and there are at most as many
+// programs as cores (std::thread::hardware_concurrency).
+inline constexpr size_t kNvrtcProgramBytes = 8 * 1024;
+int nvrtc_programs_for(size_t source_bytes);
+
 class CompiledCudaGraph {
    public:
-    // Loads the kernels of `source` (compiled by NVRTC once per process per source text).
-    CompiledCudaGraph(Schedule schedule, std::string source);
+    // Loads the kernels of `source` (compiled by NVRTC once per process per source text), in
+    // `nvrtc_programs` programs compiled at once (0: nvrtc_programs_for(source.size())).
+    CompiledCudaGraph(Schedule schedule, std::string source, int nvrtc_programs = 0);
 
     // Inputs in LGraph::inputs order, on the graph's device (a 0-d CPU tensor is copied
     // over, as eager does); outputs freshly allocated on the device. Launches are queued on
@@ -32,6 +40,7 @@ class CompiledCudaGraph {
 
     const Schedule& schedule() const { return schedule_; }
     const std::string& source() const { return source_; }
+    int nvrtc_programs() const { return nvrtc_programs_; }  // its kernels were compiled as
 
    private:
     Schedule schedule_;
@@ -41,6 +50,7 @@ class CompiledCudaGraph {
     std::vector<std::vector<int>> release_;      // per kernel: values dropped after it (release_plan)
     std::vector<int> split_reductions_;          // per kernel: cuda_split_reductions()
     std::vector<int> max_block_;                 // per kernel: the most threads a block can have
+    int nvrtc_programs_ = 0;
     int num_value_ids_ = 0;
     std::set<int> returned_;  // value ids the graph returns
 };
@@ -88,7 +98,7 @@ CudaGraphStats cuda_graph_stats();  // totals since process start
 std::vector<CompiledCudaGraph> compile_cuda_many(const std::vector<LGraph>& graphs);
 CompiledCudaGraph compile_cuda(const LGraph& graph);
 // The build stage alone, for a schedule already made and emitted (NVRTC or the cubin cache).
-CompiledCudaGraph build_cuda(Schedule schedule, std::string source);
+CompiledCudaGraph build_cuda(Schedule schedule, std::string source, int nvrtc_programs = 0);
 
 // The schedules and the translation unit compile_cuda_many would build, without building:
 // for compile-only tests (NVRTC needs no GPU) and :code.

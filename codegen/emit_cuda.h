@@ -24,6 +24,16 @@ std::string emit_cuda(const Schedule& schedule);
 std::string cuda_kernel_entry(const std::string& source, const std::string& kernel);
 std::string emit_cuda(const std::vector<const Schedule*>& schedules);
 
+// NVRTC compiles one program on one thread; a large translation unit of emit_cuda is cut
+// into `units` programs that compile at once. Each holds the whole prelude and a contiguous
+// run of the kernels (about equal bytes each, at least one kernel each: fewer units when
+// there are fewer kernels); one unit is the source as it is. None when it has no kernel.
+struct CudaUnit {
+    std::string source;
+    std::vector<std::string> kernels;  // the __global__ functions it defines
+};
+std::vector<CudaUnit> split_cuda_source(const std::string& source, int units);
+
 // A row kernel whose one pass comes first can spread each row over several blocks (for few,
 // long rows: a full reduction). Such a kernel takes three more arguments after the symbols:
 // `float* partials` (rows * splits * R floats), `unsigned* counters` (rows, zero), `long long

@@ -197,11 +197,17 @@ Built build_plan(Plan plan, int id) {
     log.done("5_build", [&] { return std::to_string(nodes) + " nodes: kernels loaded\n"; });
     built.time = log.times.back();
     if (log_enabled("compile")) {
-        char text[160];
-        std::snprintf(text, sizeof text,
-                      "inductor graph %d: %zu nodes, kernels ready in %.1f ms (kernel cache or "
-                      "compiler, load)",
-                      id, nodes, built.time.ms);
+        char text[200];
+        if (built.cuda)
+            std::snprintf(text, sizeof text,
+                          "inductor graph %d: %zu nodes, kernels ready in %.1f ms (cubin cache or "
+                          "NVRTC in %d programs at once, module load)",
+                          id, nodes, built.time.ms, built.cuda->nvrtc_programs());
+        else
+            std::snprintf(text, sizeof text,
+                          "inductor graph %d: %zu nodes, kernels ready in %.1f ms (kernel cache or "
+                          "compiler, load)",
+                          id, nodes, built.time.ms);
         log_event("compile", text);
     }
     return built;

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <mutex>
+#include <thread>
 
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
@@ -151,39 +153,101 @@ std::string cubin_cache_key(const std::string& source, const std::string& name,
 static std::string compile_with_nvrtc(const std::string& source, const std::string& name,
                                       const NvrtcTarget& target);
 
-std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only) {
-    NvrtcLibrary& lib = nvrtc_library();
-    KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ", name, ": ", lib.error);
+namespace {
+// One program's way through the store and NVRTC, and the time each took (nanoseconds).
+struct ProgramBuild {
+    std::string binary;
+    bool compiled = false;
+    int64_t load_ns = 0, nvrtc_ns = 0;
+};
+
+ProgramBuild build_program(const NvrtcProgram& program, const NvrtcTarget& target,
+                           const CubinStore& store) {
+    ProgramBuild b;
     auto start = std::chrono::steady_clock::now();
-    if (ptx_only) {  // compile-only tests: never cached
-        std::string ptx =
-            compile_with_nvrtc(source, name, {"compute_" + std::to_string(arch), true});
-        ++cubin_cache().compiles;
-        cubin_cache().nvrtc_ns += nanoseconds_since(start);
-        return ptx;
-    }
-    NvrtcTarget target = nvrtc_target(arch);
-    CubinStore store;
-    {
-        std::lock_guard lock(cubin_cache().mu);
-        store = cubin_cache().store;
-    }
     std::string key;
     if (store.load) {  // what decides the bytes: the compiler, the target, the options, the text
-        key = cubin_cache_key(source, name, target);
+        key = cubin_cache_key(program.source, program.name, target);
         std::optional<std::string> cached = store.load(key);
-        cubin_cache().load_ns += nanoseconds_since(start);
+        b.load_ns = nanoseconds_since(start);
         if (cached) {
-            ++cubin_cache().disk_hits;
-            return *cached;
+            b.binary = std::move(*cached);
+            return b;
         }
     }
     start = std::chrono::steady_clock::now();
-    std::string binary = compile_with_nvrtc(source, name, target);
-    ++cubin_cache().compiles;
-    cubin_cache().nvrtc_ns += nanoseconds_since(start);
-    if (!key.empty() && store.save) store.save(key, binary);
-    return binary;
+    b.binary = compile_with_nvrtc(program.source, program.name, target);
+    b.compiled = true;
+    b.nvrtc_ns = nanoseconds_since(start);
+    if (!key.empty() && store.save) store.save(key, b.binary);
+    return b;
+}
+
+// Counts a batch into compile_stats() (a program that failed is no compile). Programs built
+// at once overlap, so the batch's wall time is counted once, shared between loading and
+// compiling as the programs' own times are (KILN_LOGS=compile's stage totals are wall times).
+void count_batch(const std::vector<ProgramBuild>& builds,
+                 const std::vector<std::exception_ptr>& errors, int64_t wall_ns) {
+    CubinCache& c = cubin_cache();
+    int64_t load_ns = 0, nvrtc_ns = 0;
+    for (size_t i = 0; i < builds.size(); ++i) {
+        const ProgramBuild& b = builds[i];
+        if (errors[i]) continue;
+        ++(b.compiled ? c.compiles : c.disk_hits);
+        load_ns += b.load_ns, nvrtc_ns += b.nvrtc_ns;
+    }
+    if (load_ns + nvrtc_ns == 0) return;
+    int64_t load_share = int64_t(double(wall_ns) * double(load_ns) / double(load_ns + nvrtc_ns));
+    c.load_ns += load_share;
+    c.nvrtc_ns += wall_ns - load_share;
+}
+}  // namespace
+
+std::vector<std::string> compile_cubins(const std::vector<NvrtcProgram>& programs, int arch,
+                                        bool ptx_only) {
+    NvrtcLibrary& lib = nvrtc_library();
+    KILN_CHECK(lib.error.empty(), "compiling CUDA kernel ",
+               programs.empty() ? "" : programs.front().name, ": ", lib.error);
+    // PTX (compile-only tests) is never cached.
+    NvrtcTarget target =
+        ptx_only ? NvrtcTarget{"compute_" + std::to_string(arch), true} : nvrtc_target(arch);
+    CubinStore store;
+    if (!ptx_only) {
+        std::lock_guard lock(cubin_cache().mu);
+        store = cubin_cache().store;
+    }
+    auto start = std::chrono::steady_clock::now();
+    std::vector<ProgramBuild> builds(programs.size());
+    std::vector<std::exception_ptr> errors(programs.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {  // takes the next program until none is left
+        for (size_t i = next++; i < programs.size(); i = next++) {
+            try {
+                builds[i] = build_program(programs[i], target, store);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+        }
+    };
+    // NVRTC compiles one program on one thread, and several programs at once (it is
+    // thread-safe per program): one worker per core, this thread one of them.
+    size_t workers =
+        std::min<size_t>(programs.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    count_batch(builds, errors, nanoseconds_since(start));
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    std::vector<std::string> binaries;
+    for (ProgramBuild& b : builds) binaries.push_back(std::move(b.binary));
+    return binaries;
+}
+
+std::string compile_cubin(const std::string& source, const std::string& name, int arch,
+                          bool ptx_only) {
+    return compile_cubins({{source, name}}, arch, ptx_only).front();
 }
 
 static std::string compile_with_nvrtc(const std::string& source, const std::string& name,

@@ -309,26 +309,40 @@ void memset_zero(void* p, size_t bytes) {
     check(r.cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, r.stream), "memset");
 }
 
+void load_modules(const std::vector<NvrtcProgram>& programs) {
+    Runtime& r = live("kernel compile");
+    std::vector<NvrtcProgram> missing;
+    {
+        std::lock_guard lock(r.mu);
+        for (const NvrtcProgram& p : programs)
+            if (!r.modules.count(p.source)) missing.push_back(p);
+    }
+    if (missing.empty()) return;
+    std::vector<std::string> binaries = compile_cubins(missing, r.arch);
+    std::lock_guard lock(r.mu);
+    for (size_t i = 0; i < missing.size(); ++i) {
+        if (r.modules.count(missing[i].source)) continue;  // another thread loaded it meanwhile
+        CUmodule module = nullptr;
+        auto start = std::chrono::steady_clock::now();
+        CUresult loaded = r.cu.cuModuleLoadData(&module, binaries[i].data());
+        count_module_load(std::chrono::steady_clock::now() - start);
+        check(loaded, "loading a compiled kernel (cuModuleLoadData)");
+        r.modules[missing[i].source] = module;
+    }
+}
+
 void* kernel(const std::string& source, const std::string& name) {
     Runtime& r = live("kernel compile");
-    std::lock_guard lock(r.mu);
-    CUmodule& module = r.modules[source];
-    if (!module) {
-        std::string cubin;
-        try {
-            cubin = compile_cubin(source, name, r.arch);
-        } catch (...) {
-            r.modules.erase(source);
-            throw;
-        }
-        auto start = std::chrono::steady_clock::now();
-        CUresult loaded = r.cu.cuModuleLoadData(&module, cubin.data());
-        count_module_load(std::chrono::steady_clock::now() - start);
-        if (loaded != 0) r.modules.erase(source);
-        check(loaded, "loading a compiled kernel (cuModuleLoadData)");
+    std::unique_lock lock(r.mu);
+    auto module = r.modules.find(source);
+    if (module == r.modules.end()) {
+        lock.unlock();
+        load_modules({{source, name}});
+        lock.lock();
+        module = r.modules.find(source);
     }
     CUfunction fn = nullptr;
-    check(r.cu.cuModuleGetFunction(&fn, module, name.c_str()), "finding a compiled kernel");
+    check(r.cu.cuModuleGetFunction(&fn, module->second, name.c_str()), "finding a compiled kernel");
     return fn;
 }
 

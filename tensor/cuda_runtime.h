@@ -33,6 +33,15 @@ void memset_zero(void* p, size_t bytes);
 // to PTX for compute_`arch`: the C++ front end without the assembler, for compile-only
 // tests); a compile error raises with NVRTC's log and the source. Why NVRTC cannot load, or "".
 std::string compile_cubin(const std::string& source, const std::string& name, int arch, bool ptx_only = false);
+// A translation unit for NVRTC; `name` is a kernel it defines (the cache key and errors name it).
+struct NvrtcProgram {
+    std::string source, name;
+};
+// compile_cubin for several programs at once: NVRTC compiles one program on one thread, so a
+// large graph's kernels, split over programs, compile on one thread per core. Binaries in
+// the order of `programs`; the first program that fails raises, after all have finished.
+std::vector<std::string> compile_cubins(const std::vector<NvrtcProgram>& programs, int arch,
+                                        bool ptx_only = false);
 // What a kernel for sm_`arch` is compiled to: a cubin for sm_`arch` where this NVRTC can
 // assemble for it (nvrtcGetSupportedArchs), else PTX for the newest compute_XX it knows,
 // which the driver compiles for the device when the module loads.
@@ -71,6 +80,10 @@ std::string nvrtc_unavailable_reason();
 // The kernel `name` of CUDA C++ `source`, compiled by NVRTC for this device once per
 // process (a map keyed by the source text). Compile errors raise with NVRTC's log.
 void* kernel(const std::string& source, const std::string& name);
+// Compiles those of `programs` not loaded yet (at once: compile_cubins) and loads each as a
+// module, so that kernel(program.source, ...) finds it. NVRTC runs outside the runtime's
+// lock: the allocator and loaded kernels stay usable meanwhile.
+void load_modules(const std::vector<NvrtcProgram>& programs);
 // Launches `fn` over `n` work items (grid-stride loops: at most a few blocks per SM), or
 // with an explicit grid; `args` are pointers to the kernel's arguments, in order.
 void launch(void* fn, int64_t n, void** args);

@@ -6,6 +6,7 @@
 // kernels (the seed programs, a training step, softmax and layernorm one kernel each).
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "codegen/cpu_backend.h"
 #include "codegen/cuda_backend.h"
@@ -231,7 +233,95 @@ BOOST_AUTO_TEST_CASE(symbolic_sizes_are_kernel_arguments) {
     if (have_nvrtc()) BOOST_CHECK_NO_THROW(compile_ptx(strided));
 }
 
+// NVRTC compiles one program on one thread: a large source is split over programs that
+// compile at once (split_cuda_source, nvrtc_programs_for). Each unit is a whole translation
+// unit (NVRTC compiles it, and its PTX has an entry for each kernel it says it defines),
+// every __global__ function is in exactly one unit, in source order, and every generated
+// kernel's entry is found; one unit is the source as emitted (its cache entries unchanged).
+BOOST_AUTO_TEST_CASE(a_source_split_over_nvrtc_programs_defines_every_kernel_once) {
+    BOOST_TEST(nvrtc_programs_for(kNvrtcProgramBytes - 1) == 1);  // small graphs: one program
+    BOOST_TEST(nvrtc_programs_for(1000 * kNvrtcProgramBytes) ==
+               int(std::max(1u, std::thread::hardware_concurrency())));
+    BOOST_TEST(split_cuda_source(emit_cuda(std::vector<const Schedule*>{}), 4).empty());
+    if (!have_nvrtc()) return;
+    Programs p = random_programs(24, 20261126, kCuda);
+    std::vector<Schedule> schedules = schedule_many(p.halves);
+    std::string source = emit_cuda_many(schedules);
+    std::vector<CudaUnit> one = split_cuda_source(source, 1);
+    BOOST_TEST_REQUIRE(one.size() == 1u);
+    BOOST_TEST((one[0].source == source));
+    BOOST_TEST(int(one[0].kernels.size()) == count(source, "__global__ void"));
+    std::vector<CudaUnit> units = split_cuda_source(source, 4);
+    BOOST_TEST_REQUIRE(units.size() == 4u);
+    std::vector<std::string> defined;
+    std::vector<cuda::detail::NvrtcProgram> programs;
+    for (const CudaUnit& u : units) {
+        BOOST_TEST(!u.kernels.empty());
+        BOOST_TEST(u.source.size() < source.size() * 3 / 4);  // a share of the kernels
+        defined.insert(defined.end(), u.kernels.begin(), u.kernels.end());
+        programs.push_back({u.source, u.kernels.front()});
+    }
+    BOOST_TEST(defined == one[0].kernels);
+    auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> ptx = cuda::detail::compile_cubins(programs, 90, /*ptx_only=*/true);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (size_t u = 0; u < units.size(); ++u)
+        for (const std::string& name : units[u].kernels)
+            BOOST_TEST(ptx[u].find(".entry " + name + "(") != std::string::npos, name);
+    for (const Schedule& s : schedules)
+        for (size_t k = 0; k < s.kernels.size(); ++k) {
+            if (s.kernels[k].kind != KernelKind::pointwise && s.kernels[k].kind != KernelKind::row)
+                continue;
+            std::string entry = cuda_kernel_entry(source, s.kernel_name(int(k)));
+            BOOST_TEST(std::count(defined.begin(), defined.end(), entry) == 1, entry);
+        }
+    BOOST_TEST(split_cuda_source(source, 100000).size() ==
+               defined.size());  // one kernel each at most
+    std::cout << "cuda codegen: " << defined.size() << " kernels (" << source.size() / 1024
+              << " KB) in 4 NVRTC programs compiled to PTX at once in " << seconds << " s\n";
+}
+
 // ---- on the GPU
+
+// The same kernels compiled as one NVRTC program and split over five give the same values,
+// bit for bit (each kernel is looked up in the module that defines it).
+BOOST_AUTO_TEST_CASE(graphs_split_over_nvrtc_programs_equal_one_program,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
+    constexpr int kPrograms = 32;
+    Programs p = random_programs(kPrograms, 20261127, kCuda);
+    std::vector<Schedule> schedules = schedule_many(p.halves);
+    std::string source = emit_cuda_many(schedules);
+    std::vector<CompiledCudaGraph> one, split;
+    for (const Schedule& s : schedules) {
+        one.push_back(build_cuda(s, source, 1));
+        split.push_back(build_cuda(s, source, 5));
+    }
+    BOOST_TEST(one[0].nvrtc_programs() == 1);
+    BOOST_TEST(split[0].nvrtc_programs() == 5);
+    for (int i = 0; i < kPrograms; ++i) {
+        const kiln_test::Program& prog = p.programs[i];
+        std::vector<Tensor> primals, tangents;
+        for (const Tensor& x : prog.inputs) primals.push_back(x.detach().cuda());
+        for (int k : p.plans[i].tangent_outputs)
+            tangents.push_back(
+                randn(prog.graph->nodes()[prog.graph->outputs()[k]].meta.shape).cuda());
+        auto forward_backward = [&](const std::vector<CompiledCudaGraph>& graphs) {
+            std::vector<Tensor> res = graphs[2 * i].run(primals);
+            std::vector<Tensor> bw_in(res.begin() + p.plans[i].num_outputs, res.end());
+            bw_in.insert(bw_in.end(), tangents.begin(), tangents.end());
+            std::vector<Tensor> grads = graphs[2 * i + 1].run(bw_in);
+            res.insert(res.end(), grads.begin(), grads.end());
+            return res;
+        };
+        std::vector<Tensor> want = forward_backward(one), got = forward_backward(split);
+        BOOST_TEST_REQUIRE(got.size() == want.size());
+        for (size_t k = 0; k < got.size(); ++k)
+            BOOST_TEST(kiln_test::relative_error(got[k].defined() ? got[k].cpu() : got[k],
+                                                 want[k].defined() ? want[k].cpu() : want[k]) == 0,
+                       "program " << i << " result " << k);
+    }
+}
 
 BOOST_AUTO_TEST_CASE(random_programs_on_the_gpu_match_eager_cpu, *utf::precondition(kiln_test::NeedsGpu{"cuda codegen"})) {
     constexpr int kPrograms = 192;

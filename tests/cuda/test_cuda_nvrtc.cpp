@@ -1,9 +1,11 @@
 // NVRTC's compiled kernels kept between processes (tensor/cuda_nvrtc.cpp): the disk cache of
 // cubins (a second compile loads the file, a damaged entry is compiled again, PTX is never
-// cached), its key, and PTX for a device newer than NVRTC. Compile-only: NVRTC and no GPU.
+// cached), its key, PTX for a device newer than NVRTC, and programs compiled at once
+// (compile_cubins). Compile-only: NVRTC and no GPU.
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "tensor/cuda_runtime.h"
+#include "tensor/error.h"
 #include "tests/cuda/needs_gpu.h"
 #include "tests/scoped_env.h"
 
@@ -147,6 +150,63 @@ BOOST_AUTO_TEST_CASE(devices_newer_than_nvrtc_get_cached_ptx) {
     auto after = cuda::detail::compile_stats();
     BOOST_TEST(after.nvrtc_compiles == before.nvrtc_compiles + 1);
     BOOST_TEST(after.disk_hits == before.disk_hits + 1);
+}
+
+// Programs compiled at once (compile_cubins: a graph's kernels split over NVRTC programs) are
+// cached one entry each: a second compile loads all of them, a damaged entry is compiled
+// again alone; overlapping compiles count their wall time once in compile_stats (the
+// stage totals of KILN_LOGS=compile); a program that fails raises naming it.
+BOOST_AUTO_TEST_CASE(programs_compiled_at_once_keep_one_cache_entry_each) {
+    if (!have_nvrtc()) return;
+    namespace fs = std::filesystem;
+    ScopedCacheDir cache("kiln-cubin-programs");
+    std::vector<cuda::detail::NvrtcProgram> programs;
+    for (int i = 0; i < 3; ++i) {
+        std::string name = "k" + std::to_string(i);
+        programs.push_back({"extern \"C\" __global__ void " + name +
+                                "(float* p) { p[threadIdx.x] += " + std::to_string(i) +
+                                ".0f; }  // " + cache.dir.string() + "\n",
+                            name});
+    }
+    auto before = cuda::detail::compile_stats();
+    auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> first = cuda::detail::compile_cubins(programs, 90);
+    double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto after_first = cuda::detail::compile_stats();
+    BOOST_TEST_REQUIRE(first.size() == 3u);
+    for (const std::string& cubin : first)
+        BOOST_TEST(cubin.compare(0, 4,
+                                 "\x7f"
+                                 "ELF") == 0);
+    BOOST_TEST(after_first.nvrtc_compiles == before.nvrtc_compiles + 3);
+    double counted_s = after_first.nvrtc_seconds + after_first.load_seconds - before.nvrtc_seconds -
+                       before.load_seconds;
+    BOOST_TEST(counted_s <= wall_s);  // not each thread's time added up
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(cache.dir))
+        if (e.path().extension() == ".cubin") entries.push_back(e.path());
+    BOOST_TEST_REQUIRE(entries.size() == 3u);
+    BOOST_TEST((cuda::detail::compile_cubins(programs, 90) == first));
+    auto after_second = cuda::detail::compile_stats();
+    BOOST_TEST(after_second.nvrtc_compiles == after_first.nvrtc_compiles);  // all from the disk
+    BOOST_TEST(after_second.disk_hits == after_first.disk_hits + 3);
+    {  // one entry damaged: rejected, compiled again alone
+        std::fstream file(entries[1], std::ios::in | std::ios::out | std::ios::binary);
+        file.seekg(64);
+        char byte = 0;
+        file.get(byte);
+        file.seekp(64);
+        file.put(char(byte ^ 0x5a));
+    }
+    BOOST_TEST((cuda::detail::compile_cubins(programs, 90) == first));
+    auto after_damage = cuda::detail::compile_stats();
+    BOOST_TEST(after_damage.nvrtc_compiles == after_second.nvrtc_compiles + 1);
+    BOOST_TEST(after_damage.disk_hits == after_second.disk_hits + 2);
+    programs.push_back(
+        {"extern \"C\" __global__ void broken(float* p) { p[0] = no_such_name; }\n", "broken"});
+    BOOST_CHECK_EXCEPTION(cuda::detail::compile_cubins(programs, 90), Error, [](const Error& e) {
+        return std::string(e.what()).find("could not compile kernel broken") != std::string::npos;
+    });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
