@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "jit/log.h"
 #include "tensor/cuda.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -273,8 +274,18 @@ void release(void* p, size_t block) {
 
 namespace {
 std::atomic<int64_t> g_issued{0};  // kernels, cuBLAS calls, copies and memsets put on the stream
+std::atomic<int64_t> g_host_waits{0};
+
+// The host stops until kiln's stream has run everything queued on it (KILN_LOGS=sync names
+// each wait, as torch.cuda.set_sync_debug_mode("warn") does).
+void wait_for_stream(Runtime& r, const char* why) {
+    g_host_waits.fetch_add(1, std::memory_order_relaxed);
+    if (log_enabled("sync")) log_event("sync", std::string("the host waits for the GPU: ") + why);
+    check(r.cu.cuStreamSynchronize(r.stream), why);
 }
+}  // namespace
 int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
+int64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
 
 void* library_stream(const char* op) {
     Runtime& r = live(op);
@@ -294,12 +305,11 @@ void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t b
     auto d = reinterpret_cast<CUdeviceptr>(dst);
     auto s = reinterpret_cast<CUdeviceptr>(src);
     if (dst_dev && src_dev) return check(r.cu.cuMemcpyDtoDAsync(d, s, bytes, r.stream), "device to device copy");
-    if (dst_dev) {
-        check(r.cu.cuMemcpyHtoDAsync(d, src, bytes, r.stream), "host to device copy");
-        return check(r.cu.cuStreamSynchronize(r.stream), "host to device copy");  // the host buffer may go
-    }
+    // From pageable host memory (kiln never pins it) the driver stages the bytes before the
+    // call returns, so the host buffer may go at once; the host does not wait for the stream.
+    if (dst_dev) return check(r.cu.cuMemcpyHtoDAsync(d, src, bytes, r.stream), "host to device copy");
     check(r.cu.cuMemcpyDtoHAsync(dst, s, bytes, r.stream), "device to host copy");
-    check(r.cu.cuStreamSynchronize(r.stream), "device to host copy");
+    wait_for_stream(r, "a device to host copy (a read of a CUDA tensor's values)");
 }
 
 void memset_zero(void* p, size_t bytes) {
@@ -400,7 +410,7 @@ void gemm(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
 
 void synchronize() {
     Runtime& r = live("synchronize");
-    check(r.cu.cuStreamSynchronize(r.stream), "synchronize");
+    wait_for_stream(r, "synchronize");
 }
 
 }  // namespace detail

@@ -139,6 +139,9 @@ bool capturing();
 // How many operations (kernel launches, cuBLAS calls, copies, memsets) kiln has put on its
 // stream so far: benchmarks divide host time per call by it.
 int64_t operations_issued();
+// How many times the host has waited for kiln's stream (a read of a CUDA tensor's values,
+// synchronize()); KILN_LOGS=sync prints each wait with its cause.
+int64_t host_waits();
 
 // The draws of one random kernel of `count` elements: element i uses (seed, offset + i).
 // Outside a capture these come from the global generator. While a Graph is captured,

@@ -92,7 +92,9 @@ void convert(const Tensor& out, const Tensor& in) {
 }
 
 // A 0-d CPU tensor used with CUDA tensors moves to the GPU, as in PyTorch (a CPU scalar
-// mixes with tensors of any device); any other CPU tensor is a device mismatch.
+// mixes with tensors of any device); any other CPU tensor is a device mismatch. Its value is
+// read on the host and written by a fill kernel (the value a kernel argument, as PyTorch
+// passes CPU scalars): no copy from host memory, so the step never waits for the GPU here.
 std::vector<Tensor> on_device(OpId op, std::span<const Tensor> in, Device device) {
     std::vector<Tensor> out;
     for (const Tensor& t : in) {
@@ -100,7 +102,9 @@ std::vector<Tensor> on_device(OpId op, std::span<const Tensor> in, Device device
         else {
             KILN_CHECK(t.dim() == 0, op_info(op).name, ": expected all tensors on one device, got ", device, " and ",
                        t.device(), " (a tensor of shape ", t.shape(), ")");
-            out.push_back(cuda::to_device(t, device));
+            constexpr int64_t kExact = int64_t(1) << 53;  // int64s a double holds exactly
+            bool exact = t.dtype() != DType::int64 || (t.item<int64_t>() >= -kExact && t.item<int64_t>() <= kExact);
+            out.push_back(exact ? cuda_full({}, t.item<double>(), t.dtype(), device) : cuda::to_device(t, device));
         }
     }
     return out;

@@ -4,6 +4,7 @@
 // skipped with a message naming why (kiln::cuda::unavailable_reason), and the case that
 // needs none checks that CUDA calls raise clear errors and leave the process usable.
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <thread>
@@ -350,6 +351,47 @@ BOOST_AUTO_TEST_CASE(fills_are_made_on_the_device, *utf::precondition(kiln_test:
     BOOST_TEST(leaf.is_leaf());
     BOOST_CHECK_THROW(full({2}, NAN, {.dtype = DType::int64, .device = kCuda}), Error);
     BOOST_CHECK_THROW(full({-1}, 0, {.device = kCuda}), Error);
+}
+
+// A CPU scalar in a CUDA op is a fill kernel with the value as its argument, and a copy to
+// the GPU returns once the driver holds the bytes: neither makes the host wait for work
+// queued before it (each did: the step of a model with batch norm waited for every kernel
+// before it). Only reading values back waits. Before the fix each line below waited.
+BOOST_AUTO_TEST_CASE(cpu_scalars_and_copies_to_the_gpu_do_not_make_the_host_wait,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
+    Tensor a = (randn({4096, 4096}) * (1.0 / 64)).cuda(), x = randn({1000}), xc = x.cuda();
+    using Clock = std::chrono::steady_clock;
+    auto job = [&](int n) {
+        Tensor t = a;
+        for (int i = 0; i < n; ++i) t = matmul(t, a);
+        return t;
+    };
+    int n = 4;
+    double job_ms = 0;
+    for (; n < 4096; n *= 2) {  // at least 100 ms of GPU work
+        auto t = Clock::now();
+        job(n);
+        cuda::synchronize();
+        if ((job_ms = std::chrono::duration<double, std::milli>(Clock::now() - t).count()) >= 100) break;
+    }
+    Tensor busy = job(n);
+    int64_t waits = cuda::detail::host_waits();
+    auto t = Clock::now();
+    Tensor scaled = xc * scalar_tensor(2.5);                                   // a CPU float scalar
+    Tensor shifted = ones({3}, {.dtype = DType::int64, .device = kCuda}) + scalar_tensor(7, DType::int64);
+    Tensor uploaded = x.cuda();                                                // a copy to the GPU
+    double host_ms = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+    BOOST_TEST(cuda::detail::host_waits() == waits);
+    BOOST_CHECK_MESSAGE(host_ms < job_ms / 2, "the host waited " << host_ms << " ms behind a " << job_ms << " ms GPU job");
+    check_same(scaled, x * 2.5, "x * CPU scalar", 0);
+    check_same(shifted, full({3}, 8, {.dtype = DType::int64}), "int64 + CPU scalar", 0);
+    check_same(uploaded, x, "copy to the GPU", 0);
+    BOOST_TEST(cuda::detail::host_waits() > waits);  // the reads back above waited, and counted
+    // An int64 beyond 2^53 cannot be a double kernel argument: it is copied, and exact.
+    Tensor huge = full({}, 0, {.dtype = DType::int64});
+    huge.data_ptr<int64_t>()[0] = (int64_t(1) << 60) + 1;
+    check_same(zeros({2}, {.dtype = DType::int64, .device = kCuda}) + huge,
+               full({2}, 0, {.dtype = DType::int64}) + huge, "int64 + a CPU scalar beyond 2^53", 0);
 }
 
 BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
