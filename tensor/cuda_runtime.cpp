@@ -278,12 +278,23 @@ std::atomic<int64_t> g_host_waits{0};
 
 // The host stops until kiln's stream has run everything queued on it (KILN_LOGS=sync names
 // each wait, as torch.cuda.set_sync_debug_mode("warn") does).
+std::atomic<void (*)()> g_after_host_wait{nullptr};
+thread_local bool t_in_after_wait = false;
+
 void wait_for_stream(Runtime& r, const char* why) {
     g_host_waits.fetch_add(1, std::memory_order_relaxed);
     if (log_enabled("sync")) log_event("sync", std::string("the host waits for the GPU: ") + why);
     check(r.cu.cuStreamSynchronize(r.stream), why);
+    void (*after)() = g_after_host_wait.load();
+    if (after && !t_in_after_wait) {  // its own reads wait too: no second round from them
+        t_in_after_wait = true;
+        struct Leave { ~Leave() { t_in_after_wait = false; } } leave;
+        after();
+    }
 }
 }  // namespace
+void set_after_host_wait(void (*check)()) { g_after_host_wait = check; }
+
 int64_t operations_issued() { return g_issued.load(std::memory_order_relaxed); }
 int64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
 

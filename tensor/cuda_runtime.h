@@ -142,6 +142,9 @@ int64_t operations_issued();
 // How many times the host has waited for kiln's stream (a read of a CUDA tensor's values,
 // synchronize()); KILN_LOGS=sync prints each wait with its cause.
 int64_t host_waits();
+// Runs `check` after each host wait, once the stream is idle (the index kernels' deferred
+// range checks: tensor/kernels_cuda_index.cpp); it may raise, and the wait's caller sees it.
+void set_after_host_wait(void (*check)());
 
 // The draws of one random kernel of `count` elements: element i uses (seed, offset + i).
 // Outside a capture these come from the global generator. While a Graph is captured,

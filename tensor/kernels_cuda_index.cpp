@@ -5,8 +5,15 @@
 // sums may round differently from run to run, as PyTorch's CUDA scatter_add does. The
 // kernels' sources are the CUDA dialect's first rung (codegen/emit_eager_cuda.h), which
 // kernels_cuda.cpp hands out as cuda_index_kernel_sources().
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <map>
+#include <mutex>
+#include <sstream>
+#include <vector>
 
+#include "autograd/node.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
 
@@ -42,28 +49,107 @@ WindowArgs window_args(const Shape& window, int64_t C, int64_t H, int64_t W, int
             window[7], C,         H,         W,         OH,        OW};
 }
 
-// Runs an index kernel, then raises if it met an index out of range (a copy to the host:
-// the error names the index, as on the CPU).
+constexpr double kNoBadIndex = -9223372036854775807.0 - 1.0;  // INT64_MIN: the flag's "none"
+
+std::string out_of_bounds(const std::string& op, int64_t index, int64_t dim, int64_t size) {
+    std::ostringstream o;
+    o << op << ": index " << index << " is out of bounds for dim " << dim << " with size " << size
+      << kIndexUsers;
+    return o.str();
+}
+
+// Index kernels write the first index out of range they meet into a flag. Reading it at once
+// would make the host wait for the GPU after every gather (an embedding, a class loss: a
+// dozen waits in a GPT step, each draining the stream). So, as PyTorch's device-side checks
+// do, the flag is read later: each unchecked kernel takes a slot of one device array, and
+// after the host's next wait for the stream (a read of a CUDA tensor's values, synchronize())
+// every slot comes back in one copy; a bad index raises there, naming its op, index and size.
+// Unlike PyTorch's device assert, the GPU stays usable. Inside a CUDA graph capture, and with
+// KILN_CUDA_INDEX_CHECKS=sync, the flag is read at once (the error at the op that made it).
+class DeferredIndexChecks {
+   public:
+    static constexpr int64_t kSlots = 1024;
+    static DeferredIndexChecks& get() {
+        static auto* checks = new DeferredIndexChecks;  // leaked: used until exit
+        return *checks;
+    }
+    struct Pending {  // what one used slot checks
+        std::string op;
+        int64_t dim, size;
+    };
+    // A flag in the slot array for `op`'s kernel (a full array is checked first).
+    void* take(Pending what, Device device) {
+        std::unique_lock lock(mu_);
+        if (int64_t(pending_.size()) == kSlots) {
+            lock.unlock();
+            cuda::detail::synchronize();  // runs check_all
+            lock.lock();
+        }
+        NoDispatchHook raw;  // the checks' own tensors: nothing a recording should see
+        autograd::NoGradGuard no_grad;
+        if (!slots_.defined())
+            slots_ = full({kSlots}, kNoBadIndex, {.dtype = DType::int64, .device = device});
+        pending_.push_back(std::move(what));
+        return static_cast<int64_t*>(slots_.raw_data()) + (pending_.size() - 1);
+    }
+    // After a host wait: the flags of every pending kernel, one copy; refilled for reuse.
+    static void check_all() {
+        DeferredIndexChecks& c = get();
+        std::vector<Pending> pending;
+        std::vector<int64_t> flags;
+        {
+            NoDispatchHook raw;
+            autograd::NoGradGuard no_grad;
+            std::lock_guard lock(c.mu_);
+            if (c.pending_.empty()) return;
+            pending.swap(c.pending_);
+            Tensor used = c.slots_.narrow(0, 0, int64_t(pending.size()));
+            flags = used.to(kiln::cpu).to_vector<int64_t>();
+            used.fill_(kNoBadIndex);
+        }
+        for (size_t i = 0; i < pending.size(); ++i)
+            KILN_CHECK(flags[i] == std::numeric_limits<int64_t>::min(),
+                       out_of_bounds(pending[i].op, flags[i], pending[i].dim, pending[i].size),
+                       " (found at the first host wait after it: index kernels run "
+                       "asynchronously; KILN_CUDA_INDEX_CHECKS=sync raises at the op)");
+    }
+
+   private:
+    DeferredIndexChecks() { cuda::detail::set_after_host_wait(&DeferredIndexChecks::check_all); }
+    std::mutex mu_;
+    Tensor slots_;
+    std::vector<Pending> pending_;
+};
+
+bool check_at_once() {
+    const char* e = std::getenv("KILN_CUDA_INDEX_CHECKS");
+    return (e && std::strcmp(e, "sync") == 0) || cuda::detail::capturing();
+}
+
+// Runs an index kernel; an index out of range raises naming it, as on the CPU: at once
+// inside a capture or with KILN_CUDA_INDEX_CHECKS=sync, else after the next host wait.
 void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, const Tensor& src,
                const Tensor& out, const char* op) {
     int64_t n = index.numel();
     if (n == 0) return;
     // An index kiln made in range itself needs no check: no flag, no copy to the host (so
     // max_pool2d's gather runs inside a captured CUDA graph and never waits for the device).
-    Tensor bad = p.in_range ? Tensor()
-                            : full({1}, -9223372036854775807.0 - 1.0,
-                                   {.dtype = DType::int64, .device = index.device()});
+    bool at_once = !p.in_range && check_at_once();
+    Tensor bad = at_once ? full({1}, kNoBadIndex, {.dtype = DType::int64, .device = index.device()})
+                         : Tensor();
     void* fn = kernel(source(std::string(scatter ? "scatter_add " : "gather ") + dtype_name(t)),
                       scatter ? "kiln_scatter_add" : "kiln_gather");
     long long count = n, n_index = p.n_index, n_data = p.n_data, inner = p.inner;
-    void *ip = data(index), *sp = data(src), *op_ = data(out),
-         *bp = p.in_range ? nullptr : data(bad);
+    void *ip = data(index), *sp = data(src), *op_ = data(out), *bp = nullptr;
+    if (at_once) bp = data(bad);
+    else if (!p.in_range)
+        bp = DeferredIndexChecks::get().take({op, p.dim, p.n_data}, index.device());
     void* args[] = {&count, &n_index, &n_data, &inner, &ip, &sp, &op_, &bp};
     launch(fn, n, args);
-    if (p.in_range) return;
+    if (!at_once) return;
     int64_t first_bad = bad.cpu().item<int64_t>();
-    KILN_CHECK(first_bad == std::numeric_limits<int64_t>::min(), op, ": index ", first_bad,
-               " is out of bounds for dim ", p.dim, " with size ", p.n_data, kIndexUsers);
+    KILN_CHECK(first_bad == std::numeric_limits<int64_t>::min(),
+               out_of_bounds(op, first_bad, p.dim, p.n_data));
 }
 
 }  // namespace

@@ -394,6 +394,44 @@ BOOST_AUTO_TEST_CASE(cpu_scalars_and_copies_to_the_gpu_do_not_make_the_host_wait
                full({2}, 0, {.dtype = DType::int64}) + huge, "int64 + a CPU scalar beyond 2^53", 0);
 }
 
+// gather's and scatter_add's range checks wait for no one: a good index costs no host wait;
+// a bad one raises at the next read of CUDA values, naming the op, the index and the size,
+// once, and the GPU stays usable. KILN_CUDA_INDEX_CHECKS=sync raises at the op itself.
+BOOST_AUTO_TEST_CASE(index_range_checks_are_read_at_the_next_host_wait,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
+    Tensor x = randn({5, 7}), good = randint(0, 7, {5, 4}), xc = x.cuda();
+    Tensor bad = good.clone();
+    bad.data_ptr<int64_t>()[6] = 11;
+    cuda::synchronize();
+    int64_t waits = cuda::detail::host_waits();
+    Tensor g = gather(xc, 1, good.cuda());
+    Tensor s = scatter_add(zeros({5, 7}).cuda(), 1, good.cuda(), ones({5, 4}).cuda());
+    BOOST_TEST(cuda::detail::host_waits() == waits);  // no read back at the ops
+    check_same(g, gather(x, 1, good), "gather", 0);
+    check_same(s, scatter_add(zeros({5, 7}), 1, good, ones({5, 4})), "scatter_add", 0);
+    Tensor wrong = gather(xc, 1, bad.cuda());  // no error yet: the kernel may not have run
+    Tensor after = xc * 2;
+    try {
+        after.cpu();
+        BOOST_ERROR("an index out of range was accepted");
+    } catch (const Error& e) {
+        std::string m = e.what();
+        BOOST_TEST(m.find("gather: index 11 is out of bounds for dim 1 with size 7") != std::string::npos, m);
+        BOOST_TEST(m.find("KILN_CUDA_INDEX_CHECKS=sync") != std::string::npos, m);
+    }
+    check_same(after, x * 2, "a read after the error", 0);  // reported once; the GPU still works
+    check_same(gather(xc, 1, good.cuda()), gather(x, 1, good), "gather after the error", 0);
+    setenv("KILN_CUDA_INDEX_CHECKS", "sync", 1);
+    BOOST_CHECK_EXCEPTION(scatter_add(zeros({5, 7}).cuda(), 1, bad.cuda(), ones({5, 4}).cuda()), Error,
+                          [](const Error& e) {
+                              return std::string(e.what()).find("scatter_add: index 11 is out of bounds") !=
+                                     std::string::npos;
+                          });
+    unsetenv("KILN_CUDA_INDEX_CHECKS");
+    for (int i = 0; i < 1100; ++i) gather(xc, 1, good.cuda());  // more than the slots: no error
+    cuda::synchronize();
+}
+
 BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     cuda::synchronize();
     size_t before = cuda::memory_allocated();
