@@ -295,11 +295,28 @@ struct kiln_fast::Lanes<kiln_math::B> {
         return a * b + c;
 #endif
     }
+#ifdef __AVX512F__  // vscalefps, as xsimd's batch in tensor/pointwise_math.h (4: current rounding)
+    static V scalef(V x, V k) {
+        return V(__builtin_ia32_scalefps512_mask(x.v, k.v, x.v, 0xffff, 4));
+    }
+#endif
     static V select(kiln_math::BB m, V a, V b) { return kiln_math::select_lanes(m, a, b); }
-    static bool any(kiln_math::BB m) {
-        int32_t all = 0;
-        for (int k = 0; k < int(V::size); ++k) all |= m.m[k];
-        return all != 0;
+    static bool any_greater(V a, V b) {
+#ifdef __AVX512F__  // a compare into a mask register, as xsimd::any(a > b) (14: _CMP_GT_OS)
+        return __builtin_ia32_cmpps512_mask(a.v, b.v, 14, 0xffff, 4) != 0;
+#else
+        // The mask's 16-byte quarters OR-ed, then its two words (a lane-by-lane OR compiled
+        // to a chain of extracts)
+        kiln_math::BB m = a > b;
+        typedef int64_t Words __attribute__((vector_size(16)));
+        Words all{};
+        for (int k = 0; k < kiln_math::kLeanBytes / 16; ++k) {
+            Words part;
+            __builtin_memcpy(&part, reinterpret_cast<const char*>(&m.m) + 16 * k, sizeof part);
+            all |= part;
+        }
+        return (all[0] | all[1]) != 0;
+#endif
     }
     static V each_lane(V x, float (*f)(float)) { return kiln_math::each_lane(x, f); }
 };

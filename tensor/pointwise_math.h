@@ -33,8 +33,12 @@ struct kiln_fast::Lanes<xsimd::batch<float>> {
         return xsimd::fma(a, b, c);
 #endif
     }
+#ifdef __AVX512F__
+    static_assert(V::size == 16, "xsimd's float batch is AVX-512's where the target has it");
+    static V scalef(V x, V k) { return _mm512_scalef_ps(x, k); }
+#endif
     static V select(V::batch_bool_type m, V a, V b) { return xsimd::select(m, a, b); }
-    static bool any(V::batch_bool_type m) { return xsimd::any(m); }
+    static bool any_greater(V a, V b) { return xsimd::any(a > b); }
     static V each_lane(V x, float (*f)(float)) {
         alignas(64) float lanes[V::size];
         x.store_aligned(lanes);
