@@ -4,15 +4,17 @@
 //
 // Two preludes, chosen per translation unit by cpu_prelude_for (codegen/prelude.cpp):
 //  - full: xsimd and tensor/pointwise_math.h, for kernels that call a function of the
-//    math table that only xsimd has in SIMD form (exp, log, tanh, erf, pow, floor, ...).
+//    math table that only xsimd has in SIMD form (pow, floor, log1p, atan2, ...).
 //    Parsing those headers costs ~0.8 s of CPU here, so they come from a precompiled header
 //    (codegen/toolchain.cpp), and loading that 96 MB header still costs ~0.2 s per compile.
 //  - lean: no standard header beyond <cstdint>, <initializer_list>, <limits> and
-//    <type_traits>; the batch type is a GCC/Clang vector (__attribute__((vector_size))) as
-//    wide as xsimd's default batch, with what the remaining ops need (+ - * /, comparisons,
-//    select, abs, sqrt, maximum, minimum, sign, neg, fmod, remainder, casts). Every lane
-//    gives the same bits as the full prelude's (tests/codegen/test_prelude.cpp), and the
-//    kernels compile without the precompiled header (kLeanKernelMarker, codegen/toolchain.h).
+//    <type_traits>, plus tensor/fast_math.h; the batch type is a GCC/Clang vector
+//    (__attribute__((vector_size))) as wide as xsimd's default batch, with what the remaining
+//    ops need (+ - * /, comparisons, select, abs, sqrt, maximum, minimum, sign, neg, fmod,
+//    remainder, casts, and the table's `fast` functions exp, log, tanh, erf, sin, cos, from
+//    the same source as the eager kernels'). Every lane gives the same bits as the full
+//    prelude's (tests/codegen/test_prelude.cpp), and the kernels compile without the
+//    precompiled header (kLeanKernelMarker, codegen/toolchain.h).
 #pragma once
 #include <string>
 
@@ -44,6 +46,8 @@ inline constexpr const char* kPreludeLean = R"(// kiln: lean kernel (no precompi
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
+
+#include "tensor/fast_math.h"
 
 namespace kiln_lean_std {  // std::max/min for the launch code, without <algorithm>
 template <class T>
@@ -271,6 +275,69 @@ inline T select(C cond, T a, T b) {
     if constexpr (is_batch<T>) return select_lanes(cond, a, b);
     else return cond ? a : b;
 }
+
+}  // namespace kiln_math
+
+// What tensor/fast_math.h needs of a batch, for B: the same operations as xsimd's in
+// tensor/pointwise_math.h, so exp, log, tanh, erf, sin, cos give the eager kernels' bits.
+template <>
+struct kiln_fast::Lanes<kiln_math::B> {
+    using V = kiln_math::B;
+    using Int = kiln_math::LeanI;
+    static Int bits(V x) { return kiln_math::bits(x); }
+    static V from_bits(Int i) { return kiln_math::from_bits(i); }
+    static V fma(V a, V b, V c) {
+#ifdef __FMA__  // fused, as xsimd::fma where the target has FMA; GCC makes this one instruction
+        kiln_math::LeanF r = c.v;
+        for (int k = 0; k < int(V::size); ++k) r[k] = __builtin_fmaf(a.v[k], b.v[k], r[k]);
+        return V(r);
+#else
+        return a * b + c;
+#endif
+    }
+#ifdef __AVX512F__  // vscalefps, as xsimd's batch in tensor/pointwise_math.h (4: current rounding)
+    static V scalef(V x, V k) {
+        return V(__builtin_ia32_scalefps512_mask(x.v, k.v, x.v, 0xffff, 4));
+    }
+#endif
+    static V select(kiln_math::BB m, V a, V b) { return kiln_math::select_lanes(m, a, b); }
+    static bool any_greater(V a, V b) {
+#ifdef __AVX512F__  // a compare into a mask register, as xsimd::any(a > b) (14: _CMP_GT_OS)
+        return __builtin_ia32_cmpps512_mask(a.v, b.v, 14, 0xffff, 4) != 0;
+#else
+        // The mask's 16-byte quarters OR-ed, then its two words (a lane-by-lane OR compiled
+        // to a chain of extracts)
+        kiln_math::BB m = a > b;
+        typedef int64_t Words __attribute__((vector_size(16)));
+        Words all{};
+        for (int k = 0; k < kiln_math::kLeanBytes / 16; ++k) {
+            Words part;
+            __builtin_memcpy(&part, reinterpret_cast<const char*>(&m.m) + 16 * k, sizeof part);
+            all |= part;
+        }
+        return (all[0] | all[1]) != 0;
+#endif
+    }
+    static V each_lane(V x, float (*f)(float)) { return kiln_math::each_lane(x, f); }
+};
+
+namespace kiln_math {
+
+// The math table's functions with kiln's own batch form (`cpu` column fast): the C library's
+// for scalars, as <cmath>'s std:: overloads call it, and tensor/fast_math.h's for B.
+#define KILN_MATH_LEAN_fast(name)                                  \
+    inline float name(float x) { return __builtin_##name##f(x); }  \
+    inline double name(double x) { return __builtin_##name(x); }   \
+    inline B name(B x) { return kiln_fast::name(x); }
+#define KILN_MATH_LEAN_std_xsimd(f)
+#define KILN_MATH_LEAN_std(f)
+#define KILN_MATH_LEAN_kiln(f)
+#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) KILN_MATH_LEAN_##cpu(name)
+#include "tensor/math_functions.def"
+#undef KILN_MATH_LEAN_fast
+#undef KILN_MATH_LEAN_std_xsimd
+#undef KILN_MATH_LEAN_std
+#undef KILN_MATH_LEAN_kiln
 )";
 
 // After either of the above; still inside namespace kiln_math, which emit() closes.

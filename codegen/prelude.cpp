@@ -13,13 +13,15 @@ namespace kiln::codegen {
 
 namespace {
 
-// The math table's functions the lean prelude has in exact SIMD form (abs, sqrt, fmod); the
-// helpers it also has (maximum, minimum, sign, neg, fmod, remainder, select) are not in the
-// table's function list. Everything else in the list needs xsimd.
+// The math table's functions the lean prelude has no SIMD form of. It has those of `cpu`
+// column fast (tensor/fast_math.h, shared with the eager kernels) and abs, sqrt, fmod; the
+// helpers it also has (maximum, minimum, sign, neg, remainder, select) are not in the table's
+// function list. Everything else in the list needs xsimd.
 const std::set<std::string, std::less<>>& xsimd_only_functions() {
     static const std::set<std::string, std::less<>> names = [] {
         std::set<std::string, std::less<>> all{"pow"};
-#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) all.insert(#name);
+#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) \
+    if (std::string_view(#cpu) != "fast") all.insert(#name);
 #include "tensor/math_functions.def"
         for (const char* lean : {"abs", "sqrt", "fmod"}) all.erase(lean);  // the lean prelude has these
         return all;

@@ -1,9 +1,10 @@
 // The vocabulary that pointwise math in tensor/ops.def is written in. Each helper works on
 // scalars (float, double, int64) and on xsimd batches, so one expression serves the eager
 // kernel's scalar tail, its SIMD body, and (as text) the generated kernels, which include
-// this same header. float32 batches get the faster sin/cos/tanh of tensor/fast_math.h;
-// scalars (the eager scalar tail, float64) keep std::, so a tail element may differ from a
-// vector lane by a couple of ulp.
+// this same header. float32 batches get kiln's own exp/log/tanh/erf/sin/cos of
+// tensor/fast_math.h (the lean prelude of generated kernels runs the same source); scalars
+// (the eager scalar tail, float64) keep std::, so a tail element may differ from a vector lane
+// by a couple of ulp.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -14,24 +15,59 @@
 
 #include "tensor/fast_math.h"
 
+// What tensor/fast_math.h's functions need of a batch, for xsimd's float batches.
+template <>
+struct kiln_fast::Lanes<xsimd::batch<float>> {
+    using V = xsimd::batch<float>;
+    using Int = xsimd::batch<int32_t>;
+    static Int bits(V x) { return xsimd::bitwise_cast<Int>(x); }
+    static V from_bits(Int i) { return xsimd::bitwise_cast<V>(i); }
+    // xsimd 8.1's fma on AVX-512 is x * y + z, fused or not as GCC's contraction decides;
+    // this one is fused wherever the target has FMA, as the lean prelude's (same text).
+    static V fma(V a, V b, V c) {
+#ifdef __FMA__
+        typename V::register_type x = a, y = b, r = c;  // a GCC vector of floats
+        for (int k = 0; k < int(V::size); ++k) r[k] = __builtin_fmaf(x[k], y[k], r[k]);
+        return V(r);
+#else
+        return xsimd::fma(a, b, c);
+#endif
+    }
+#ifdef __AVX512F__
+    static_assert(V::size == 16, "xsimd's float batch is AVX-512's where the target has it");
+    static V scalef(V x, V k) { return _mm512_scalef_ps(x, k); }
+#endif
+    static V select(V::batch_bool_type m, V a, V b) { return xsimd::select(m, a, b); }
+    static bool any_greater(V a, V b) { return xsimd::any(a > b); }
+    static V each_lane(V x, float (*f)(float)) {
+        alignas(64) float lanes[V::size];
+        x.store_aligned(lanes);
+        for (float& lane : lanes) lane = f(lane);
+        return V::load_aligned(lanes);
+    }
+};
+
 namespace kiln_math {
 
 // The math functions of tensor/math_functions.def: std:: for scalars, xsimd:: for batches
-// (`cpu` column std_xsimd), std:: alone where a batch overload below fixes xsimd's (std).
+// (`cpu` column std_xsimd), std:: alone where a batch overload below fixes xsimd's (std),
+// tensor/fast_math.h for float batches (fast: a non-template, so it wins over xsimd's
+// templates, which double batches still take).
 #define KILN_MATH_CPU_std_xsimd(f) \
     using std::f;                  \
     using xsimd::f;
 #define KILN_MATH_CPU_std(f) using std::f;
 #define KILN_MATH_CPU_kiln(f)
+#define KILN_MATH_CPU_fast(f)                                                        \
+    KILN_MATH_CPU_std_xsimd(f) inline xsimd::batch<float> f(xsimd::batch<float> x) { \
+        return kiln_fast::f(x);                                                      \
+    }
 #define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) KILN_MATH_CPU_##cpu(name)
 #include "tensor/math_functions.def"
 #undef KILN_MATH_CPU_std_xsimd
 #undef KILN_MATH_CPU_std
 #undef KILN_MATH_CPU_kiln
-// Non-templates, so they win over xsimd's templates for xsimd::batch<float>.
-using kiln_fast::cos;
-using kiln_fast::sin;
-using kiln_fast::tanh;
+#undef KILN_MATH_CPU_fast
 
 template <class T>
 inline constexpr bool is_batch = xsimd::is_batch<T>::value;

@@ -17,17 +17,22 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
+#include "codegen/cpu_backend.h"
 #include "codegen/emit_cpp.h"
 #include "codegen/emit_cpp_prelude.h"
 #include "codegen/prelude.h"
 #include "codegen/toolchain.h"
+#include "kiln.h"
 #include "tensor/ops.h"
+#include "tests/codegen/compare.h"
+#include "tests/codegen/lgraph_builder.h"
 #include "tests/scoped_env.h"
 #include "tests/tensor/special_values.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
 using namespace kiln::codegen;
+using kiln::codegen::testing::GraphBuilder;
 
 namespace {
 
@@ -141,9 +146,11 @@ BOOST_AUTO_TEST_SUITE(prelude)
 BOOST_AUTO_TEST_CASE(lean_ops_give_the_full_preludes_bits_on_special_values) {
     TempCache cache("kiln-prelude-test");
     std::vector<OpId> ops = lean_ops();
-    // The lean prelude serves the arithmetic, comparisons, relu, abs, sqrt, fmod, ...
-    for (const char* name : {"add", "div", "relu", "abs", "sign", "sqrt", "rsqrt", "maximum",
-                             "fmod", "remainder", "lt", "ne", "neg"})
+    // The lean prelude serves the arithmetic, comparisons, relu, abs, sqrt, fmod, and the
+    // math of tensor/fast_math.h (exp, log, tanh, erf, sin, cos, and sigmoid through exp) ...
+    for (const char* name :
+         {"add", "div", "relu", "abs", "sign", "sqrt", "rsqrt",   "maximum", "fmod", "remainder",
+          "lt",  "ne",  "neg",  "exp", "log",  "tanh", "sigmoid", "erf",     "sin",  "cos"})
         BOOST_TEST_CONTEXT(name) {
             BOOST_TEST((std::find(ops.begin(), ops.end(), op_by_name(name)) != ops.end()));
         }
@@ -187,6 +194,71 @@ BOOST_AUTO_TEST_CASE(lean_ops_give_the_full_preludes_bits_on_special_values) {
     BOOST_TEST(same_bits(got_f, want_f));
 }
 
+// The functions of tensor/fast_math.h in both preludes, over every 997th float by its bits
+// (subnormals, both infinities, NaNs, both overflow edges of exp): the eager kernels' (full
+// prelude, xsimd) and the lean prelude's batches run the same source with the same fused
+// multiply-adds, so every lane must give the same bits.
+BOOST_AUTO_TEST_CASE(fast_math_gives_the_same_bits_under_both_preludes_on_all_floats) {
+    TempCache cache("kiln-prelude-fast-math");
+    std::vector<std::string> names;
+#define KILN_MATH(name, arity, cpu, cuda_float, cuda_double, ints) \
+    if (std::string(#cpu) == "fast") names.push_back(#name);
+#include "tensor/math_functions.def"
+    BOOST_TEST(names.size() == 6u);  // exp, log, tanh, erf, sin, cos
+    std::string body;
+    for (const std::string& f : names)
+        body += "extern \"C\" void f_" + f +
+                "(const float* x, float* out, int64_t n) {\n"
+                "    for (int64_t j = 0; j + W <= n; j += W) " +
+                f + "(B::load_unaligned(x + j)).store_unaligned(out + j);\n}\n";
+    body += "}  // namespace kiln_math\n";
+    auto full = build_library(std::string(kPreludeFull) + kPreludeCommon + body, options(false));
+    auto lean = build_library(std::string(kPreludeLean) + kPreludeCommon + body, options(false));
+    std::vector<float> xs;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += 997) {
+        uint32_t b = uint32_t(bits);
+        float x;
+        std::memcpy(&x, &b, sizeof x);
+        xs.push_back(x);
+    }
+    for (float x :
+         {88.72283f, 88.72284f, -87.33655f, -103.97207f, -103.97208f, 1e5f, -1e5f, 1.00001e5f})
+        xs.push_back(x);
+    while (xs.size() % 64 != 0) xs.push_back(0.5f);
+    using Fn = void (*)(const float*, float*, int64_t);
+    for (const std::string& f : names) BOOST_TEST_CONTEXT(f) {
+            std::vector<float> want(xs.size(), 7.0f), got(xs.size(), 7.0f);
+            reinterpret_cast<Fn>(full->symbol("f_" + f))(xs.data(), want.data(),
+                                                         int64_t(xs.size()));
+            reinterpret_cast<Fn>(lean->symbol("f_" + f))(xs.data(), got.data(), int64_t(xs.size()));
+            size_t k = first_difference(got, want);
+            BOOST_TEST(same_bits(got, want),
+                       "x = " << xs[k] << ": lean " << got[k] << ", full " << want[k]);
+        }
+}
+
+// A graph of the bench's and the models' math (GELU by tanh and by erf, softmax's exp,
+// log-sigmoid, sin + cos) compiles with the lean prelude, and gives what eager gives.
+BOOST_AUTO_TEST_CASE(graphs_calling_exp_log_tanh_erf_sin_cos_get_the_lean_prelude) {
+    TempCache cache("kiln-prelude-graph");
+    GraphBuilder b;
+    int x = b.input({1003}, "x"), y = b.input({1003}, "y");
+    int gelu = b.binary(OpId::mul, x, b.unary(OpId::tanh, y));
+    int erf_gelu = b.binary(OpId::mul, x, b.unary(OpId::erf, y));
+    int log_sigmoid = b.unary(OpId::log, b.unary(OpId::sigmoid, x));
+    int trig = b.binary(OpId::add, b.unary(OpId::sin, x), b.unary(OpId::cos, y));
+    int sum = b.binary(OpId::add, b.binary(OpId::add, gelu, erf_gelu),
+                       b.binary(OpId::add, log_sigmoid, trig));
+    b.output(b.binary(OpId::add, sum, b.unary(OpId::exp, y)));
+    CompiledCpuGraph compiled = compile_cpu(b.graph);
+    BOOST_TEST(is_lean_kernel(compiled.source()));
+    for (const char* call : {"tanh(", "erf(", "log(", "exp(", "sin(", "cos("})
+        BOOST_TEST(compiled.source().find(call) != std::string::npos, call);
+    std::vector<Tensor> inputs = {randn({1003}) * 4.0, randn({1003}) * 4.0};
+    Tensor got = compiled.run(inputs)[0], want = run_eager(b.graph, inputs)[0];
+    BOOST_TEST(kiln_test::relative_error(got, want) <= 1e-6);
+}
+
 // A layernorm's store pass: per row, (x - B(mean)) * B(rstd). Inlined into such a loop the lean
 // prelude's B(float), when it stored lane by lane, was rebuilt lane by lane on every step (32
 // masked moves per batch with AVX-512; a layernorm over [4096, 1024] ran 0.60 instead of 0.34
@@ -228,12 +300,16 @@ extern "C" void scale_rows(const float* x, const float* mean, const float* rstd,
 BOOST_AUTO_TEST_CASE(the_lean_prelude_is_chosen_unless_a_kernel_calls_an_xsimd_function) {
     BOOST_TEST(!needs_full_prelude("auto exp_3 = sub_2 * B(2.0f); auto r = maximum(x, zero(x));"));
     BOOST_TEST(!needs_full_prelude("auto s = sqrt(x) + abs(y); B::load_unaligned(p); fmod(x, y);"));
-    BOOST_TEST(needs_full_prelude("auto exp_3 = exp(sub_2);"));
-    BOOST_TEST(needs_full_prelude("auto t = 1.f / (1.f + exp (-x));"));
+    // tensor/fast_math.h's functions (the table's `fast` column) are the lean prelude's too
+    BOOST_TEST(!needs_full_prelude("auto exp_3 = exp(sub_2);"));
+    BOOST_TEST(!needs_full_prelude("auto t = 1.f / (1.f + exp (-x));"));
+    BOOST_TEST(!needs_full_prelude("auto a = log(x) + tanh(y) + erf(x) + sin(y) + cos(x);"));
     BOOST_TEST(needs_full_prelude("auto p = pow(x, y);"));
     BOOST_TEST(needs_full_prelude("auto f = floor(x);"));
+    BOOST_TEST(needs_full_prelude("auto e = exp(x) + log1p(y);"));
     BOOST_TEST(is_lean_kernel(cpu_prelude_for("auto r = x + y;")));
-    BOOST_TEST(!is_lean_kernel(cpu_prelude_for("auto r = tanh(x);")));
+    BOOST_TEST(is_lean_kernel(cpu_prelude_for("auto r = tanh(x);")));
+    BOOST_TEST(!is_lean_kernel(cpu_prelude_for("auto r = expm1(x);")));
     kiln_test::ScopedEnv off("KILN_LEAN_PRELUDE", "0");
     BOOST_TEST(!is_lean_kernel(cpu_prelude_for("auto r = x + y;")));
 }

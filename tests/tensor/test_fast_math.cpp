@@ -1,9 +1,10 @@
 // tensor/fast_math.h through the kiln_math vocabulary on float32 batches: max ulp error
-// against double-precision std:: over a dense sweep, and the special values each must get right.
+// against double-precision std:: over dense sweeps and every 4099th float, and the special
+// values each must get right.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numbers>
@@ -43,7 +44,8 @@ std::vector<float> apply(const BatchFn& f, std::vector<float> xs) {
     return out;
 }
 
-void check_max_ulp(const char* name, const BatchFn& f, RefFn ref, const std::vector<float>& xs) {
+void check_max_ulp(const char* name, const BatchFn& f, RefFn ref, const std::vector<float>& xs,
+                   double max_ulp = kMaxUlp) {
     std::vector<float> out = apply(f, xs);
     double worst = 0;
     float worst_x = 0;
@@ -52,9 +54,9 @@ void check_max_ulp(const char* name, const BatchFn& f, RefFn ref, const std::vec
         if (!(err <= worst)) worst = err, worst_x = xs[i];
     }
     BOOST_TEST_MESSAGE(name << ": max " << worst << " ulp at x = " << worst_x);
-    BOOST_CHECK_MESSAGE(worst <= kMaxUlp, name << ": " << worst << " ulp at x = " << worst_x
-                                              << " (got " << apply(f, {worst_x})[0]
-                                              << ", want " << ref(double(worst_x)) << ")");
+    BOOST_CHECK_MESSAGE(worst <= max_ulp, name << ": " << worst << " ulp at x = " << worst_x
+                                               << " (got " << apply(f, {worst_x})[0] << ", want "
+                                               << ref(double(worst_x)) << ")");
 }
 
 // ~1e6 evenly spaced values over [lo, hi], plus the special values every function must survive.
@@ -65,6 +67,28 @@ std::vector<float> sweep(float lo, float hi) {
     for (float s : {0.f, -0.f, kDenormal, -kDenormal, std::numeric_limits<float>::min(), kInf, -kInf,
                     kNaN, 1e6f, -1e6f, 1e30f, -1e30f, std::numeric_limits<float>::max()})
         xs.push_back(s);
+    return xs;
+}
+
+// Every 4099th float by its bits (~1e6 values): both signs, subnormals, every binade up to
+// the largest float, infinities and NaNs.
+std::vector<float> all_floats() {
+    std::vector<float> xs;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += 4099) {
+        uint32_t b = uint32_t(bits);
+        float x;
+        std::memcpy(&x, &b, sizeof x);
+        xs.push_back(x);
+    }
+    return xs;
+}
+
+// x and its 50 float neighbours on each side.
+std::vector<float> around(float x) {
+    std::vector<float> xs{x};
+    for (float down = x, up = x; xs.size() < 101;)
+        xs.push_back(down = std::nextafter(down, -kInf)),
+            xs.push_back(up = std::nextafter(up, kInf));
     return xs;
 }
 
@@ -88,9 +112,15 @@ std::vector<float> near_half_multiples_of_pi() {
     return xs;
 }
 
+const BatchFn fast_exp = [](Batch x) { return kiln_math::exp(x); };
+const BatchFn fast_log = [](Batch x) { return kiln_math::log(x); };
+const BatchFn fast_erf = [](Batch x) { return kiln_math::erf(x); };
 const BatchFn fast_sin = [](Batch x) { return kiln_math::sin(x); };
 const BatchFn fast_cos = [](Batch x) { return kiln_math::cos(x); };
 const BatchFn fast_tanh = [](Batch x) { return kiln_math::tanh(x); };
+double ref_exp(double x) { return std::exp(x); }
+double ref_log(double x) { return std::log(x); }
+double ref_erf(double x) { return std::erf(x); }
 double ref_sin(double x) { return std::sin(x); }
 double ref_cos(double x) { return std::cos(x); }
 double ref_tanh(double x) { return std::tanh(x); }
@@ -107,6 +137,69 @@ BOOST_AUTO_TEST_CASE(sin_cos_within_2_ulp) {
         check_max_ulp("sin", fast_sin, ref_sin, xs);
         check_max_ulp("cos", fast_cos, ref_cos, xs);
     }
+}
+
+BOOST_AUTO_TEST_CASE(sin_cos_tanh_within_2_ulp_on_all_floats) {
+    check_max_ulp("sin", fast_sin, ref_sin, all_floats());
+    check_max_ulp("cos", fast_cos, ref_cos, all_floats());
+    check_max_ulp("tanh", fast_tanh, ref_tanh, all_floats());
+}
+
+// exp rounds to the float infinity above 88.72284 and to 0 below -103.97208; its results
+// are subnormal below -87.33655.
+BOOST_AUTO_TEST_CASE(exp_within_1_ulp) {
+    for (const auto& xs : {sweep(-110, 110), sweep(-1, 1), all_floats(), around(88.72284f),
+                           around(-103.97208f), around(-87.33655f), sweep(-104, -87)})
+        check_max_ulp("exp", fast_exp, ref_exp, xs, 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(exp_special_values) {
+    BOOST_TEST(one(fast_exp, 0.f) == 1.f);
+    BOOST_TEST(one(fast_exp, -0.f) == 1.f);
+    BOOST_TEST(one(fast_exp, kDenormal) == 1.f);
+    BOOST_TEST(one(fast_exp, kInf) == kInf);
+    BOOST_TEST(one(fast_exp, 89.f) == kInf);
+    BOOST_TEST(one(fast_exp, 1e30f) == kInf);
+    BOOST_TEST(ulp_error(one(fast_exp, 88.7f), std::exp(double(88.7f))) <= 1.0);  // xsimd's: inf
+    BOOST_TEST(one(fast_exp, -kInf) == 0.f);
+    BOOST_TEST(!std::signbit(one(fast_exp, -1e30f)));
+    BOOST_TEST(one(fast_exp, -1e30f) == 0.f);
+    BOOST_TEST(ulp_error(one(fast_exp, -103.f), std::exp(-103.0)) <= 1.0);  // subnormal
+    BOOST_TEST(std::isnan(one(fast_exp, kNaN)));
+}
+
+BOOST_AUTO_TEST_CASE(log_within_1_ulp) {
+    for (const auto& xs : {sweep(0, 10), sweep(0.5f, 2), all_floats(), around(1.f),
+                           around(0x1.6a09e6p+0f), around(std::numeric_limits<float>::min())})
+        check_max_ulp("log", fast_log, ref_log, xs, 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(log_special_values) {
+    BOOST_TEST(one(fast_log, 0.f) == -kInf);
+    BOOST_TEST(one(fast_log, -0.f) == -kInf);
+    BOOST_TEST(one(fast_log, kInf) == kInf);
+    BOOST_TEST(one(fast_log, 1.f) == 0.f);
+    BOOST_TEST(!std::signbit(one(fast_log, 1.f)));
+    for (float x : {kDenormal, std::numeric_limits<float>::denorm_min()})
+        BOOST_TEST(ulp_error(one(fast_log, x), std::log(double(x))) <= 1.0);
+    for (float x : {-1.f, -kDenormal, -kInf, kNaN}) BOOST_TEST(std::isnan(one(fast_log, x)));
+}
+
+BOOST_AUTO_TEST_CASE(erf_within_1_5_ulp) {
+    for (const auto& xs :
+         {sweep(-5, 5), sweep(-1, 1), all_floats(), around(2.f / 3.f), around(-2.f / 3.f)})
+        check_max_ulp("erf", fast_erf, ref_erf, xs, 1.5);
+}
+
+BOOST_AUTO_TEST_CASE(erf_special_values) {
+    BOOST_TEST(std::signbit(one(fast_erf, -0.f)));
+    BOOST_TEST(one(fast_erf, -0.f) == 0.f);
+    BOOST_TEST(one(fast_erf, kInf) == 1.f);
+    BOOST_TEST(one(fast_erf, -kInf) == -1.f);
+    BOOST_TEST(one(fast_erf, 1e30f) == 1.f);
+    BOOST_TEST(one(fast_erf, -10.f) == -1.f);
+    BOOST_TEST(std::isnan(one(fast_erf, kNaN)));
+    BOOST_TEST(ulp_error(one(fast_erf, kDenormal), std::erf(double(kDenormal))) <= 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(sin_cos_special_values) {
