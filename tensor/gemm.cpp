@@ -4,10 +4,18 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "tensor/blas_library.h"
 #include "tensor/kernels.h"
+#include "tensor/parallel.h"
+
+#ifdef KILN_HAVE_DNNL
+#include <dnnl.h>
+#include <omp.h>
+#endif
 
 namespace kiln {
 namespace {
@@ -43,6 +51,39 @@ bool can_fold_batch(const GemmPlan& p) {
     return true;
 }
 
+// GEMMs of fewer multiply-adds (M * N * K) stay on OpenBLAS: below 64^3 its call costs
+// 0.03-3 us against oneDNN's 0.4-4 us (4x3x2 to 64x64x64, 1 thread); from 8x256x256 up
+// oneDNN's sgemm took 0.7-0.9x OpenBLAS's time on this machine's AVX-512 Xeon, and on each
+// of GPT's shapes (docs/perf-models.md, "GPT's GEMMs through oneDNN").
+constexpr int64_t kOneDnnMinWork = int64_t(1) << 19;
+
+GemmLibrary choose_library(const GemmPlan& p) {
+    const char* env = std::getenv("KILN_GEMM");
+    std::string_view want = env ? env : "";
+    KILN_CHECK(want.empty() || want == "auto" || want == "openblas" || want == "onednn",
+               "matmul: KILN_GEMM must be auto, openblas or onednn, got '", want, "'");
+    if (want == "openblas" || p.a.dtype() != DType::float32) return GemmLibrary::blas;
+#ifdef KILN_HAVE_DNNL
+    if (want == "onednn" || p.M * p.N * p.K >= kOneDnnMinWork) return GemmLibrary::onednn;
+    return GemmLibrary::blas;
+#else
+    KILN_CHECK(want != "onednn",
+               "matmul: KILN_GEMM=onednn, but this kiln was built without oneDNN");
+    return GemmLibrary::blas;
+#endif
+}
+
+#ifdef KILN_HAVE_DNNL
+// OpenMP's thread count belongs to the calling thread (as for the convolutions,
+// tensor/kernels_conv_dnnl.cpp): kiln's count, or 1 inside a parallel_for, where each of
+// kiln's threads runs GEMMs of its own.
+void use_omp_threads() {
+    static thread_local int threads_set = -1;
+    int n = in_parallel_for() ? 1 : num_threads();
+    if (n != threads_set) omp_set_num_threads(threads_set = n);
+}
+#endif
+
 std::atomic<bool> g_profile{false};
 std::atomic<int64_t> g_profile_calls{0}, g_profile_ns{0};
 
@@ -53,6 +94,14 @@ void gemm_profile(bool on) {
     g_profile = on;
 }
 GemmProfile gemm_profile_counts() { return {g_profile_calls.load(), g_profile_ns.load()}; }
+
+const char* gemm_library_name(GemmLibrary lib) {
+    return lib == GemmLibrary::onednn ? "onednn" : "openblas";
+}
+
+bool gemm_single_threaded_calls(const GemmPlan& p) {
+    return p.library == GemmLibrary::onednn || set_blas_threads(1);
+}
 
 GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     Tensor a = in_a.detach(), b = in_b.detach();
@@ -86,6 +135,7 @@ GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     if (a_vec) p.out_shape.erase(p.out_shape.end() - 2);
     if (b_vec) p.out_shape.erase(p.out_shape.end() - 1);
     if (can_fold_batch(p)) p.M *= p.batches, p.batches = 1;
+    p.library = choose_library(p);
     return p;
 }
 
@@ -104,7 +154,18 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
     }
     bool profile = g_profile.load(std::memory_order_relaxed);
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (p.a.dtype() == DType::float32) {
+    if (p.library == GemmLibrary::onednn) {
+#ifdef KILN_HAVE_DNNL
+        use_omp_threads();
+        dnnl_status_t status =
+            dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', rows, p.N, p.K, 1.f,
+                       static_cast<const float*>(p.a.impl()->storage->data) + oa, p.ga.ld,
+                       static_cast<const float*>(p.b.impl()->storage->data) + ob, p.gb.ld, 0.f,
+                       static_cast<float*>(out) + oc, ldc);
+        KILN_CHECK(status == dnnl_success, "matmul: oneDNN's dnnl_sgemm failed (status ",
+                   int(status), ") for ", rows, "x", p.K, " @ ", p.K, "x", p.N);
+#endif
+    } else if (p.a.dtype() == DType::float32) {
         const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;
         const float* pb = static_cast<const float*>(p.b.impl()->storage->data) + ob;
         blas().sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f,

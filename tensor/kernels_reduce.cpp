@@ -231,8 +231,17 @@ Tensor reduction_backward(OpId op, const BackwardArgs& b) {
 Tensor forward_matmul(std::span<const Tensor> in, const Attrs&) {
     GemmPlan p = plan_gemm(in[0], in[1]);
     Tensor out = empty(p.full_shape, p.a.dtype());
+    // Several GEMMs (attention's per-head products): each thread runs whole ones on its own,
+    // as the code generator's blas kernels do (codegen/cpu_epilogue.cpp).
+    if (p.batches > 1 && num_threads() > 1 && gemm_single_threaded_calls(p)) {
+        parallel_for(p.batches, 1, [&](int64_t b0, int64_t b1) {
+            for (int64_t i = b0; i < b1; ++i) gemm_rows(p, i, 0, p.M, out.raw_data());
+        });
+    } else {
+        sync_blas_threads();
+        for (int64_t i = 0; i < p.batches; ++i) gemm_rows(p, i, 0, p.M, out.raw_data());
+    }
     sync_blas_threads();
-    for (int64_t i = 0; i < p.batches; ++i) gemm_rows(p, i, 0, p.M, out.raw_data());
     return out.reshape(p.out_shape);
 }
 
