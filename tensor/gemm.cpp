@@ -74,13 +74,40 @@ GemmLibrary choose_library(const GemmPlan& p) {
 }
 
 #ifdef KILN_HAVE_DNNL
-// OpenMP's thread count belongs to the calling thread (as for the convolutions,
-// tensor/kernels_conv_dnnl.cpp): kiln's count, or 1 inside a parallel_for, where each of
-// kiln's threads runs GEMMs of its own.
-void use_omp_threads() {
-    static thread_local int threads_set = -1;
-    int n = in_parallel_for() ? 1 : num_threads();
-    if (n != threads_set) omp_set_num_threads(threads_set = n);
+// One dnnl_sgemm (row-major) on the calling thread alone. OpenMP's thread count belongs to the
+// calling thread (as for the convolutions, tensor/kernels_conv_dnnl.cpp), so each of kiln's
+// threads sets 1 once: kiln's pool, not an OpenMP team, runs a GEMM's parts (onednn_gemm),
+// so no OpenMP worker is left spinning beside kiln's threads after a GEMM, whatever
+// OMP_WAIT_POLICY says.
+void onednn_part(const GemmPlan& p, int64_t m, int64_t n, const float* a, const float* b, float* c,
+                 int64_t ldc) {
+    static thread_local bool one_thread = false;
+    if (!one_thread) omp_set_num_threads(1), one_thread = true;
+    dnnl_status_t status = dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', m, n, p.K,
+                                      1.f, a, p.ga.ld, b, p.gb.ld, 0.f, c, ldc);
+    KILN_CHECK(status == dnnl_success, "matmul: oneDNN's dnnl_sgemm failed (status ", int(status),
+               ") for ", m, "x", p.K, " @ ", p.K, "x", n);
+}
+
+// rows x N of the plan's GEMM on kiln's threads: one part per thread, split along the rows
+// when N <= rows (each part packs b, K x N, again), else along the columns (each packs a).
+// Inside a parallel_for (a batch of GEMMs, one per thread) or for a small GEMM, one part.
+void onednn_gemm(const GemmPlan& p, int64_t rows, const float* a, const float* b, float* c,
+                 int64_t ldc) {
+    int threads = in_parallel_for() ? 1 : num_threads();
+    if (threads <= 1 || rows * p.N * p.K < 2 * kOneDnnMinWork) {
+        onednn_part(p, rows, p.N, a, b, c, ldc);
+    } else if (p.N <= rows) {
+        int64_t row_stride = p.ga.trans ? 1 : p.ga.ld;
+        parallel_for(rows, std::max<int64_t>(1, rows / threads), [&](int64_t i0, int64_t i1) {
+            onednn_part(p, i1 - i0, p.N, a + i0 * row_stride, b, c + i0 * ldc, ldc);
+        });
+    } else {
+        int64_t col_stride = p.gb.trans ? p.gb.ld : 1;
+        parallel_for(p.N, std::max<int64_t>(1, p.N / threads), [&](int64_t j0, int64_t j1) {
+            onednn_part(p, rows, j1 - j0, a, b + j0 * col_stride, c + j0, ldc);
+        });
+    }
 }
 #endif
 
@@ -156,14 +183,9 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (p.library == GemmLibrary::onednn) {
 #ifdef KILN_HAVE_DNNL
-        use_omp_threads();
-        dnnl_status_t status =
-            dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', rows, p.N, p.K, 1.f,
-                       static_cast<const float*>(p.a.impl()->storage->data) + oa, p.ga.ld,
-                       static_cast<const float*>(p.b.impl()->storage->data) + ob, p.gb.ld, 0.f,
-                       static_cast<float*>(out) + oc, ldc);
-        KILN_CHECK(status == dnnl_success, "matmul: oneDNN's dnnl_sgemm failed (status ",
-                   int(status), ") for ", rows, "x", p.K, " @ ", p.K, "x", p.N);
+        onednn_gemm(p, rows, static_cast<const float*>(p.a.impl()->storage->data) + oa,
+                    static_cast<const float*>(p.b.impl()->storage->data) + ob,
+                    static_cast<float*>(out) + oc, ldc);
 #endif
     } else if (p.a.dtype() == DType::float32) {
         const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;

@@ -37,9 +37,10 @@ struct GemmPlan {
 // on [B, T, E]) is one GEMM with M = B * T rows when a's rows are evenly spaced in memory.
 GemmPlan plan_gemm(const Tensor& a, const Tensor& b);
 // Rows [r0, r1) of call `call` (0 <= call < batches) into `out`, the whole contiguous output
-// ([batches * M, N] elements of a's dtype). Runs the library with its own threads: OpenBLAS's
-// count is set by sync_blas_threads / set_blas_threads (tensor/parallel.h); oneDNN runs on
-// num_threads() OpenMP threads, or on the calling thread alone inside a parallel_for.
+// ([batches * M, N] elements of a's dtype). OpenBLAS runs on its own threads (its count set by
+// sync_blas_threads / set_blas_threads, tensor/parallel.h); oneDNN runs single-threaded on
+// each of kiln's threads, the rows or columns split over num_threads() (one part inside a
+// parallel_for).
 void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* out);
 // True when each of several threads may run its own single-threaded GEMMs of this plan at
 // once (gemm_rows inside a parallel_for): always for oneDNN; for OpenBLAS after setting its

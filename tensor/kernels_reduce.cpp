@@ -233,7 +233,7 @@ Tensor forward_matmul(std::span<const Tensor> in, const Attrs&) {
     Tensor out = empty(p.full_shape, p.a.dtype());
     // Several GEMMs on oneDNN (attention's per-head products): each thread runs whole ones on
     // its own, as the code generator's blas kernels do (codegen/cpu_epilogue.cpp), instead of
-    // an OpenMP team started for each small GEMM. OpenBLAS keeps its threads inside each GEMM,
+    // each small GEMM split over the threads. OpenBLAS keeps its threads inside each GEMM,
     // as before oneDNN ran these: with its count switched to 1 and back around each batched
     // call, GPT inference at 2 threads took 237 ms of CPU per step against 150 (one loaded run).
     if (p.batches > 1 && num_threads() > 1 && p.library == GemmLibrary::onednn) {

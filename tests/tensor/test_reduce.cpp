@@ -252,11 +252,13 @@ BOOST_AUTO_TEST_CASE(matmul_matches_naive_loops) {
 
 // Each library matmul may run (KILN_GEMM forces one: docs/env.md) against naive loops, at 1
 // and 2 threads: sizes past oneDNN's threshold (kOneDnnMinWork), both operands in each
-// layout, a batch of GEMMs (each of kiln's threads runs whole ones) and a folded batch.
+// layout, a GEMM split over kiln's threads along the rows and one along the columns, a batch
+// of GEMMs (each of kiln's threads runs whole ones) and a folded batch.
 BOOST_AUTO_TEST_CASE(each_gemm_library_matches_naive_loops) {
     const std::vector<std::pair<Shape, Shape>> cases = {
         {{130, 257}, {257, 67}},       // edges in each dim
-        {{300, 64}, {64, 40}},         // 768000 multiply-adds: oneDNN under auto
+        {{300, 64}, {64, 40}},         // 768000 multiply-adds: oneDNN under auto, one part
+        {{64, 128}, {128, 200}},       // at 2 threads split along the columns (N > M)
         {{3, 72, 100}, {3, 100, 80}},  // a batch of 3 GEMMs, each past the threshold
         {{2, 96, 64}, {64, 96}},       // a batch folded into one GEMM of 192 rows
     };
