@@ -52,9 +52,9 @@ bool can_fold_batch(const GemmPlan& p) {
 }
 
 // GEMMs of fewer multiply-adds (M * N * K) stay on OpenBLAS: below 64^3 its call costs
-// 0.03-3 us against oneDNN's 0.4-4 us (4x3x2 to 64x64x64, 1 thread); from 8x256x256 up
-// oneDNN's sgemm took 0.7-0.9x OpenBLAS's time on this machine's AVX-512 Xeon, and on each
-// of GPT's shapes (docs/perf-models.md, "GPT's GEMMs through oneDNN").
+// 0.03-3 us against oneDNN's 0.4-4 us (4x3x2 to 64x64x64, 1 thread). Above, oneDNN's sgemm
+// was faster on 9 of GPT's 11 GEMM shapes on this machine's AVX-512 Xeon, by up to 27%,
+// within 1% on one and 10% slower on one (docs/perf-models.md, "GPT's GEMMs through oneDNN").
 constexpr int64_t kOneDnnMinWork = int64_t(1) << 19;
 
 GemmLibrary choose_library(const GemmPlan& p) {
