@@ -67,7 +67,8 @@ void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue,
         gemm_rows(plan, call, r0, r1, out);
         return std::pair{call * plan.M + r0, call * plan.M + r1};
     };
-    if (threads_over_blocks(plan) && num_threads() > 1 && blocks > 1 && set_blas_threads(1)) {
+    if (threads_over_blocks(plan) && num_threads() > 1 && blocks > 1 &&
+        gemm_single_threaded_calls(plan)) {
         parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
             for (int64_t b = b0; b < b1; ++b) {
                 auto [g0, g1] = run_block(b);

@@ -4,10 +4,18 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "tensor/blas_library.h"
 #include "tensor/kernels.h"
+#include "tensor/parallel.h"
+
+#ifdef KILN_HAVE_DNNL
+#include <dnnl.h>
+#include <omp.h>
+#endif
 
 namespace kiln {
 namespace {
@@ -43,6 +51,66 @@ bool can_fold_batch(const GemmPlan& p) {
     return true;
 }
 
+// GEMMs of fewer multiply-adds (M * N * K) stay on OpenBLAS: below 64^3 its call costs
+// 0.03-3 us against oneDNN's 0.4-4 us (4x3x2 to 64x64x64, 1 thread). Above, oneDNN's sgemm
+// was faster on 9 of GPT's 11 GEMM shapes on this machine's AVX-512 Xeon, by up to 27%,
+// within 1% on one and 10% slower on one (docs/perf-models.md, "GPT's GEMMs through oneDNN").
+constexpr int64_t kOneDnnMinWork = int64_t(1) << 19;
+
+GemmLibrary choose_library(const GemmPlan& p) {
+    const char* env = std::getenv("KILN_GEMM");
+    std::string_view want = env ? env : "";
+    KILN_CHECK(want.empty() || want == "auto" || want == "openblas" || want == "onednn",
+               "matmul: KILN_GEMM must be auto, openblas or onednn, got '", want, "'");
+    if (want == "openblas" || p.a.dtype() != DType::float32) return GemmLibrary::blas;
+#ifdef KILN_HAVE_DNNL
+    if (want == "onednn" || p.M * p.N * p.K >= kOneDnnMinWork) return GemmLibrary::onednn;
+    return GemmLibrary::blas;
+#else
+    KILN_CHECK(want != "onednn",
+               "matmul: KILN_GEMM=onednn, but this kiln was built without oneDNN");
+    return GemmLibrary::blas;
+#endif
+}
+
+#ifdef KILN_HAVE_DNNL
+// One dnnl_sgemm (row-major) on the calling thread alone. OpenMP's thread count belongs to the
+// calling thread (as for the convolutions, tensor/kernels_conv_dnnl.cpp), so each of kiln's
+// threads sets 1 once: kiln's pool, not an OpenMP team, runs a GEMM's parts (onednn_gemm),
+// so no OpenMP worker is left spinning beside kiln's threads after a GEMM, whatever
+// OMP_WAIT_POLICY says.
+void onednn_part(const GemmPlan& p, int64_t m, int64_t n, const float* a, const float* b, float* c,
+                 int64_t ldc) {
+    static thread_local bool one_thread = false;
+    if (!one_thread) omp_set_num_threads(1), one_thread = true;
+    dnnl_status_t status = dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', m, n, p.K,
+                                      1.f, a, p.ga.ld, b, p.gb.ld, 0.f, c, ldc);
+    KILN_CHECK(status == dnnl_success, "matmul: oneDNN's dnnl_sgemm failed (status ", int(status),
+               ") for ", m, "x", p.K, " @ ", p.K, "x", n);
+}
+
+// rows x N of the plan's GEMM on kiln's threads: one part per thread, split along the rows
+// when N <= rows (each part packs b, K x N, again), else along the columns (each packs a).
+// Inside a parallel_for (a batch of GEMMs, one per thread) or for a small GEMM, one part.
+void onednn_gemm(const GemmPlan& p, int64_t rows, const float* a, const float* b, float* c,
+                 int64_t ldc) {
+    int threads = in_parallel_for() ? 1 : num_threads();
+    if (threads <= 1 || rows * p.N * p.K < 2 * kOneDnnMinWork) {
+        onednn_part(p, rows, p.N, a, b, c, ldc);
+    } else if (p.N <= rows) {
+        int64_t row_stride = p.ga.trans ? 1 : p.ga.ld;
+        parallel_for(rows, std::max<int64_t>(1, rows / threads), [&](int64_t i0, int64_t i1) {
+            onednn_part(p, i1 - i0, p.N, a + i0 * row_stride, b, c + i0 * ldc, ldc);
+        });
+    } else {
+        int64_t col_stride = p.gb.trans ? p.gb.ld : 1;
+        parallel_for(p.N, std::max<int64_t>(1, p.N / threads), [&](int64_t j0, int64_t j1) {
+            onednn_part(p, rows, j1 - j0, a, b + j0 * col_stride, c + j0, ldc);
+        });
+    }
+}
+#endif
+
 std::atomic<bool> g_profile{false};
 std::atomic<int64_t> g_profile_calls{0}, g_profile_ns{0};
 
@@ -53,6 +121,14 @@ void gemm_profile(bool on) {
     g_profile = on;
 }
 GemmProfile gemm_profile_counts() { return {g_profile_calls.load(), g_profile_ns.load()}; }
+
+const char* gemm_library_name(GemmLibrary lib) {
+    return lib == GemmLibrary::onednn ? "onednn" : "openblas";
+}
+
+bool gemm_single_threaded_calls(const GemmPlan& p) {
+    return p.library == GemmLibrary::onednn || set_blas_threads(1);
+}
 
 GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     Tensor a = in_a.detach(), b = in_b.detach();
@@ -86,6 +162,7 @@ GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     if (a_vec) p.out_shape.erase(p.out_shape.end() - 2);
     if (b_vec) p.out_shape.erase(p.out_shape.end() - 1);
     if (can_fold_batch(p)) p.M *= p.batches, p.batches = 1;
+    p.library = choose_library(p);
     return p;
 }
 
@@ -104,7 +181,13 @@ void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* ou
     }
     bool profile = g_profile.load(std::memory_order_relaxed);
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (p.a.dtype() == DType::float32) {
+    if (p.library == GemmLibrary::onednn) {
+#ifdef KILN_HAVE_DNNL
+        onednn_gemm(p, rows, static_cast<const float*>(p.a.impl()->storage->data) + oa,
+                    static_cast<const float*>(p.b.impl()->storage->data) + ob,
+                    static_cast<float*>(out) + oc, ldc);
+#endif
+    } else if (p.a.dtype() == DType::float32) {
         const float* pa = static_cast<const float*>(p.a.impl()->storage->data) + oa;
         const float* pb = static_cast<const float*>(p.b.impl()->storage->data) + ob;
         blas().sgemm(CblasRowMajor, ta, tb, rows, p.N, p.K, 1.f, pa, p.ga.ld, pb, p.gb.ld, 0.f,

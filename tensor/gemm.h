@@ -15,6 +15,12 @@ struct GemmOperand {
     int64_t ld = 0;
 };
 
+// Which library runs a plan's GEMMs: OpenBLAS (or the BLAS kiln opened, tensor/blas_library.h),
+// or oneDNN's dnnl_sgemm (float32, where kiln is built with oneDNN). plan_gemm chooses per
+// shape; KILN_GEMM=openblas or =onednn forces one (docs/env.md).
+enum class GemmLibrary { blas, onednn };
+const char* gemm_library_name(GemmLibrary lib);  // "openblas" (any BLAS kiln opened), "onednn"
+
 struct GemmPlan {
     Tensor a, b;                  // broadcast to [batch..., M, K] and [batch..., K, N]; copied only
                                   // when neither of the last two strides is 1
@@ -24,14 +30,22 @@ struct GemmPlan {
     GemmOperand ga, gb;
     Shape full_shape;  // [batch..., M, N] before folding: the output BLAS writes
     Shape out_shape;   // what matmul returns (1-D operands' dims dropped)
+    GemmLibrary library = GemmLibrary::blas;
 };
 
 // Checks the operands as matmul does. A batch of `a` times one matrix `b` (a Linear's x @ W^T
 // on [B, T, E]) is one GEMM with M = B * T rows when a's rows are evenly spaced in memory.
 GemmPlan plan_gemm(const Tensor& a, const Tensor& b);
 // Rows [r0, r1) of call `call` (0 <= call < batches) into `out`, the whole contiguous output
-// ([batches * M, N] elements of a's dtype). Runs BLAS with its own threads.
+// ([batches * M, N] elements of a's dtype). OpenBLAS runs on its own threads (its count set by
+// sync_blas_threads / set_blas_threads, tensor/parallel.h); oneDNN runs single-threaded on
+// each of kiln's threads, the rows or columns split over num_threads() (one part inside a
+// parallel_for).
 void gemm_rows(const GemmPlan& p, int64_t call, int64_t r0, int64_t r1, void* out);
+// True when each of several threads may run its own single-threaded GEMMs of this plan at
+// once (gemm_rows inside a parallel_for): always for oneDNN; for OpenBLAS after setting its
+// thread count to 1 (sync_blas_threads sets it back), false for another BLAS.
+bool gemm_single_threaded_calls(const GemmPlan& p);
 
 // Time inside BLAS, summed over gemm_rows calls (threads add up), for profiles
 // (bench/epilogue.cpp). Counting starts at gemm_profile(true), which zeroes the counts.

@@ -105,6 +105,7 @@ int num_threads() {
     return n > 0 ? std::min(n, pool().size()) : pool().size();
 }
 void set_num_threads(int n) { g_threads.store(n); }
+bool in_parallel_for() { return t_in_parallel; }
 
 bool set_blas_threads(int n) {
     // Null for a BLAS that is not OpenBLAS (tensor/blas_library.h).

@@ -9,6 +9,9 @@ namespace kiln {
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
 int num_threads();
+// True on a thread running a parallel_for body: a library call made there runs on this thread
+// alone (tensor/gemm.cpp sets oneDNN's OpenMP count to 1 there).
+bool in_parallel_for();
 void set_num_threads(int n);  // 0: hardware concurrency; also read from KILN_NUM_THREADS
 // OpenBLAS keeps a thread count of its own (all cores), and its idle workers spin: call this
 // before a BLAS call so that BLAS uses num_threads() threads too. No-op for another BLAS.

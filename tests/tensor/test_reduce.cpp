@@ -5,8 +5,10 @@
 
 #include "reference.h"
 #include "tensor/blas_library.h"
+#include "tensor/gemm.h"
 #include "tensor/parallel.h"
 #include "tensor/reductions.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln_test;
 
@@ -245,6 +247,76 @@ BOOST_AUTO_TEST_CASE(matmul_matches_naive_loops) {
                 check_close(kiln::matmul(make(a, la), make(b, lb)), want, 1e-4, 1e-5,
                             what + " " + layout_name(la) + " @ " + layout_name(lb));
         check_close(kiln::matmul(make(a, kiln::float64), make(b, kiln::float64)), want, 1e-12, 1e-12, what + " float64");
+    }
+}
+
+// Each library matmul may run (KILN_GEMM forces one: docs/env.md) against naive loops, at 1
+// and 2 threads: sizes past oneDNN's threshold (kOneDnnMinWork), both operands in each
+// layout, a GEMM split over kiln's threads along the rows and one along the columns, a batch
+// of GEMMs (each of kiln's threads runs whole ones) and a folded batch.
+BOOST_AUTO_TEST_CASE(each_gemm_library_matches_naive_loops) {
+    const std::vector<std::pair<Shape, Shape>> cases = {
+        {{130, 257}, {257, 67}},       // edges in each dim
+        {{300, 64}, {64, 40}},         // 768000 multiply-adds: oneDNN under auto, one part
+        {{64, 128}, {128, 200}},       // at 2 threads split along the columns (N > M)
+        {{3, 72, 100}, {3, 100, 80}},  // a batch of 3 GEMMs, each past the threshold
+        {{2, 96, 64}, {64, 96}},       // a batch folded into one GEMM of 192 rows
+    };
+    std::vector<std::string> libraries = {"openblas", "auto"};
+#ifdef KILN_HAVE_DNNL
+    libraries.push_back("onednn");
+#endif
+    for (const std::string& library : libraries) {
+        kiln_test::ScopedEnv env("KILN_GEMM", library);
+        for (int threads : {1, 2}) {
+            kiln::set_num_threads(threads);
+            for (const auto& [sa, sb] : cases) {
+                Ref a = random_ref(sa, -1, 1), b = random_ref(sb, -1, 1);
+                Ref want = matmul_ref(a, b);
+                std::string what = library + ", " + std::to_string(threads) +
+                                   " threads: " + str(sa) + " @ " + str(sb);
+                for (Layout la : {Layout::contiguous, Layout::transposed, Layout::strided})
+                    for (Layout lb : {Layout::contiguous, Layout::transposed, Layout::offset})
+                        check_close(kiln::matmul(make(a, la), make(b, lb)), want, 1e-4, 1e-5,
+                                    what + " " + layout_name(la) + " @ " + layout_name(lb));
+            }
+        }
+    }
+    kiln::set_num_threads(0);
+}
+
+// plan_gemm's choice: small GEMMs and float64 on OpenBLAS, float32 past the threshold on
+// oneDNN where kiln has it; KILN_GEMM forces one; a wrong value is an error naming it.
+BOOST_AUTO_TEST_CASE(the_gemm_library_is_chosen_per_shape) {
+    auto library = [](const kiln::Tensor& a, const kiln::Tensor& b) {
+        return std::string(kiln::gemm_library_name(kiln::plan_gemm(a, b).library));
+    };
+    kiln::Tensor small = kiln::ones({4, 3}), small_b = kiln::ones({3, 2});
+    kiln::Tensor x = kiln::ones({8, 128, 256}), w = kiln::ones({768, 256});
+    BOOST_TEST(library(small, small_b) == "openblas");
+    BOOST_TEST(library(x.to(kiln::float64), w.to(kiln::float64).t()) == "openblas");
+#ifdef KILN_HAVE_DNNL
+    BOOST_TEST(library(x, w.t()) == "onednn");
+    {
+        kiln_test::ScopedEnv env("KILN_GEMM", "onednn");
+        BOOST_TEST(library(small, small_b) == "onednn");
+    }
+#else
+    BOOST_TEST(library(x, w.t()) == "openblas");
+#endif
+    {
+        kiln_test::ScopedEnv env("KILN_GEMM", "openblas");
+        BOOST_TEST(library(x, w.t()) == "openblas");
+    }
+    kiln_test::ScopedEnv env("KILN_GEMM", "mkl");
+    try {
+        (void)kiln::matmul(small, small_b);
+        BOOST_FAIL("KILN_GEMM=mkl should raise");
+    } catch (const kiln::Error& e) {
+        std::string what = e.what();
+        BOOST_TEST(
+            what.find("KILN_GEMM must be auto, openblas or onednn, got 'mkl'") != std::string::npos,
+            what);
     }
 }
 
