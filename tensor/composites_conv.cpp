@@ -240,20 +240,14 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return bias.defined() ? out + bias.reshape({1, O, 1, 1}) : out;
 }
 
-// On the CPU without a gradient to route: amax over unfold2d's columns (the first maximum is
-// the maximum; the inductor fuses the two into one kernel, 2x faster than the index op
-// compiled). Otherwise max_pool2d_index (one pass over the input, a kernel on each device)
-// and a gather, whose gradient (scatter_add) goes wholly to each window's first maximum. On
-// CUDA the unfolded columns would be 9x the input and their reduction strided: the index op
-// takes 1-2% of their time (ResNet-18's stem pool on an H100). Under compile() requires_grad
-// and grad mode are guarded, so each entry keeps its choice.
+// max_pool2d_index (one pass over the input, a kernel on each device) and a gather, whose
+// gradient (scatter_add) goes wholly to each window's first maximum. Without a gradient too:
+// amax over unfold2d's columns wrote and read 9x the input (231 MB for ResNet-18 224's stem
+// pool, whose unfold2d the inductor runs as a fallback: 45-60 ms of a 280 ms compiled
+// inference call at 1 thread), against the index kernel's one pass (docs/perf-models.md).
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
     if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
-    bool grad = autograd::grad_enabled() && x.requires_grad();
-    if (grad || x.device().type == DeviceType::cuda) return gather_plane(x, max_index(x, w));
-    Tensor cols =
-        windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
-    return cols.amax({2}).reshape(pooled_shape(x, w));
+    return gather_plane(x, max_index(x, w));
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2d& w) {
