@@ -241,13 +241,29 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 // max_pool2d_index (one pass over the input, a kernel on each device) and a gather, whose
-// gradient (scatter_add) goes wholly to each window's first maximum. Without a gradient too:
-// amax over unfold2d's columns wrote and read 9x the input (231 MB for ResNet-18 224's stem
-// pool, whose unfold2d the inductor runs as a fallback: 45-60 ms of a 280 ms compiled
-// inference call at 1 thread), against the index kernel's one pass (docs/perf-models.md).
+// gradient (scatter_add) goes wholly to each window's first maximum. On the CPU without a
+// gradient, while the windows' columns are small (kSmallPoolColumns), amax over unfold2d's
+// columns: the first maximum is the maximum, and the inductor fuses the two into one kernel,
+// faster there than the index op and the gather (ResNet-18 32x32's stem pool: 0.6 ms of a
+// 6.5 ms compiled call). Past that the index op: ResNet-18 224's stem pool has 231 MB of
+// columns, whose unfold2d the inductor ran as a fallback (45-60 ms of a 280 ms compiled call
+// at 1 thread; docs/perf-models.md). The choice reads sizes unobserved: a graph recorded on
+// one side of it and run on the other gives the same values.
+constexpr int64_t kSmallPoolColumns = int64_t(1) << 22;  // float32: 16 MB
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
     if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
-    return gather_plane(x, max_index(x, w));
+    bool grad = autograd::grad_enabled() && x.requires_grad();
+    bool small = false;
+    if (!grad && x.device().type == DeviceType::cpu) {
+        SizesUnobserved unobserved;
+        small = shape_numel(checked_pool_shape(x, w, "max_pool2d")) * w.kernel.first *
+                    w.kernel.second <=
+                kSmallPoolColumns;
+    }
+    if (!small) return gather_plane(x, max_index(x, w));
+    Tensor cols =
+        windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
+    return cols.amax({2}).reshape(pooled_shape(x, w));
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Window2d& w) {
