@@ -188,7 +188,12 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
             const LNode& n = graph.nodes[kernel.nodes[0]];
             std::vector<Tensor> in;
             for (int v : n.inputs) in.push_back(value_of(schedule_, v, env, symbols));
-            env[n.out.id] = contiguous_input(eval_node(n, in, symbols));  // kernels index it as contiguous
+            Tensor out = eval_node(n, in, symbols);
+            // kernels index it as contiguous; a conv2d_fused with attrs.keepdim is read only by
+            // other conv2d_fused nodes, which take oneDNN's channels-last layout as it is
+            // (codegen/fuse_conv.h)
+            bool any_layout = n.op == OpId::conv2d_fused && n.attrs.keepdim;
+            env[n.out.id] = any_layout ? out : contiguous_input(out);
         }
         for (int v : release_[k]) env[v] = Tensor();
     }

@@ -103,6 +103,47 @@ std::optional<Step> as_post_op(const LNode& n, int cur, const Shape& shape, cons
     return std::nullopt;
 }
 
+// Whether reader `n` takes the value in its operand `slot` as an activation oneDNN reads in
+// any layout: a conv2d_fused's input (slot 0) or its residual (add_tensor's operand).
+bool reads_as_activation(const LNode& n, size_t slot) {
+    if (n.op != OpId::conv2d_fused) return false;
+    if (slot == 0) return true;
+    size_t operands = size_t(std::count_if(n.attrs.dims.begin(), n.attrs.dims.end(), [](int64_t c) {
+        return ConvPostOp(c) != ConvPostOp::relu;
+    }));
+    size_t next = n.inputs.size() - operands;
+    for (int64_t code : n.attrs.dims) {
+        if (ConvPostOp(code) == ConvPostOp::relu) continue;
+        if (ConvPostOp(code) == ConvPostOp::add_tensor && slot == next) return true;
+        ++next;
+    }
+    return false;
+}
+
+// attrs.keepdim on each conv2d_fused whose every reader reads it as an activation (fuse_conv.h).
+void mark_channels_last(LGraph& g, const std::map<int, size_t>& note_of,
+                        std::vector<std::string>& notes) {
+    std::map<int, bool> all_convs;  // conv2d_fused output id -> every reader so far takes it
+    for (const LNode& n : g.nodes)
+        if (n.op == OpId::conv2d_fused) all_convs[n.out.id] = false;  // no reader yet
+    std::map<int, int> readers;
+    for (const LNode& n : g.nodes)
+        for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+            auto it = all_convs.find(n.inputs[slot]);
+            if (it == all_convs.end()) continue;
+            bool ok = reads_as_activation(n, slot);
+            it->second = readers[it->first]++ == 0 ? ok : it->second && ok;
+        }
+    for (int id : g.outputs)
+        if (all_convs.count(id)) all_convs[id] = false;
+    for (LNode& n : g.nodes) {
+        if (n.op != OpId::conv2d_fused || !all_convs[n.out.id]) continue;
+        n.attrs.keepdim = true;
+        if (auto it = note_of.find(n.out.id); it != note_of.end())
+            notes[it->second] += "; channels-last out";
+    }
+}
+
 }  // namespace
 
 ConvFusion fuse_conv(const LGraph& graph) {
@@ -111,6 +152,7 @@ ConvFusion fuse_conv(const LGraph& graph) {
     GraphIndex ix = index(graph);
     std::vector<bool> removed(graph.nodes.size(), false);
     std::map<size_t, LNode> replaced;  // node index -> the fused node placed there
+    std::map<int, size_t> note_of;     // fused node's output id -> its note
     for (size_t c = 0; c < graph.nodes.size(); ++c) {
         const LNode& conv = graph.nodes[c];
         if (conv.op != OpId::conv2d || conv.out.dtype != DType::float32) continue;
@@ -155,6 +197,7 @@ ConvFusion fuse_conv(const LGraph& graph) {
             ops += std::string(ops.empty() ? "" : ", ") + op_info(graph.nodes[r].op).name;
         out.notes.push_back(conv_name + ": fused " + ops + " (stopped: " + why + ")");
         fused.out = graph.nodes[chain.back()].out;
+        note_of[fused.out.id] = out.notes.size() - 1;
         removed[c] = true;
         for (size_t i = 0; i + 1 < chain.size(); ++i) removed[chain[i]] = true;
         replaced[chain.back()] = std::move(fused);
@@ -166,6 +209,7 @@ ConvFusion fuse_conv(const LGraph& graph) {
         auto it = replaced.find(i);
         out.graph.nodes.push_back(it != replaced.end() ? it->second : graph.nodes[i]);
     }
+    mark_channels_last(out.graph, note_of, out.notes);
     return out;
 }
 

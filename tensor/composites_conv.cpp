@@ -240,17 +240,27 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return bias.defined() ? out + bias.reshape({1, O, 1, 1}) : out;
 }
 
-// On the CPU without a gradient to route: amax over unfold2d's columns (the first maximum is
-// the maximum; the inductor fuses the two into one kernel, 2x faster than the index op
-// compiled). Otherwise max_pool2d_index (one pass over the input, a kernel on each device)
-// and a gather, whose gradient (scatter_add) goes wholly to each window's first maximum. On
-// CUDA the unfolded columns would be 9x the input and their reduction strided: the index op
-// takes 1-2% of their time (ResNet-18's stem pool on an H100). Under compile() requires_grad
-// and grad mode are guarded, so each entry keeps its choice.
+// max_pool2d_index (one pass over the input, a kernel on each device) and a gather, whose
+// gradient (scatter_add) goes wholly to each window's first maximum. On the CPU without a
+// gradient, while the windows' columns are small (kSmallPoolColumns), amax over unfold2d's
+// columns: the first maximum is the maximum, and the inductor fuses the two into one kernel,
+// faster there than the index op and the gather (ResNet-18 32x32's stem pool: 0.6 ms of a
+// 6.5 ms compiled call). Past that the index op: ResNet-18 224's stem pool has 231 MB of
+// columns, whose unfold2d the inductor ran as a fallback (45-60 ms of a 280 ms compiled call
+// at 1 thread; docs/perf-models.md). The choice reads sizes unobserved: a graph recorded on
+// one side of it and run on the other gives the same values.
+constexpr int64_t kSmallPoolColumns = int64_t(1) << 22;  // float32: 16 MB
 Tensor max_pool2d(const Tensor& x, const Window2d& w) {
     if (unbatched(x)) return max_pool2d(x.unsqueeze(0), w).squeeze(0);
     bool grad = autograd::grad_enabled() && x.requires_grad();
-    if (grad || x.device().type == DeviceType::cuda) return gather_plane(x, max_index(x, w));
+    bool small = false;
+    if (!grad && x.device().type == DeviceType::cpu) {
+        SizesUnobserved unobserved;
+        small = shape_numel(checked_pool_shape(x, w, "max_pool2d")) * w.kernel.first *
+                    w.kernel.second <=
+                kSmallPoolColumns;
+    }
+    if (!small) return gather_plane(x, max_index(x, w));
     Tensor cols =
         windows(x, w, -std::numeric_limits<double>::infinity(), "max_pool2d");  // [N, C, K, L]
     return cols.amax({2}).reshape(pooled_shape(x, w));

@@ -78,16 +78,19 @@ dnnl::engine& engine() {
     return e;
 }
 
-// One primitive argument: the layout the primitive wants and the plain one kiln's tensor has;
-// when they differ, a cached reorder copies between them around the call (weights: once, into
-// the weight cache).
+// One primitive argument: the layout the primitive wants and the one kiln's tensor has (NCHW,
+// or channels-last: below); when they differ, a cached reorder copies between them around the
+// call (weights: once, into the weight cache).
 enum class Role { input, weights, output };
 struct Arg {
     int id;  // DNNL_ARG_SRC, ...
     memory::desc want, plain;
     Role role;
     std::optional<dnnl::reorder> reorder;
-    std::optional<dnnl::reorder> fill;  // the output of a sum post-op: the residual, plain -> want
+    // The output of a sum post-op starts as the residual: copied when its layout is `want`,
+    // else reordered (residual -> want).
+    memory::desc residual;
+    std::optional<dnnl::reorder> fill;
 };
 struct Prim {
     dnnl::primitive prim;
@@ -96,14 +99,24 @@ struct Prim {
 };
 enum class Kind : int64_t { forward, input_grad, weight_grad };
 
+// The layouts of kiln's activations a primitive reads and writes: kiln's NCHW, or channels-last
+// (NHWC in memory, as a [N, C, H, W] view with strides [H*W*C, 1, W*C, C]), which is the layout
+// oneDNN's convolutions want here, so such a tensor goes in or comes out without a reorder.
+// conv2d_fused writes channels-last when the inductor says every reader is a conv
+// (attrs.keepdim, codegen/fuse_conv.cpp).
+struct Layouts {
+    bool x = false, y = false, residual = false;  // channels-last?
+};
+
 struct Geometry {  // oneDNN's view of one convolution
     memory::dims x, w, y, b, strides, dilates, pad_l, pad_r;
     bool bias;
     std::vector<int64_t> post_ops;  // detail::ConvPostOp codes (forward only)
+    Layouts layouts;
 };
 
 Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, bool bias,
-                  const Shape& post_ops = {}) {
+                  const Shape& post_ops = {}, Layouts layouts = {}) {
     Geometry g{.x = x,
                .w = w,
                .y = y,
@@ -113,7 +126,8 @@ Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const ConvPara
                .pad_l = {p.ph, p.pw},
                .pad_r = {p.ph, p.pw},
                .bias = bias,
-               .post_ops = post_ops};
+               .post_ops = post_ops,
+               .layouts = layouts};
     if (p.groups > 1) g.w = {p.groups, w[0] / p.groups, w[1], w[2], w[3]};
     return g;
 }
@@ -129,14 +143,15 @@ memory::desc md(const memory::dims& d, Tag plain_tag, bool any) {
     return memory::desc(d, memory::data_type::f32, any ? Tag::any : plain_tag);
 }
 
-Arg arg(int id, const memory::desc& want, const memory::desc& plain, Role role, bool sum = false) {
-    Arg a{id, want, plain, role, std::nullopt, std::nullopt};
+Arg arg(int id, const memory::desc& want, const memory::desc& plain, Role role,
+        const memory::desc& residual = {}) {
+    Arg a{id, want, plain, role, std::nullopt, residual, std::nullopt};
     using Pd = dnnl::reorder::primitive_desc;
-    if (want != plain) {
+    if (want != plain)
         a.reorder = dnnl::reorder(role == Role::output ? Pd(engine(), want, engine(), plain)
                                                        : Pd(engine(), plain, engine(), want));
-        if (sum) a.fill = dnnl::reorder(Pd(engine(), plain, engine(), want));
-    }
+    if (!residual.is_zero() && residual != want)
+        a.fill = dnnl::reorder(Pd(engine(), residual, engine(), want));
     return a;
 }
 
@@ -173,8 +188,10 @@ Prim make_prim(Kind kind, const Geometry& g) {
     Tag wtag = g.w.size() == 5 ? Tag::goihw : Tag::oihw;
     memory::desc x = md(g.x, Tag::nchw, any), w = md(g.w, wtag, any), y = md(g.y, Tag::nchw, any),
                  b = md(g.b, Tag::x, false);
-    memory::desc px = md(g.x, Tag::nchw, false), pw = md(g.w, wtag, false),
-                 py = md(g.y, Tag::nchw, false);
+    memory::desc px = md(g.x, g.layouts.x ? Tag::nhwc : Tag::nchw, false),
+                 pw = md(g.w, wtag, false),
+                 py = md(g.y, g.layouts.y ? Tag::nhwc : Tag::nchw, false),
+                 pr = md(g.y, g.layouts.residual ? Tag::nhwc : Tag::nchw, false);
     auto fwd_desc = [&](prop_kind pk) {
         return g.bias ? convolution_forward::desc(pk, algorithm::convolution_direct, x, w, b, y,
                                                   g.strides, g.dilates, g.pad_l, g.pad_r)
@@ -191,7 +208,7 @@ Prim make_prim(Kind kind, const Geometry& g) {
         Prim p{convolution_forward(pd),
                {arg(DNNL_ARG_SRC, pd.src_desc(), px, Role::input),
                 arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), pw, Role::weights),
-                arg(DNNL_ARG_DST, pd.dst_desc(), py, Role::output, sum)},
+                arg(DNNL_ARG_DST, pd.dst_desc(), py, Role::output, sum ? pr : memory::desc())},
                sum};
         if (g.bias) p.args.push_back(arg(DNNL_ARG_BIAS, pd.bias_desc(), b, Role::input));
         for (auto& [i, d] : binary)
@@ -233,7 +250,8 @@ const Prim& cached_prim(Kind kind, const Geometry& g) {
     use_kiln_threads();
     static std::mutex mu;
     static std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache;
-    std::vector<int64_t> key{int64_t(kind), g.bias, plain_layouts()};
+    std::vector<int64_t> key{int64_t(kind), g.bias,      plain_layouts(),
+                             g.layouts.x,   g.layouts.y, g.layouts.residual};
     for (const memory::dims* d :
          {&g.x, &g.w, &g.y, &g.strides, &g.dilates, &g.pad_l, &g.post_ops}) {
         key.push_back(int64_t(d->size()));
@@ -265,12 +283,20 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
         buffers.push_back(empty({int64_t((d.get_size() + 3) / 4)}, DType::float32));
         return memory(d, engine(), buffers.back().raw_data());
     };
+    // The output of a sum post-op starts as the residual (the last tensor).
+    auto fill = [&](const Arg& a, memory& into) {
+        if (a.role != Role::output || !p.sum) return;
+        if (a.fill) {
+            memory residual(a.residual, engine(), tensors.back().raw_data());
+            a.fill->execute(stream, residual, into);
+        } else
+            std::memcpy(into.get_data_handle(), tensors.back().raw_data(), a.want.get_size());
+    };
     for (size_t i = 0; i < p.args.size(); ++i) {
         const Arg& a = p.args[i];
         memory plain(a.plain, engine(), tensors[i].raw_data());
         if (!a.reorder) {
-            if (a.role == Role::output && p.sum)
-                std::memcpy(tensors[i].raw_data(), tensors.back().raw_data(), a.plain.get_size());
+            fill(a, plain);
             args.emplace(a.id, plain);
         } else if (a.role == Role::weights) {
             detail::ConvWeights w =
@@ -284,10 +310,7 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
             memory want = pooled(a.want);
             if (a.role == Role::input) a.reorder->execute(stream, plain, want);
             if (a.role == Role::output) outputs.emplace_back(&a, plain);
-            if (a.fill) {
-                memory residual(a.plain, engine(), tensors.back().raw_data());
-                a.fill->execute(stream, residual, want);
-            }
+            fill(a, want);
             args.emplace(a.id, want);
         }
     }
@@ -298,6 +321,22 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
 }
 
 Tensor f32(const Tensor& t) { return contiguous_as(t, DType::float32); }
+
+// A 4-D float32 tensor laid out channels-last: NHWC memory seen as [N, C, H, W].
+bool channels_last(const Tensor& t) {
+    if (t.dim() != 4 || t.dtype() != DType::float32) return false;
+    const Shape &s = t.shape(), &st = t.strides();
+    return st == Shape{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]} && !t.is_contiguous();
+}
+
+// An activation as oneDNN reads it: a channels-last tensor as it is, else contiguous NCHW.
+Tensor activation(const Tensor& t) { return channels_last(t) ? t : f32(t); }
+
+// An empty [N, C, H, W] output, channels-last when asked.
+Tensor empty_output(const Shape& s, bool nhwc) {
+    if (!nhwc) return empty(s, DType::float32);
+    return empty({s[0], s[2], s[3], s[1]}, DType::float32).permute({0, 3, 1, 2});
+}
 
 Shape out_shape(const Shape& x, const Shape& w, const ConvParams& p) {
     return {x[0], w[0], window_out_size(x[2], p.kh, p.sh, p.ph, p.dh),
@@ -345,10 +384,11 @@ Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
     if (Tensor y = cudnn_conv2d(in, a); y.defined()) return y;
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
-        Tensor x = f32(in[0]), w = f32(in[1]);
+        Tensor x = activation(in[0]), w = f32(in[1]);
         Tensor y = empty(out_shape(x.shape(), w.shape(), p), DType::float32);
-        const Prim& prim = cached_prim(
-            Kind::forward, geometry(x.shape(), w.shape(), y.shape(), p, bias.defined()));
+        const Prim& prim =
+            cached_prim(Kind::forward, geometry(x.shape(), w.shape(), y.shape(), p, bias.defined(),
+                                                {}, {.x = channels_last(x)}));
         if (bias.defined())
             run_prim(prim, std::vector<Tensor>{x, w, y, f32(bias)});
         else
@@ -500,22 +540,27 @@ Tensor forward_conv2d_fused(std::span<const Tensor> in, const Attrs& a) {
         int(std::count(a.dims.begin(), a.dims.end(), int64_t(detail::ConvPostOp::add_tensor)));
     Shape y_shape = out_shape(conv[0].shape(), conv[1].shape(), p);
     if (onednn_usable(in) && sums <= 1 && operands_fit(operands, a.dims, y_shape)) {
-        std::vector<Tensor> tensors{f32(conv[0]), f32(conv[1]), empty(y_shape, DType::float32)};
+        Layouts layouts{.x = channels_last(conv[0]), .y = a.keepdim};
+        std::vector<Tensor> tensors{activation(conv[0]), f32(conv[1]),
+                                    empty_output(y_shape, layouts.y)};
         Tensor residual;
         for (size_t i = 0, next = 0; i < a.dims.size(); ++i) {
             auto op = detail::ConvPostOp(a.dims[i]);
             if (op == detail::ConvPostOp::relu) continue;
-            Tensor t = f32(operands[next++]);
+            const Tensor& t = operands[next++];
             if (op == detail::ConvPostOp::add_tensor)
-                residual = t;
+                residual = activation(t);
             else
-                tensors.push_back(t);  // after the bias, below
+                tensors.push_back(f32(t));  // after the bias, below
         }
         if (n_conv == 3) tensors.insert(tensors.begin() + 3, f32(conv[2]));
-        if (residual.defined()) tensors.push_back(residual);
-        const Prim& prim = cached_prim(
-            Kind::forward,
-            geometry(tensors[0].shape(), tensors[1].shape(), y_shape, p, n_conv == 3, a.dims));
+        if (residual.defined()) {
+            layouts.residual = channels_last(residual);
+            tensors.push_back(residual);
+        }
+        const Prim& prim =
+            cached_prim(Kind::forward, geometry(tensors[0].shape(), tensors[1].shape(), y_shape, p,
+                                                n_conv == 3, a.dims, layouts));
         run_prim(prim, tensors);
         return tensors[2];
     }

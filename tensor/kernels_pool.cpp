@@ -4,11 +4,32 @@
 // scatter_add) goes wholly to that one element (tensor/composites_conv.cpp).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 
 namespace kiln {
+namespace {
+
+// One window entry over a row of outputs [lo, hi): output ow's entry is row[ow * sw + off], at
+// plane index h_w + ow * sw + off. It becomes the output's maximum when the output has none
+// yet (best_i < 0), or is larger, or is the first NaN (a NaN maximum stays). Branch-free and
+// without a carried dependence, so the compiler vectorizes it (a branch per compare is
+// mispredicted half the time on random data).
+template <typename T>
+void window_entry(const T* __restrict row, T* __restrict best_v, int64_t* __restrict best_i,
+                  int64_t lo, int64_t hi, int64_t sw, int64_t off, int64_t h_w) {
+    for (int64_t ow = lo; ow < hi; ++ow) {
+        T v = row[ow * sw + off], b = best_v[ow];
+        int64_t i = best_i[ow];
+        bool take = (i < 0) | ((b == b) & ((v > b) | (v != v)));
+        best_v[ow] = take ? v : b;
+        best_i[ow] = take ? h_w + ow * sw + off : i;
+    }
+}
+
+}  // namespace
 
 // attrs.shape = {kh, kw, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w} (unfold2d's);
 // attrs.dims = {OH, OW}: the output size (ceil_mode's included), which the composite computes.
@@ -43,32 +64,36 @@ Tensor forward_max_pool2d_index(std::span<const Tensor> in, const Attrs& a) {
                 std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, OH * OW * kh * kw)),
                 [=, &empty_window](int64_t begin,
                                    int64_t end) {  // by value: no aliasing with the stores
+                    // One output row at a time, entry by entry in the window's order (so the
+                    // first maximum wins), each entry over the outputs whose window holds it.
+                    std::vector<T> best_v(static_cast<size_t>(OW));
+                    std::vector<int64_t> best_i(static_cast<size_t>(OW));
                     for (int64_t nc = begin; nc < end; ++nc) {
                         const T* plane = s + nc * H * W;
                         int64_t* idx = o + nc * OH * OW;
-                        for (int64_t oh = 0; oh < OH; ++oh)
-                            for (int64_t ow = 0; ow < OW; ++ow) {
-                                // the first maximum in window order; the first NaN wins.
-                                // Branch-free updates: on random data a branch per compare is
-                                // mispredicted half the time.
-                                int64_t best = -1;
-                                T best_v = 0;
-                                for (int64_t i = 0; i < kh; ++i) {
-                                    int64_t h = oh * sh - ph + i * dh;
-                                    if (h < 0 || h >= H) continue;
-                                    for (int64_t j = 0; j < kw; ++j) {
-                                        int64_t w = ow * sw - pw + j * dw;
-                                        if (w < 0 || w >= W) continue;
-                                        T v = plane[h * W + w];
-                                        bool take = (best < 0) | ((best_v == best_v) &
-                                                                  ((v > best_v) | (v != v)));
-                                        best = take ? h * W + w : best;
-                                        best_v = take ? v : best_v;
-                                    }
+                        for (int64_t oh = 0; oh < OH; ++oh) {
+                            T* bv = best_v.data();
+                            int64_t* bi = best_i.data();
+                            std::fill(bi, bi + OW, int64_t(-1));
+                            std::fill(bv, bv + OW, T(0));
+                            for (int64_t i = 0; i < kh; ++i) {
+                                int64_t h = oh * sh - ph + i * dh;
+                                if (h < 0 || h >= H) continue;
+                                const T* row = plane + h * W;
+                                for (int64_t j = 0; j < kw; ++j) {
+                                    // the outputs ow with 0 <= ow * sw - pw + j * dw < W
+                                    int64_t off = j * dw - pw;
+                                    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                                    int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+                                    hi = std::min(hi, OW);
+                                    window_entry(row, bv, bi, lo, hi, sw, off, h * W);
                                 }
-                                if (best < 0) empty_window = true;  // only ever set to true
-                                idx[oh * OW + ow] = best < 0 ? 0 : best;
                             }
+                            for (int64_t ow = 0; ow < OW; ++ow) {
+                                if (bi[ow] < 0) empty_window = true;  // only ever set to true
+                                idx[oh * OW + ow] = bi[ow] < 0 ? 0 : bi[ow];
+                            }
+                        }
                     }
                 });
         }

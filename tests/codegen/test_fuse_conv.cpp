@@ -245,4 +245,97 @@ BOOST_AUTO_TEST_CASE(conv2d_fused_op_equals_its_ops_and_has_no_derivative) {
     BOOST_CHECK_THROW(dispatch(OpId::conv2d_fused, {x, w}, a), Error);
 }
 
+// conv2d_fused with attrs.keepdim writes its output channels-last (NHWC memory seen as
+// [N, C, H, W]), the layout oneDNN's convolutions want here; conv2d and conv2d_fused read a
+// channels-last input or residual as it is. Every mix of layouts equals the NCHW result, and a
+// reader that is not a conv sees the same values.
+BOOST_AUTO_TEST_CASE(conv2d_fused_writes_and_reads_channels_last_with_the_same_values) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN: conv2d_fused runs its ops one by one, NCHW");
+    return;
+#endif
+    manual_seed(25);
+    Tensor x = randn({2, 8, 7, 6}), w = randn({16, 8, 3, 3}) * 0.3, s = randn({1, 16, 1, 1}),
+           r = randn({2, 16, 4, 3});
+    auto nhwc = [](const Tensor& t) {
+        return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+    };
+    auto is_nhwc = [](const Tensor& t) {
+        const Shape& z = t.shape();
+        return t.strides() == Shape{z[1] * z[2] * z[3], 1, z[3] * z[1], z[1]};
+    };
+    using P = detail::ConvPostOp;
+    Attrs a{.shape = {3, 3, 2, 2, 1, 1, 1, 1}, .dim = 1};
+    a.dims = {int64_t(P::mul_channel), int64_t(P::add_tensor), int64_t(P::relu)};
+    Tensor want = relu(conv2d(x, w, Tensor(), {2, 2}, {1, 1}) * s + r);
+    BOOST_REQUIRE(want.is_contiguous());
+    for (bool out_nhwc : {false, true})
+        for (bool x_nhwc : {false, true})
+            for (bool r_nhwc : {false, true}) {
+                Attrs b = a;
+                b.keepdim = out_nhwc;
+                Tensor xi = x_nhwc ? nhwc(x) : x, ri = r_nhwc ? nhwc(r) : r;
+                BOOST_REQUIRE(is_nhwc(xi) == x_nhwc);
+                Tensor got = dispatch(OpId::conv2d_fused, {xi, w, s, ri}, b);
+                BOOST_TEST_CONTEXT("out " << out_nhwc << " x " << x_nhwc << " residual "
+                                          << r_nhwc) {
+                    BOOST_TEST(is_nhwc(got) == out_nhwc);
+                    BOOST_TEST(max_diff(got, want) < 1e-4);
+                    BOOST_TEST(max_diff(got.contiguous(), want) < 1e-4);  // a non-conv reader
+                    // conv2d reads it as it is
+                    Tensor w2 = randn({4, 16, 1, 1});
+                    BOOST_TEST(max_diff(conv2d(got, w2), conv2d(want, w2)) < 1e-4);
+                }
+            }
+    Tensor plain = dispatch(OpId::conv2d, {nhwc(x), w}, {.shape = a.shape, .dim = 1});
+    BOOST_TEST(max_diff(plain, conv2d(x, w, Tensor(), {2, 2}, {1, 1})) < 1e-4);
+}
+
+// The inductor lets a conv2d_fused write channels-last only when every reader is another
+// conv2d_fused reading it as its input or residual (ResNet's basic block: the block's input
+// feeds both); an output that is returned, or that a pointwise op or a pooling also reads,
+// stays NCHW. Compiled equals eager either way.
+BOOST_AUTO_TEST_CASE(only_outputs_read_by_convs_alone_are_written_channels_last) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN: no conv2d node to fuse, this test is skipped");
+    return;
+#endif
+    manual_seed(26);
+    Tensor w1 = randn({8, 3, 3, 3}) * 0.3, w2 = randn({8, 8, 3, 3}) * 0.2,
+           w3 = randn({8, 8, 3, 3}) * 0.2;
+    Bn bn1(8), bn2(8), bn3(8);
+    auto conv = [](const Tensor& x, const Tensor& w) {
+        return conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    };
+    // y1 feeds conv2 and conv2's residual; y2 feeds conv3 and a max pool; y3 is returned
+    auto block = [&](const Tensor& x) {
+        Tensor y1 = relu(bn1(conv(x, w1)));
+        Tensor y2 = relu(bn2(conv(y1, w2)) + y1);
+        Tensor y3 = relu(bn3(conv(y2, w3)));
+        return std::make_pair(y3, max_pool2d(y2, {.kernel = {2, 2}, .stride = {2, 2}}));
+    };
+    Tensor x = randn({2, 3, 8, 8});
+    NoGradGuard no_grad;
+    int before = codegen::last_compiled().id;
+    auto f = compile(
+        [&](const Tensor& t) {
+            auto [a, b] = block(t);
+            return std::vector<Tensor>{a, b};
+        },
+        kernels_only);
+    std::vector<Tensor> got = f(x);
+    auto [want3, want_pool] = block(x);
+    BOOST_TEST(max_diff(got.at(0), want3) < 1e-4);
+    BOOST_TEST(max_diff(got.at(1), want_pool) < 1e-4);
+    std::vector<std::string> notes = fusion_notes(before);
+    BOOST_REQUIRE(notes.size() == 3u);
+    auto channels_last = [](const std::string& n) {
+        return n.find("channels-last out") != std::string::npos;
+    };
+    BOOST_TEST(channels_last(notes[0]), joined(notes));   // y1: conv2's input and residual
+    BOOST_TEST(!channels_last(notes[1]), joined(notes));  // y2: the max pool reads it too
+    BOOST_TEST(!channels_last(notes[2]), joined(notes));  // y3: returned
+    BOOST_TEST(got.at(0).is_contiguous());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

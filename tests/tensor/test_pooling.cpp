@@ -124,23 +124,31 @@ BOOST_AUTO_TEST_CASE(max_pool2d_sends_a_tied_maximum_s_whole_gradient_to_the_fir
 
 // With a gradient, max_pool2d is one table op, max_pool2d_index (each window's first maximum,
 // found in one pass over the input), and a gather whose gradient is scatter_add: no unfold2d and
-// argmax mask over the windows, which made training 2-3x slower. A window holding NaNs gives NaN
-// and sends its gradient to its first NaN; ceil_mode and the index (return_indices) ride on the
-// same op.
+// argmax mask over the windows, which made training 2-3x slower. Without a gradient on the CPU,
+// small inputs keep unfold2d + amax (fused when compiled, faster there) and large ones (over 4M
+// column entries: ResNet-18 224's stem pool has 14.5M) take the index op too: their columns
+// were 9x the input. A window holding NaNs gives NaN and sends its gradient to its first NaN;
+// ceil_mode and the index (return_indices) ride on the same op.
 BOOST_AUTO_TEST_CASE(max_pool2d_is_one_index_op_and_a_gather) {
     manual_seed(34);
     Window2d w{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
     auto fn = [w](const Tensor& t) { return max_pool2d(t, w); };
     Tensor x = randn({2, 3, 9, 8});
-    for (bool grad :
-         {false, true}) {  // without a gradient: amax over the windows, fused when compiled
-        jit::ExplainOutput ex = jit::explain(fn, grad ? x.detach().requires_grad_() : x);
+    Tensor large = randn({1, 4, 1200, 1000});  // 4 x 600 x 500 windows of 9: 10.8M columns
+    for (int c = 0; c < 3; ++c) {
+        bool grad = c == 1, big = c == 2;
+        Tensor in = big ? large : grad ? x.detach().requires_grad_() : x;
+        jit::ExplainOutput ex = jit::explain(fn, in);
         BOOST_REQUIRE(ex.ops_per_graph.size() == 1);
         const std::vector<std::string>& ops = ex.ops_per_graph[0];
-        BOOST_TEST(std::count(ops.begin(), ops.end(), "max_pool2d_index") == (grad ? 1 : 0));
-        BOOST_TEST(std::count(ops.begin(), ops.end(), "gather") == (grad ? 1 : 0));
-        BOOST_TEST(std::count(ops.begin(), ops.end(), "unfold2d") == (grad ? 0 : 1));
+        bool index = grad || big;
+        BOOST_TEST_CONTEXT("gradient " << grad << ", large " << big) {
+            BOOST_TEST(std::count(ops.begin(), ops.end(), "max_pool2d_index") == (index ? 1 : 0));
+            BOOST_TEST(std::count(ops.begin(), ops.end(), "gather") == (index ? 1 : 0));
+            BOOST_TEST(std::count(ops.begin(), ops.end(), "unfold2d") == (index ? 0 : 1));
+        }
     }
+    BOOST_TEST(max_diff(max_pool2d(large, w), pool_loops(large, w, true).out) == 0.0);
     // NaNs at plane positions 1 and 8 (rows 0-1, cols 0-1): the windows holding them are NaN
     // and their gradient goes to position 1, the first in window order
     Tensor place = arange(72).reshape({1, 1, 9, 8});
@@ -187,6 +195,45 @@ BOOST_AUTO_TEST_CASE(max_pool2d_is_one_index_op_and_a_gather) {
         run([&](const Tensor& t) { return compiled(t); }, backend);
         run([&](const Tensor& t) { return compiled(t); }, backend);
     }
+}
+
+// max_pool2d_index's CPU kernel runs one window entry over a row of outputs at a time, each
+// over the outputs whose window holds that entry's column: the row's ends come from the
+// stride, padding and dilation. Every combination below, on widths that leave windows hanging
+// over either end, with ties (values 0-2) so that a wrong order of entries picks a later
+// maximum: the values and the index (return_indices) equal the loops', with and without a
+// gradient wanted.
+BOOST_AUTO_TEST_CASE(max_pool2d_index_matches_the_loops_over_strides_paddings_dilations) {
+    manual_seed(35);
+    for (int64_t width : {1, 5, 8, 13})
+        for (int64_t k : {1, 2, 3})
+            for (int64_t s : {1, 2, 3})
+                for (int64_t pad = 0; pad <= k / 2; ++pad)
+                    for (int64_t d : {1, 2})
+                        for (bool ceil : {false, true}) {
+                            Window2d w{.kernel = {k, k},
+                                       .stride = {s, s},
+                                       .padding = {pad, pad},
+                                       .dilation = {d, d},
+                                       .ceil_mode = ceil};
+                            if (width + 2 * pad < d * (k - 1) + 1) continue;  // no window fits
+                            Tensor x = randint(0, 3, {1, 2, width + 1, width}).to(float32);
+                            PoolLoops want = pool_loops(x, w, true);
+                            BOOST_TEST_CONTEXT("width " << width << " kernel " << k << " stride "
+                                                        << s << " pad " << pad << " dilation " << d
+                                                        << " ceil " << ceil) {
+                                // a window wholly in the padding: PyTorch's error
+                                if (want.index.amin().item<double>() < 0) {
+                                    BOOST_CHECK_THROW(max_pool2d_with_indices(x, w), Error);
+                                    continue;
+                                }
+                                auto [out, index] = max_pool2d_with_indices(x, w);
+                                BOOST_REQUIRE(out.shape() == want.out.shape());
+                                BOOST_TEST(max_diff(out, want.out) == 0.0);
+                                BOOST_TEST(max_diff(index.to(float64), want.index) == 0.0);
+                                BOOST_TEST(max_diff(max_pool2d(x, w), want.out) == 0.0);
+                            }
+                        }
 }
 
 // Issue 30 item 11, pooling: ceil_mode, count_include_pad=False, divisor_override,
