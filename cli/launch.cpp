@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,18 @@ void set_rank_environment() {
     setenv("WORLD_SIZE", world.c_str(), 1);
     setenv("LOCAL_RANK", local.c_str(), 1);
     setenv("LOCAL_WORLD_SIZE", local_world.c_str(), 1);
+    // Threads per rank, as torchrun sets OMP_NUM_THREADS: the host's cores shared among its
+    // ranks (each rank's pool, oneDNN and BLAS otherwise start one thread per core, and the
+    // ranks' threads fight over the cores). A value the user set is kept.
+    if (int ranks_here = std::atoi(local_world.c_str()); ranks_here > 1) {
+        unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        std::string per_rank = std::to_string(std::max(1u, cores / unsigned(ranks_here)));
+        if (env("KILN_NUM_THREADS").empty()) {
+            setenv("KILN_NUM_THREADS", per_rank.c_str(), 1);
+            setenv("KILN_LAUNCH_THREADS", per_rank.c_str(), 1);  // what the launcher chose
+        }
+        if (env("OMP_NUM_THREADS").empty()) setenv("OMP_NUM_THREADS", per_rank.c_str(), 1);
+    }
     // kiln drives cuda:0: each rank sees its own GPU there (the LOCAL_RANK-th of those visible).
     std::string visible = env("CUDA_VISIBLE_DEVICES");
     std::string gpu = local;

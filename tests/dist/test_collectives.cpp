@@ -3,8 +3,14 @@
 // collective that moved nothing fails.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
 #include "dist/dist.h"
 #include "tensor/ops.h"
+#include "tensor/parallel.h"
 
 using namespace kiln;
 
@@ -19,6 +25,24 @@ Tensor of_rank(int r, int64_t n, DType dtype = float32) {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(dist_collectives)
+
+// `kiln launch --nproc N` shares the host's cores among its ranks, as torchrun sets
+// OMP_NUM_THREADS: each rank's pool (and OpenMP's) gets cores / N threads, at least one.
+BOOST_AUTO_TEST_CASE(launched_ranks_share_the_cores) {
+    join();
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    int ranks_here = local ? std::atoi(local) : 1;
+    const char* chosen = std::getenv("KILN_LAUNCH_THREADS");  // unset: the user's KILN_NUM_THREADS
+    if (ranks_here < 2) return;  // alone: nothing is shared
+    if (!chosen) {  // the launcher keeps a count the user set
+        BOOST_TEST(std::getenv("KILN_NUM_THREADS") != nullptr);
+        return;
+    }
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    int per_rank = int(std::max(1u, cores / unsigned(ranks_here)));
+    BOOST_TEST(std::atoi(chosen) == per_rank);
+    BOOST_TEST(num_threads() == per_rank);
+}
 
 BOOST_AUTO_TEST_CASE(all_reduce_sum_avg_max_match_a_sum_over_ranks) {
     join();
