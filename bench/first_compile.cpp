@@ -16,35 +16,14 @@
 #include <vector>
 
 #include "codegen/toolchain.h"
+#include "bench/cpu_workloads.h"
 #include "kiln.h"
 
 using namespace kiln;
 
 namespace {
 
-Tensor sin_cos(Tensor x, Tensor y) { return sin(x) + cos(y); }
-Tensor gelu_tanh(Tensor x, Tensor) {
-    return 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
-}
-Tensor gelu_erf(Tensor x, Tensor) { return 0.5 * x * (1.0 + erf(x * 0.7071067811865476)); }
-Tensor modified_sigmoid(Tensor x, Tensor y) {
-    x = 1.0 / (exp(-x) + 5);
-    if (x.mean() > 0.5) x = x / 1.1;
-    return x * y;
-}
-Tensor exp_chain(Tensor x, Tensor) { return exp(exp(x * 0.1) * 0.1 - 1.0); }
-Tensor softmax_rows(Tensor x, Tensor) {
-    Tensor e = exp(x - x.amax({1}, true));
-    return e / e.sum({1}, true);
-}
-Tensor log_softmax_rows(Tensor x, Tensor) {
-    Tensor shifted = x - x.amax({1}, true);
-    return shifted - log(exp(shifted).sum({1}, true));
-}
-Tensor layernorm_rows(Tensor x, Tensor) {
-    Tensor d = x - x.mean({1}, true);
-    return d * rsqrt((d * d).mean({1}, true) + 1e-5);
-}
+using namespace kiln_bench;
 Tensor warm_up(Tensor x, Tensor) { return exp(x) + floor(x); }  // floor: a full-prelude unit
 
 struct Workload {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -49,6 +50,19 @@ inline std::string show(double v) {
     os.precision(9);
     os << v;
     return os.str();
+}
+
+// Every `step`-th float by its bits: both signs, subnormals, every binade up to the largest
+// float, infinities and NaNs (a prime step reaches all of them).
+inline std::vector<float> every_nth_float(uint64_t step) {
+    std::vector<float> xs;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += step) {
+        uint32_t b = uint32_t(bits);
+        float x;
+        std::memcpy(&x, &b, sizeof x);
+        xs.push_back(x);
+    }
+    return xs;
 }
 
 }  // namespace kiln_test

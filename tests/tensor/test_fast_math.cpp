@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/pointwise_math.h"
+#include "tests/tensor/special_values.h"
 
 namespace {
 
@@ -70,18 +71,8 @@ std::vector<float> sweep(float lo, float hi) {
     return xs;
 }
 
-// Every 4099th float by its bits (~1e6 values): both signs, subnormals, every binade up to
-// the largest float, infinities and NaNs.
-std::vector<float> all_floats() {
-    std::vector<float> xs;
-    for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += 4099) {
-        uint32_t b = uint32_t(bits);
-        float x;
-        std::memcpy(&x, &b, sizeof x);
-        xs.push_back(x);
-    }
-    return xs;
-}
+// Every 4099th float by its bits (~1e6 values).
+std::vector<float> all_floats() { return kiln_test::every_nth_float(4099); }
 
 // x and its 50 float neighbours on each side.
 std::vector<float> around(float x) {
