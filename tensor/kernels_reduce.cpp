@@ -244,7 +244,6 @@ Tensor forward_matmul(std::span<const Tensor> in, const Attrs&) {
         sync_blas_threads();
         for (int64_t i = 0; i < p.batches; ++i) gemm_rows(p, i, 0, p.M, out.raw_data());
     }
-    sync_blas_threads();
     return out.reshape(p.out_shape);
 }
 
