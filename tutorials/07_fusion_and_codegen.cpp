@@ -8,8 +8,10 @@
 // Eager runs one kernel per op, and every op's result goes to memory and comes back:
 // cos writes a tensor, sin writes a tensor, add reads both. A pointwise chain needs none
 // of those intermediates in memory. kiln's inductor backend groups the chain into one
-// loop (a fused kernel), writes it as C++ with xsimd batches, builds it with the system
-// compiler, and caches the shared object on disk (KILN_CACHE_DIR).
+// loop (a fused kernel), writes it as C++ with SIMD batches (kiln's own vector type and its
+// sin/cos/exp/log/tanh/erf, tensor/fast_math.h; xsimd behind a precompiled header only for a
+// function kiln has no form of), builds it with the system compiler, and caches the shared
+// object on disk (KILN_CACHE_DIR).
 //
 // Where there is a GPU, the lesson then runs fn on CUDA tensors: the same schedule written
 // as a CUDA kernel (the tutorial's Triton kernel, here CUDA C++ built by NVRTC), walked
