@@ -175,7 +175,8 @@ std::string milliseconds_since(std::chrono::steady_clock::time_point start) {
 // The GraphCompiler: one graph (or AOT half) -> generated kernels, or the interpreter.
 // `async`: build in the background and interpret until the kernels are loaded. `background`:
 // build in the background and let the first call wait for it, so that an AOT forward and
-// backward build at once (two compiler processes).
+// backward build at once (two compiler processes on the CPU; on CUDA two batches of NVRTC
+// programs, and the forward's first run overlaps the backward's build).
 jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> graph,
                               const jit::BackendOptions& options, bool background) {
     bool async = options.async_compile, reduce_overhead = options.mode == "reduce-overhead";
@@ -234,7 +235,7 @@ jit::CompiledFn compile_graph(uint64_t owner, std::shared_ptr<const jit::Graph> 
     ChoiceOptions choice = choice_options_from_env();
     if (async) {
         launch(std::move(build));
-    } else if (background && !info.cuda) {
+    } else if (background) {
         auto done = std::make_shared<std::promise<void>>();
         state->built = done->get_future().share();
         launch([build = std::move(build), done]() mutable {
@@ -298,7 +299,7 @@ jit::CompiledFn inductor_backend(const jit::Graph& graph, std::span<const Tensor
     // backend_compile keeps `graph` alive as long as the result: a non-owning handle.
     std::shared_ptr<const jit::Graph> g(&graph, [](const jit::Graph*) {});
     // A training step's two halves build at once: the backward right after the forward, both
-    // in the background (CPU), the forward's first call waiting for its own.
+    // in the background (CPU and CUDA), the forward's first call waiting for its own.
     return jit::aot::aot_compile(
         g, examples,
         [owner, options](std::shared_ptr<const jit::Graph> half, std::span<const Tensor>) {
