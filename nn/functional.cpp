@@ -29,9 +29,10 @@ Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op,
         kept = ne(targets, double(*ignore_index));
         t = where(kept, targets, 0.0);  // any class: the mask drops it below
     }
-    // An eager call names the op and the target; under compile() reading values would break
-    // the graph, and the gather below raises instead.
-    if (!dispatch_hook() && t.numel() > 0) {
+    // An eager CPU call names the op and the target; under compile() reading values would
+    // break the graph, and on CUDA make the host wait for the GPU (twice, every loss): the
+    // gather below raises instead, on CUDA at the next host wait, naming the op.
+    if (!dispatch_hook() && t.numel() > 0 && t.device().type == DeviceType::cpu) {
         int64_t lo = t.amin().item<int64_t>(), hi = t.amax().item<int64_t>();
         KILN_CHECK_INDEX(lo >= 0 && hi < num_classes, op, ": target ", lo < 0 ? lo : hi,
                          " is out of bounds for ", num_classes, " classes");
@@ -39,6 +40,7 @@ Tensor class_mask(const Tensor& targets, int64_t num_classes, const char* op,
     Tensor classes = arange(double(num_classes), {.dtype = int64, .device = targets.device()});
     // gather(classes, t) is t itself, checked by gather on every path (eager, compiled,
     // CUDA): a target out of range must raise, not match no class and add 0.
+    IndexCheckCaller caller(op);
     Tensor checked = gather(classes, 0, t);
     if (kept.defined()) checked = where(kept, checked, -1.0);  // an ignored row matches no class
     return classes == checked.unsqueeze(1);

@@ -181,9 +181,12 @@ Tensor embedding(const Tensor& index, const Tensor& weight) {
     KILN_CHECK(weight.dim() == 2, "embedding: expected a weight of shape [num_embeddings, embedding_dim], got ", weight.shape());
     KILN_CHECK(index.dtype() == DType::int64, "embedding: expected an int64 index, got ",
                index.dtype());
-    // An eager call names embedding; under compile() reading the values would break the
-    // graph, and gather's own check raises instead (negative indices included, as PyTorch).
-    if (!dispatch_hook() && index.numel() > 0) {
+    // An eager CPU call names embedding; under compile() reading the values would break the
+    // graph, and on CUDA it would make the host wait for the GPU (twice, every forward):
+    // gather's own check raises instead (negative indices included, as PyTorch), on CUDA at
+    // the next host wait, naming embedding.
+    IndexCheckCaller caller("embedding");
+    if (!dispatch_hook() && index.numel() > 0 && index.device().type == DeviceType::cpu) {
         int64_t lo = index.amin().item<int64_t>(), hi = index.amax().item<int64_t>();
         KILN_CHECK_INDEX(lo >= 0 && hi < weight.size(0), "embedding: index ", lo < 0 ? lo : hi,
                          " is out of range for ", weight.size(0), " embeddings (num_embeddings)");

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace kiln {
 
@@ -23,6 +24,25 @@ class IndexError : public Error {
 class FakeTensorRead : public Error {
    public:
     using Error::Error;
+};
+
+// Names the op on whose behalf index kernels run (embedding, cross_entropy) while it lives,
+// for a range error found after the op returned: a CUDA gather's check is read at the next
+// host wait (tensor/kernels_cuda_index.cpp), so its message names the caller as well as the
+// gather. One per thread; nests.
+namespace detail {
+inline thread_local const char* index_check_caller = nullptr;
+}
+class IndexCheckCaller {
+   public:
+    explicit IndexCheckCaller(const char* op)
+        : previous_(std::exchange(detail::index_check_caller, op)) {}
+    ~IndexCheckCaller() { detail::index_check_caller = previous_; }
+    IndexCheckCaller(const IndexCheckCaller&) = delete;
+    IndexCheckCaller& operator=(const IndexCheckCaller&) = delete;
+
+   private:
+    const char* previous_;
 };
 
 // Builds a message from streamable parts: KILN_CHECK(cond, "matmul: ", a.shape(), " vs ", ...).

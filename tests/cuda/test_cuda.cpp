@@ -432,6 +432,45 @@ BOOST_AUTO_TEST_CASE(index_range_checks_are_read_at_the_next_host_wait,
     cuda::synchronize();
 }
 
+// embedding and the class losses read no index on the host on CUDA (a read would wait for
+// the GPU, twice per call: a DDP training step's loss drained the stream that way); a bad
+// index still raises, at the next read of CUDA values, naming the op and its gather.
+BOOST_AUTO_TEST_CASE(embedding_and_cross_entropy_check_their_indices_without_a_host_wait,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
+    namespace F = nn::functional;
+    Tensor w = randn({11, 4}), idx = randint(0, 11, {3, 5}), logits = randn({6, 11}),
+           target = randint(0, 11, {6});
+    Tensor wc = w.cuda(), idxc = idx.cuda(), logitsc = logits.cuda(), targetc = target.cuda();
+    cuda::synchronize();
+    int64_t waits = cuda::detail::host_waits();
+    Tensor e = embedding(idxc, wc);
+    Tensor loss = F::cross_entropy(logitsc, targetc);
+    Tensor nll = F::nll_loss(logitsc.log_softmax(1), targetc);
+    BOOST_TEST(cuda::detail::host_waits() == waits);
+    check_same(e, embedding(idx, w), "embedding", 0);
+    check_same(loss, F::cross_entropy(logits, target), "cross_entropy");
+    check_same(nll, F::nll_loss(logits.log_softmax(1), target), "nll_loss");
+    auto raises = [](const Tensor& pending, const std::string& expected) {
+        try {
+            pending.cpu();
+            BOOST_ERROR("an index out of range was accepted: " + expected);
+        } catch (const Error& err) {
+            std::string m = err.what();
+            BOOST_TEST(m.find(expected) != std::string::npos, m);
+        }
+    };
+    Tensor bad_target = target.clone(), bad_idx = idx.clone();
+    bad_target.data_ptr<int64_t>()[2] = 11;
+    bad_idx.data_ptr<int64_t>()[4] = -1;
+    raises(F::cross_entropy(logitsc, bad_target.cuda()),
+           "cross_entropy (gather): index 11 is out of bounds for dim 0 with size 11");
+    raises(embedding(bad_idx.cuda(), wc), "embedding (gather): index -1 is out of bounds for dim 0 with size 11");
+    check_same(embedding(idxc, wc), embedding(idx, w), "embedding after the errors", 0);
+    // On the CPU the eager checks name the op at once, as before.
+    BOOST_CHECK_THROW(F::cross_entropy(logits, bad_target), IndexError);
+    BOOST_CHECK_THROW(embedding(bad_idx, w), IndexError);
+}
+
 BOOST_AUTO_TEST_CASE(the_caching_allocator_reuses_and_gives_back_memory, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
     cuda::synchronize();
     cuda::empty_cache();  // what earlier cases left cached (their 64 MiB matrices) counts below

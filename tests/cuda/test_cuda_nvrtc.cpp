@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/inductor.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 #include "tests/cuda/needs_gpu.h"
@@ -23,8 +24,15 @@ using namespace kiln;
 namespace {
 bool have_nvrtc() { return kiln_test::have_nvrtc("cuda nvrtc"); }
 
+// Waits for the background builds of earlier tests first (an AOT backward half builds while
+// its forward runs), so that none compiles into this scope's counts or cache.
+struct NoBackgroundBuilds {
+    NoBackgroundBuilds() { codegen::wait_for_async_compiles(); }
+};
+
 // KILN_CACHE_DIR set to a folder of this process's own for one scope, removed at its end.
 struct ScopedCacheDir {
+    NoBackgroundBuilds quiet;
     std::filesystem::path dir;
     kiln_test::ScopedEnv env;
     explicit ScopedCacheDir(const std::string& name)
