@@ -263,9 +263,8 @@ void add_launch_command(CLI::App& app, LaunchCommand& l) {
         ->capture_default_str();
     l.command->add_flag("--as-rank", l.as_rank, "")->group("");
     l.command->footer(
-        "PROGRAM ARGS... follow the options and are the program's, options included; a .kiln or "
-        ".py "
-        "PROGRAM runs as a kiln script.");
+        "PROGRAM ARGS... follow the options and are the program's, options included; a .kn, "
+        ".kiln or .py PROGRAM runs as a kiln script.");
 }
 
 // argv[0] is "launch". The options end at the first argument that is not one of them (or at

@@ -1,4 +1,4 @@
-// The emitter core (codegen/emit_core.h): what the C++/xsimd and CUDA dialects write the
+// The emitter core (codegen/emit_core.h): what the C++ and CUDA dialects write the
 // same way.
 #include "codegen/emit_core.h"
 

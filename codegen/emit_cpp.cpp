@@ -1,10 +1,12 @@
-// The C++/xsimd emitter. Each generated kernel is a loop body handed to the host's thread
+// The C++ (SIMD) emitter. Each generated kernel is a loop body handed to the host's thread
 // pool: a pointwise kernel runs over chunks of elements (or over rows when broadcasting
 // needs index math), a row kernel over rows, making one pass along the row per group of
-// reductions and a last pass for what it stores. Every pass has an xsimd body and a scalar
-// tail built from the very same statements, one per node, named after the node. The
-// statements, passes and kernel deduplication come from the emitter core (emit_core.h);
-// this dialect writes the loops, xsimd batches and the thread pool's entry points.
+// reductions and a last pass for what it stores. Every pass has a SIMD body (the prelude's
+// batch type B: kiln's own vector in the lean prelude, xsimd's in the full one,
+// emit_cpp_prelude.h) and a scalar tail built from the very same statements, one per node,
+// named after the node. The statements, passes and kernel deduplication come from the
+// emitter core (emit_core.h); this dialect writes the loops, batches and the thread pool's
+// entry points.
 #include "codegen/emit_cpp.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The C++/xsimd emitter (docs/codegen.md): a Schedule -> one readable translation unit with
+// The C++ (SIMD) emitter (docs/codegen.md): a Schedule -> one readable translation unit with
 // one extern "C" entry per generated kernel; the C++ dialect of the emitter core
 // (codegen/emit_core.h). See docs/codegen.md for a walk through it.
 #pragma once

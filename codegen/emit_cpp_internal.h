@@ -1,4 +1,4 @@
-// The C++/xsimd dialect's kernel writer, private to codegen/: one class, its methods in two
+// The C++ (SIMD) dialect's kernel writer, private to codegen/: one class, its methods in two
 // files. emit_cpp.cpp: the loops, passes, tiles and entry points; emit_cpp_rows.cpp: few
 // long rows split over the threads, and scratch rows that keep a value between passes.
 #pragma once

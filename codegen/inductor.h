@@ -1,6 +1,7 @@
 // The "inductor" backend (DESIGN.md §2, §8): AOT autograd splits a graph into forward and
-// backward halves; each half is lowered to an LGraph and built by the CPU code generator.
-// Graphs that need no generated kernel, or a machine without a compiler, are interpreted.
+// backward halves; each half is lowered to an LGraph and built by the code generator: C++ for
+// the system compiler on the CPU, CUDA C++ for NVRTC when its values live on the GPU.
+// Graphs that need no generated kernel, or a CPU graph without a compiler, are interpreted.
 //
 // Registration: jit/ never includes codegen/, and a static library drops object files that
 // nothing references. So the inline variable below, defined in every program that includes

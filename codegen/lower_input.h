@@ -1,4 +1,4 @@
-// What the CPU code generator consumes: a flat SSA list of ops over values with known
+// What the code generator (CPU and CUDA) consumes: a flat SSA list of ops over values with known
 // shapes and dtypes. The JIT fills it from its Graph; tests build it by hand. codegen/
 // does not include jit/, so this is the whole contract between them.
 #pragma once

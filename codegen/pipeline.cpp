@@ -170,7 +170,7 @@ Plan plan_graph(const jit::Graph& graph, int id) {
             warn_compiler_problem(problem);
             return interpreted(problem);
         }
-        // 4. emit(target): the schedule as C++/xsimd (emit_cpp.cpp) or CUDA C++ (emit_cuda.cpp).
+        // 4. emit(target): the schedule as SIMD C++ (emit_cpp.cpp) or CUDA C++ (emit_cuda.cpp).
         log.restart();  // the checks above are no stage's time
         plan.source = cuda ? emit_cuda(s) : emit(s);
         log.done(

@@ -1,7 +1,8 @@
-// Recording: each op fn runs (call_sized, from dispatch) runs eagerly and becomes a node of
-// the open graph; the tensors it reads become the graph's placeholders (slots). Entry:
-// Tracer::record_call. Where the entry already has segments, jit/tracer_replay.cpp checks
-// the op against them instead.
+// Recording: each op fn runs (call_sized, from dispatch) becomes a node of the open graph,
+// its output made by its shape rule (a fake tensor) or by running it eagerly (fake_ off);
+// the tensors it reads become the graph's placeholders (slots). Entry: Tracer::record_call.
+// Where the entry already has segments, jit/tracer_replay.cpp checks the op against them
+// instead.
 #include "autograd/node.h"
 #include "jit/ddp_split.h"
 #include "jit/fake.h"

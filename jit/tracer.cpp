@@ -1,4 +1,5 @@
-// The tracer: record-while-executing, graph breaks at escapes, replay with verification.
+// The tracer: recording (shape-only or while executing), graph breaks at escapes, replay with
+// verification.
 // trace_entry runs fn under a Tracer (jit/tracer_state.h, which lists the files of its
 // ideas); here too is the Tracer's own state: which slot or graph value each tensor is.
 #include "jit/tracer.h"

@@ -1,8 +1,9 @@
-// The tracer: runs fn once under a dispatch hook (record-while-executing). Ops run
-// eagerly and are recorded into a Graph; at an escape (operator bool, item, data access)
-// the graph so far becomes a segment, and recording continues in a new one. Where the
-// entry already has segments, the tracer *replays*: it checks each op against the
-// recording and only records what is new (a branch outcome not seen before).
+// The tracer: runs fn once under a dispatch hook. Ops are recorded into a Graph, on fake
+// tensors (shape-only: jit/fake_record.cpp) or, with KILN_FAKE_TRACE=0 and after an op with
+// no shape rule, running eagerly as they are recorded; at an escape (operator bool, item,
+// data access) the graph so far becomes a segment, runs, and recording continues in a new
+// one. Where the entry already has segments, the tracer *replays*: it checks each op against
+// the recording and only records what is new (a branch outcome not seen before).
 #pragma once
 #include <functional>
 

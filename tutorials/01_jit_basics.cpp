@@ -72,9 +72,11 @@ int main() {
     Tensor x = randn({5, 5, 5});
     jit::reset();
 
-    // --- Call 1: the entry list is empty, so kiln records f while running it: every op
-    // runs eagerly and is appended to a graph; the guards note what the recording
-    // assumed (x's dtype, device and sizes; mod's identity; grad mode).
+    // --- Call 1: the entry list is empty, so kiln records f: every op is appended to a
+    // graph, its result a fake tensor with only a shape (PyTorch's fake tensors; docs/jit.md,
+    // "Shape-only tracing"), and the graph compiled then runs to give them their values.
+    // The guards note what the recording assumed (x's dtype, device and sizes; mod's
+    // identity; grad mode).
     std::cout << "before the first call: " << jit::explain_compiled(opt_f).guards.size()
               << " entries\n";
     Tensor out = opt_f(x, a);

@@ -144,7 +144,7 @@ int main() {
         return jit::aot::aot_compile(g, examples, inner);
     };
     auto opt_two_cosine = compile(two_cosine, {.backend = my_aot_backend});
-    opt_two_cosine(input);                 // records (eagerly), then compiles: the plan prints
+    opt_two_cosine(input);                 // records, compiles and runs: the plan prints
     Tensor out = opt_two_cosine(input);    // a hit: the forward half runs
     (out * grad_output).sum().backward();  // the backward half runs
     check(eager_saved_bytes == 1000 && compiled_saved_bytes == 500,
@@ -162,7 +162,7 @@ int main() {
     for (const char* backend : {"eager", "aot_eager", "inductor"}) {
         jit::reset();
         auto f = compile(two_cosine, {.backend = backend});
-        f(input);  // the first call records while running eagerly; later calls run the graphs
+        f(input);  // the first call records, compiles and runs the graphs; later ones only run them
         Tensor y = f(input);
         autograd::SavedReport r = autograd::saved_report(y);
         std::printf("%-9s  %13zu  %11zu  %s\n", backend, r.total_tensors, r.total_bytes,
@@ -175,9 +175,9 @@ int main() {
         check(same && expected_saves,
               std::string(backend) + ": equals eager, saves " + std::to_string(r.total_tensors));
     }
-    // A known limit: an autograd::Function inside a compiled function is recorded as its
-    // forward ops, so the gradient comes from the ops' own derivatives (still correct),
-    // not from the user's backward (docs/jit.md, "Known limits").
+    // An autograd::Function inside a compiled function, with an input that needs grad, is a
+    // graph break: it runs eagerly between two graphs, so the gradient is its own backward's
+    // (docs/jit.md, "What compile guarantees", Custom autograd Functions).
 
     // --- See it drawn: KILN_TRACE=DIR logs every compile of a run (docs/trace.md), and
     // `kiln report DIR` turns the log into pages to open in a browser (docs/report.md).

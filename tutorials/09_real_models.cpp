@@ -334,10 +334,11 @@ void run_all(Check& check, bool full, int n_iters) {
                     r.task.c_str(), r.eager_ms, r.compiled_ms, r.eager_ms / r.compiled_ms, r.cold_s,
                     r.warm_s);
     // Reading it. On the CPU a ResNet's time is its convolutions (oneDNN in both columns);
-    // compiling fuses batch norm, the residual add and relu into them and the rest into a
-    // few kernels, which wins little where the convolutions dominate. The decoder's
-    // layernorms, GELU and softmax become one kernel each. On a GPU every eager op is a
-    // launch: fusion removes launches as well as memory traffic, and the speedups grow.
+    // compiling fuses eval batch norm, the residual add and relu into them in inference
+    // (training keeps them apart: docs/models.md) and the rest into a few kernels, which
+    // wins little where the convolutions dominate (cuDNN's on a GPU, in both columns too).
+    // The decoder's layernorms, GELU and softmax become one kernel each. On a GPU every eager
+    // op is a launch: fusion removes launches as well as memory traffic, and the speedups grow.
 }
 
 }  // namespace

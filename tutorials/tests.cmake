@@ -52,7 +52,7 @@ set_tests_properties(tutorial.checker_rejects_missing_output PROPERTIES
 set_tests_properties(tutorial.checker_rejects_failed_exit PROPERTIES PASS_REGULAR_EXPRESSION "exited[ \n]+with[ \n]+1")
 
 # A lesson built the way a student's own project builds it: install kiln to a temporary
-# prefix, configure tutorials/standalone with find_package(kiln), build lesson 01, run it.
+# prefix, configure tutorials/standalone with find_package(kiln), build lesson 07, run it.
 # The standalone project finds kiln's dependencies where this build found them (a GPU host
 # with dependencies outside /usr): CMAKE_PREFIX_PATH travels, '|'-joined.
 string(REPLACE ";" "|" KILN_PREFIXES_BAR "${CMAKE_PREFIX_PATH}")

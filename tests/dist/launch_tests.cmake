@@ -27,7 +27,11 @@ kiln_launch_test(dist.2ranks.lesson_11 $<TARGET_FILE:tutorial_11_data_parallel>)
 set_tests_properties(dist.2ranks.lesson_11 PROPERTIES PASS_REGULAR_EXPRESSION "on 2 process.*lesson 11: all checks passed")
 # NCCL on a machine with 2 GPUs (the suite reports itself skipped without one).
 kiln_launch_test(dist.2ranks.cuda $<TARGET_FILE:test_dist> --run_test=dist_cuda --report_level=short --log_level=message)
-# The script version on two processes: kiln launch runs a .kn file with `kiln run`.
+# The script version on two processes: kiln launch runs a .kn file with `kiln run`, and its
+# help says so (it named only .kiln and .py, not the lessons' .kn).
+add_test(NAME dist.launch_help_names_kn COMMAND $<TARGET_FILE:kiln_cli> launch --help)
+set_tests_properties(dist.launch_help_names_kn PROPERTIES PASS_REGULAR_EXPRESSION
+                     "a \\.kn, \\.kiln or \\.py PROGRAM runs as a kiln script")
 kiln_launch_test(dist.2ranks.lesson_11_script ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/11_data_parallel.kn)
 set_tests_properties(dist.2ranks.lesson_11_script PROPERTIES PASS_REGULAR_EXPRESSION
                      "on 2 process.*equals one process's trained on the whole batch: yes")
