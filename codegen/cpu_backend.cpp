@@ -133,16 +133,24 @@ std::vector<std::vector<int>> release_plan(const Schedule& schedule) {
 
 }  // namespace detail
 
-CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source, std::shared_ptr<CompiledLibrary> library)
-    : schedule_(std::move(schedule)), source_(std::move(source)), library_(std::move(library)) {
+CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source,
+                                   std::vector<std::shared_ptr<CompiledLibrary>> libraries)
+    : schedule_(std::move(schedule)), source_(std::move(source)), libraries_(std::move(libraries)) {
+    KILN_CHECK(!libraries_.empty(), "codegen: a compiled CPU graph needs at least one library");
+    // A kernel's entry is in the unit emit_units put it in: the first library that has it.
+    auto symbol = [&](const std::string& name) -> void* {
+        for (const auto& library : libraries_)
+            if (void* address = library->find_symbol(name)) return address;
+        return libraries_.front()->symbol(name);  // throws, naming it and the source
+    };
     for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
         KernelKind kind = schedule_.kernels[k].kind;
         bool generated = kind == KernelKind::pointwise || kind == KernelKind::row;
-        kernels_.push_back(generated ? reinterpret_cast<KernelFn>(library_->symbol(schedule_.kernel_name(int(k)))) : nullptr);
+        kernels_.push_back(generated ? reinterpret_cast<KernelFn>(symbol(schedule_.kernel_name(int(k)))) : nullptr);
         bool epilogue = schedule_.kernels[k].epilogue_of >= 0;
-        epilogues_.push_back(epilogue ? reinterpret_cast<EpilogueRowsFn>(library_->symbol(
-                                            schedule_.kernel_name(int(k)) + "_rows"))
-                                      : nullptr);
+        epilogues_.push_back(
+            epilogue ? reinterpret_cast<EpilogueRowsFn>(symbol(schedule_.kernel_name(int(k)) + "_rows"))
+                     : nullptr);
         kernel_args_.push_back(schedule_.kernels[k].args());
     }
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
@@ -214,16 +222,35 @@ static std::string kernel_include_dir() {
     return KILN_INSTALL_INCLUDE_DIR;
 }
 
-std::shared_ptr<CompiledLibrary> build_cpu_library(const std::string& source, const CpuCompileOptions& options) {
+namespace {
+
+BuildOptions build_options(const CpuCompileOptions& options) {
     BuildOptions build;
     build.include_dirs = {kernel_include_dir()};
     build.extra_flags = options.extra_flags;
-    return build_library(source, build);
+    return build;
+}
+
+// The translation units of `schedules`: one (`source`, their emit() text) unless their kernels
+// are long enough to be worth more than one compiler (emit_units, kMinUnitBytes each).
+std::vector<std::string> cpu_units(const std::vector<const Schedule*>& schedules, std::string source) {
+    size_t jobs = compile_jobs();
+    if (jobs <= 1 || source.size() < 2 * kMinUnitBytes) return {std::move(source)};
+    std::vector<std::string> units = emit_units(schedules, jobs, kMinUnitBytes);
+    if (units.size() == 1) return {std::move(source)};
+    return units;
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledLibrary> build_cpu_library(const std::string& source, const CpuCompileOptions& options) {
+    return build_library(source, build_options(options));
 }
 
 CompiledCpuGraph build_cpu(Schedule schedule, std::string source, const CpuCompileOptions& options) {
-    std::shared_ptr<CompiledLibrary> library = build_cpu_library(source, options);
-    return CompiledCpuGraph(std::move(schedule), std::move(source), std::move(library));
+    std::vector<std::string> units = cpu_units({&schedule}, source);
+    auto libraries = build_libraries(units, build_options(options));
+    return CompiledCpuGraph(std::move(schedule), std::move(source), std::move(libraries));
 }
 
 std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs, const CpuCompileOptions& options) {
@@ -235,9 +262,9 @@ std::vector<CompiledCpuGraph> compile_cpu_many(const std::vector<LGraph>& graphs
     }
     for (const Schedule& s : schedules) pointers.push_back(&s);
     std::string source = emit(pointers);
-    std::shared_ptr<CompiledLibrary> library = build_cpu_library(source, options);
+    auto libraries = build_libraries(cpu_units(pointers, source), build_options(options));
     std::vector<CompiledCpuGraph> compiled;
-    for (Schedule& s : schedules) compiled.emplace_back(std::move(s), source, library);
+    for (Schedule& s : schedules) compiled.emplace_back(std::move(s), source, libraries);
     return compiled;
 }
 

@@ -16,12 +16,23 @@ namespace kiln::codegen {
 class CompiledLibrary;
 
 struct CpuCompileOptions {
-    std::vector<std::string> extra_flags;  // appended to the toolchain's (-O3 -march=native ...)
+    // appended to the toolchain's (kKernelOptFlags, -march=native ...)
+    std::vector<std::string> extra_flags;
 };
+
+// A graph whose kernels' text is at least twice this is split over several translation
+// units, compiled at once (emit_units; at most compile_jobs() units, about one per this many
+// bytes): each extra compiler costs ~0.05 s of CPU (the lean prelude), a unit of this size
+// ~0.1 s (kKernelOptFlags), so on an idle machine with two cores the graph's kernels are ready in about
+// half the time.
+inline constexpr size_t kMinUnitBytes = 16 * 1024;
 
 class CompiledCpuGraph {
    public:
-    CompiledCpuGraph(Schedule schedule, std::string source, std::shared_ptr<CompiledLibrary> library);
+    // `libraries`: the units the schedule's kernels were built in (emit_units), each kernel's
+    // entry looked up in the first that has it; throws kiln::Error naming a missing one.
+    CompiledCpuGraph(Schedule schedule, std::string source,
+                     std::vector<std::shared_ptr<CompiledLibrary>> libraries);
 
     // Runs the graph: inputs in LGraph::inputs order (any strides: non-contiguous ones are
     // copied first); outputs in LGraph::outputs order, freshly allocated with empty().
@@ -31,11 +42,12 @@ class CompiledCpuGraph {
 
     const Schedule& schedule() const { return schedule_; }
     const std::string& source() const { return source_; }  // the whole translation unit
+    size_t libraries() const { return libraries_.size(); }  // the units it was built in
 
    private:
     Schedule schedule_;
     std::string source_;
-    std::shared_ptr<CompiledLibrary> library_;  // keeps kernels_ loaded
+    std::vector<std::shared_ptr<CompiledLibrary>> libraries_;  // keep kernels_ loaded
     std::vector<KernelFn> kernels_;             // per kernel; nullptr for host kernels
     std::vector<EpilogueRowsFn>
         epilogues_;  // per kernel: `<name>_rows` of a matmul's epilogue, else nullptr

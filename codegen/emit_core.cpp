@@ -180,27 +180,43 @@ void KernelEmitterCore::emit_row_store(const std::string& ind, int v) {
 
 // ---- the translation unit
 
-void emit_kernels(const std::vector<const Schedule*>& schedules, const KernelWriter& writer,
-                  std::ostream& os) {
-    SeenKernels seen;  // first kernel name by canonical text, over every graph
+std::vector<KernelText> kernel_texts(const std::vector<const Schedule*>& schedules,
+                                     const KernelWriter& writer) {
+    std::vector<KernelText> out;
+    SeenKernels seen;                              // first kernel name by canonical text, over every graph
+    std::map<std::string, size_t> piece_of_first;  // first kernel name -> its piece
+    auto add = [&](std::string text, size_t group) { out.push_back({std::move(text), group}); };
     for (const Schedule* sp : schedules) {
         const Schedule& s = *sp;
-        os << "// ---- graph" << (s.prefix.empty() ? "" : " " + s.prefix) << ": "
-           << s.graph.nodes.size() << " nodes, " << s.kernels.size() << " kernels\n";
+        add("// ---- graph" + (s.prefix.empty() ? "" : " " + s.prefix) + ": " +
+                std::to_string(s.graph.nodes.size()) + " nodes, " +
+                std::to_string(s.kernels.size()) + " kernels\n",
+            out.size());
         SameCode same_code(s);
         for (size_t k = 0; k < s.kernels.size(); ++k) {
             KernelKind kind = s.kernels[k].kind;
             if (kind != KernelKind::pointwise && kind != KernelKind::row) {
-                os << writer.host(s, int(k));
+                add(writer.host(s, int(k)), out.size());
                 continue;
             }
             std::ostringstream text;
             writer.kernel(s, int(k), text);
             auto [first, fresh] =
                 seen.try_emplace(same_code.canonical(int(k), text.str()), s.kernel_name(int(k)));
-            os << (fresh ? text.str() : writer.repeat(s, int(k), first->second));
+            if (fresh) {
+                piece_of_first[first->second] = out.size();
+                add(text.str(), out.size());
+            } else {
+                add(writer.repeat(s, int(k), first->second), piece_of_first.at(first->second));
+            }
         }
     }
+    return out;
+}
+
+void emit_kernels(const std::vector<const Schedule*>& schedules, const KernelWriter& writer,
+                  std::ostream& os) {
+    for (const KernelText& piece : kernel_texts(schedules, writer)) os << piece.text;
 }
 
 }  // namespace emit_detail

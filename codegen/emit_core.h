@@ -115,5 +115,15 @@ struct KernelWriter {
 void emit_kernels(const std::vector<const Schedule*>& schedules, const KernelWriter& writer,
                   std::ostream& os);
 
+// The same text as emit_kernels, one piece per kernel (and per graph heading), in order. A
+// piece's `group` is the index of the piece it must share a translation unit with: a repeat's
+// entry calls its first kernel's; every other piece is its own group.
+struct KernelText {
+    std::string text;
+    size_t group = 0;
+};
+std::vector<KernelText> kernel_texts(const std::vector<const Schedule*>& schedules,
+                                     const KernelWriter& writer);
+
 }  // namespace emit_detail
 }  // namespace kiln::codegen

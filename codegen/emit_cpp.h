@@ -26,5 +26,13 @@ using EpilogueRowsFn = void (*)(float* const* buffers, const int64_t* symbols, i
 // The whole translation unit for one schedule, or for several (their prefixes must differ).
 std::string emit(const Schedule& schedule);
 std::string emit(const std::vector<const Schedule*>& schedules);
+// The same kernels split over several translation units, so that as many compilers can build
+// them at once: about one unit per `min_unit_bytes` of kernel text, at most `max_units`, the
+// kernels spread so that the units' sizes are close; a kernel repeating another's code (its
+// entry calls the first's) goes with that one. Every unit has the prelude the whole set needs
+// (the one emit() picks), so each kernel compiles to the same code as in emit()'s unit. One
+// unit: emit()'s text.
+std::vector<std::string> emit_units(const std::vector<const Schedule*>& schedules, size_t max_units,
+                                    size_t min_unit_bytes);
 
 }  // namespace kiln::codegen

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -131,6 +133,20 @@ double compile_timeout_seconds() {
     return seconds;
 }
 
+}  // namespace
+
+size_t compile_jobs() {
+    const char* text = std::getenv("KILN_COMPILE_JOBS");
+    if (text == nullptr || *text == '\0') return std::max(1u, std::thread::hardware_concurrency());
+    char* end = nullptr;
+    long jobs = std::strtol(text, &end, 10);
+    KILN_CHECK(*end == '\0' && jobs >= 1 && jobs <= 1024, "codegen: KILN_COMPILE_JOBS='", text,
+               "' is not a number of compiler processes in [1, 1024]");
+    return size_t(jobs);
+}
+
+namespace {
+
 bool succeeded(const ProcessResult& result) {
     return result.spawn_errno == 0 && result.exit_status == 0 && !result.timed_out;
 }
@@ -216,10 +232,46 @@ std::string timed_out_compiler() {
     return state().timed_out;
 }
 
+// One of compile_jobs() places for a running compiler, held for its life. Waiters get places
+// in the order they asked, so an AOT forward's units (asked for first) build before its
+// backward's and its first call waits for them alone.
+class CompilerSlot {
+   public:
+    CompilerSlot() {
+        size_t jobs = compile_jobs();
+        std::unique_lock lock(gate().mu);
+        uint64_t ticket = gate().next_ticket++;
+        gate().turn.wait(lock, [&] { return gate().serving == ticket && gate().running < jobs; });
+        ++gate().serving;
+        ++gate().running;
+        gate().turn.notify_all();  // the next ticket may fit too
+    }
+    ~CompilerSlot() {
+        std::lock_guard lock(gate().mu);
+        --gate().running;
+        gate().turn.notify_all();
+    }
+    CompilerSlot(const CompilerSlot&) = delete;
+    CompilerSlot& operator=(const CompilerSlot&) = delete;
+
+   private:
+    struct Gate {
+        std::mutex mu;
+        std::condition_variable turn;
+        uint64_t next_ticket = 0, serving = 0;
+        size_t running = 0;
+    };
+    static Gate& gate() {
+        static Gate* g = new Gate;  // leaked, like state(): a background build may outlive statics
+        return *g;
+    }
+};
+
 // A compiler that stalls (a hung NFS include, a wedged toolchain) must not block the caller:
 // it is killed, and this process stops using it, so callers fall back to the interpreter.
 ProcessResult run_compiler(const std::vector<std::string>& argv) {
     double timeout = compile_timeout_seconds();
+    CompilerSlot slot;  // at most compile_jobs() compilers at once, first come first served
     auto start = std::chrono::steady_clock::now();
     ProcessResult result = run_process(argv, timeout);
     std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
@@ -280,7 +332,8 @@ BuildPlan make_plan(const std::string& source, const BuildOptions& options) {
     std::string version = require_compiler_version(cxx);
     BuildPlan plan;
     plan.command = split_words(cxx);
-    plan.command.insert(plan.command.end(), {"-O3", "-march=native", "-std=c++20", "-fPIC"});
+    plan.command.insert(plan.command.end(), std::begin(kKernelOptFlags), std::end(kKernelOptFlags));
+    plan.command.insert(plan.command.end(), {"-march=native", "-std=c++20", "-fPIC"});
     for (const std::string& dir : options.include_dirs)
         plan.command.push_back("-I" + fs::absolute(dir).string());
     // Kernels include xsimd: the directories CMake found it in at configure time go along
@@ -457,6 +510,10 @@ void* CompiledLibrary::symbol(const std::string& name) const {
     return address;
 }
 
+void* CompiledLibrary::find_symbol(const std::string& name) const {
+    return dlsym(handle_, name.c_str());
+}
+
 bool is_lean_kernel(const std::string& source) {
     size_t at = source.find(kLeanKernelMarker);
     return at != std::string::npos && at < 512;  // in the first lines, before any kernel
@@ -481,6 +538,26 @@ std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
     else
         library = compile_library(dir, plan, source, options);
     return remember_loaded(plan.key, std::move(library));
+}
+
+std::vector<std::shared_ptr<CompiledLibrary>> build_libraries(const std::vector<std::string>& sources,
+                                                              const BuildOptions& options) {
+    std::vector<std::shared_ptr<CompiledLibrary>> libraries(sources.size());
+    std::vector<std::exception_ptr> errors(sources.size());
+    auto build = [&](size_t i) {
+        try {
+            libraries[i] = build_library(sources[i], options);
+        } catch (...) {
+            errors[i] = std::current_exception();
+        }
+    };
+    std::vector<std::thread> others;
+    for (size_t i = 1; i < sources.size(); ++i) others.emplace_back(build, i);
+    if (!sources.empty()) build(0);
+    for (std::thread& t : others) t.join();
+    for (const std::exception_ptr& error : errors)
+        if (error) std::rethrow_exception(error);
+    return libraries;
 }
 
 bool compiler_available() {

@@ -20,6 +20,8 @@ class CompiledLibrary {
 
     // Address of an exported (extern "C") symbol; throws kiln::Error naming it if missing.
     void* symbol(const std::string& name) const;
+    // The same, or nullptr if this library has no such symbol.
+    void* find_symbol(const std::string& name) const;
     const std::filesystem::path& so_path() const { return so_path_; }
     // The generated source, kept in the cache beside the .so so errors and dumps can cite it.
     const std::filesystem::path& source_path() const { return source_path_; }
@@ -34,7 +36,7 @@ struct BuildOptions {
     // -I directories. Generated kernels #include "tensor/pointwise_math.h", so the kiln
     // source root must be here (the build passes it to the library as KILN_SOURCE_DIR).
     std::vector<std::string> include_dirs;
-    std::vector<std::string> extra_flags;  // after the defaults: -O3 -march=native -std=c++20 -fPIC
+    std::vector<std::string> extra_flags;  // after the defaults: kKernelOptFlags -march=native -std=c++20 -fPIC
     bool use_pch = true;                   // -include the precompiled kiln_pch header
 };
 
@@ -52,6 +54,29 @@ bool is_lean_kernel(const std::string& source);
 // processes it started, and not run again by this process).
 std::shared_ptr<CompiledLibrary> build_library(const std::string& source,
                                                const BuildOptions& options);
+
+// build_library for each source, each on its own thread (so the compilers of a graph's
+// units run at once, compile_jobs() at a time); the libraries in the sources' order. Throws
+// the first source's error if any failed, after every build has finished.
+std::vector<std::shared_ptr<CompiledLibrary>> build_libraries(const std::vector<std::string>& sources,
+                                                              const BuildOptions& options);
+
+// The optimization flags of every kernel compile: -O2's passes with -O3's inliner. Kernels
+// are written with explicit SIMD batches, so -O3's extra passes (loop versioning, peeling,
+// unswitching, distribution, the vectorizer's dynamic cost model on scalar tails) cost 30-45%
+// more compiler time on large units and made no kernel faster; -O2's own inliner, though,
+// leaves tensor/fast_math.h's exp, erf, sin and cos as calls (through the PLT), which made
+// GELU and exp chains 13-42% slower, so its limits are -O3's (`gcc -Q --help=params -O3`).
+// KILN_CXXFLAGS=-O3 overrides the level (the last -O wins). docs/perf.md, "Cold first calls".
+inline constexpr const char* kKernelOptFlags[] = {
+    "-O2", "--param=max-inline-insns-single=200", "--param=max-inline-insns-auto=30",
+    "--param=early-inlining-insns=14", "--param=inline-heuristics-hint-percent=600",
+    "--param=inline-min-speedup=15"};
+
+// How many compiler processes may run at once in this process: $KILN_COMPILE_JOBS (read on
+// every compile; an integer in [1, 1024], else kiln::Error), default the machine's hardware
+// threads. The CPU backend also splits a graph's kernels over at most this many units.
+size_t compile_jobs();
 
 // Whether $CXX (else `c++`) runs; probed once per compiler name, so callers can check it
 // cheaply and fall back to eager with a one-time warning. False from the moment a compile

@@ -162,6 +162,78 @@ BOOST_AUTO_TEST_CASE(kernels_that_differ_only_in_names_are_compiled_once) {
     check_against_eager(compiled[1], c.graph, {randn({600, 100})});
 }
 
+// emit_units: the kernels of emit()'s unit spread over units that each compile alone (every
+// entry in exactly one, a repeat's forwarder with the kernel it calls), and the graphs built
+// from them give eager's results. One unit is emit()'s text.
+BOOST_AUTO_TEST_CASE(kernels_split_over_units_compile_apart_and_match_eager) {
+    GraphBuilder b;
+    int x = b.input({600, 100}, "x"), w = b.input({100, 100}, "w");
+    int h1 = scaled_relu(b, x, 2.0);
+    int h2 = scaled_relu(b, b.matmul(h1, w), 2.0);
+    int h3 = scaled_relu(b, b.matmul(h2, w), 2.0);
+    int e = b.unary(OpId::exp, b.scalar(OpId::mul, h3, 0.01));
+    b.output(h2), b.output(b.reduce(OpId::sum, e, {1}, false));
+    GraphBuilder c;
+    int y = c.input({600, 100}, "y");
+    c.output(scaled_relu(c, y, 2.0));  // repeats h1's code
+    std::vector<CompiledCpuGraph> one = compile_cpu_many({b.graph, c.graph});
+    std::vector<const Schedule*> schedules = {&one[0].schedule(), &one[1].schedule()};
+    BOOST_TEST(emit_units(schedules, 1, 1) == std::vector<std::string>{one[0].source()});
+    BOOST_TEST(emit_units(schedules, 4, 1u << 30).size() == 1u);  // less than one unit's worth
+    std::vector<std::string> units = emit_units(schedules, 2, 1);
+    BOOST_REQUIRE(units.size() == 2u);
+    for (const Schedule* s : schedules)
+        for (size_t k = 0; k < s->kernels.size(); ++k) {
+            KernelKind kind = s->kernels[k].kind;
+            if (kind != KernelKind::pointwise && kind != KernelKind::row) continue;
+            std::string entry = "extern \"C\" void " + s->kernel_name(int(k)) + "(";
+            BOOST_TEST(count(units[0], entry) + count(units[1], entry) == 1u, entry);
+        }
+    for (const std::string& unit : units) {
+        BOOST_TEST(is_lean_kernel(unit) == is_lean_kernel(one[0].source()));  // the same prelude
+        for (size_t at = unit.find("the same code as "); at != std::string::npos;
+             at = unit.find("the same code as ", at + 1)) {
+            std::string first = unit.substr(at + 17, unit.find(',', at) - at - 17);
+            BOOST_TEST(count(unit, "extern \"C\" void " + first + "(") == 1u, first);
+        }
+    }
+    size_t repeats = count(one[0].source(), "the same code as");
+    BOOST_TEST(repeats >= 1u, one[0].source());  // the second graph's relu repeats h1's
+    BOOST_TEST(count(units[0] + units[1], "the same code as") == repeats);
+    BuildOptions options;
+    options.include_dirs = {KILN_SOURCE_DIR};
+    auto libraries = build_libraries(units, options);
+    CompiledCpuGraph split_b(one[0].schedule(), one[0].source(), libraries);
+    CompiledCpuGraph split_c(one[1].schedule(), one[1].source(), libraries);
+    std::vector<Tensor> inputs = {randn({600, 100}), randn({100, 100}) * 0.1};
+    check_against_eager(split_b, b.graph, inputs);
+    check_against_eager(split_c, c.graph, {randn({600, 100})});
+    // the same bits as the graph built from one unit: each kernel compiled to the same code
+    std::vector<Tensor> whole = one[0].run(inputs), parts = split_b.run(inputs);
+    BOOST_REQUIRE(whole.size() == parts.size());
+    for (size_t i = 0; i < whole.size(); ++i)
+        BOOST_TEST(whole[i].contiguous().to_vector<float>() == parts[i].contiguous().to_vector<float>(),
+                   "output " << i);
+}
+
+// What kKernelOptFlags' inliner limits are for: tensor/fast_math.h's erf and exp are inlined
+// into a lean unit's kernels. At plain -O2 they were calls through the PLT (GELU by erf ran
+// ~20% slower), and the .so exported them.
+BOOST_AUTO_TEST_CASE(fast_math_is_inlined_into_generated_kernels) {
+    GraphBuilder b;
+    int x = b.input({4096}, "x");
+    b.output(b.binary(OpId::add, b.unary(OpId::erf, x), b.unary(OpId::exp, x)));
+    CompiledCpuGraph compiled = compile_cpu(b.graph);
+    BOOST_REQUIRE(is_lean_kernel(compiled.source()));
+    BuildOptions options;
+    options.include_dirs = {KILN_SOURCE_DIR};
+    auto library = build_library(compiled.source(), options);
+    for (const char* name : {"_ZN9kiln_fast3erfIN9kiln_math1BEEET_S3_", "_ZN9kiln_fast3expIN9kiln_math1BEEET_S3_"})
+        BOOST_TEST(library->find_symbol(name) == nullptr, name);
+    Tensor in = randn({4096});
+    check_against_eager(compiled, b.graph, {in});
+}
+
 BOOST_AUTO_TEST_CASE(broadcasting_scalars_strides_and_special_values_match_eager) {
     std::vector<LGraph> graphs;
     {  // [4,1,8] + [5,8] -> [4,5,8]: broadcasting as index math

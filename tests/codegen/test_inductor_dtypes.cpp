@@ -68,7 +68,9 @@ BOOST_AUTO_TEST_CASE(random_dtype_programs_match_eager) {
         threads.emplace_back(
             [&, b] { compiled[b] = compile_cpu_many(batches[b], {.extra_flags = {"-O1"}}); });
     for (std::thread& t : threads) t.join();
-    BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls <= kBatches + 1);
+    // a batch's kernels may be split over compile_jobs() units (+ the PCH if the cache is cold)
+    BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls <=
+               int64_t(kBatches * compile_jobs() + 1));
 
     int failures = 0, checked = 0, fallbacks = 0;
     std::map<DType, int> generated_with;  // generated kernels that read or compute each dtype

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cmath>
@@ -374,4 +375,105 @@ BOOST_FIXTURE_TEST_CASE(directory_squatting_on_an_entry_is_replaced, FreshCache)
     BOOST_TEST(fs::is_regular_file(cache_meta_path(so)));
     BOOST_TEST(toolchain_stats().rebuilds_corrupt - before.rebuilds_corrupt == 1);
     BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls == 1);
+}
+
+namespace {
+
+// A compiler that notes how many of its kind are running as it starts (one line per run in
+// `counts`), its words (in `argv`), waits 0.8 s, then runs c++.
+fs::path write_counting_compiler(const fs::path& dir) {
+    fs::path script = dir / "counting-cxx.sh";
+    std::string d = dir.string();
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "case \"$*\" in *--version*) exec c++ --version;; esac\n"
+                             "mkdir '" << d << "/run.'$$\n"
+                             "ls -d '" << d << "'/run.* | wc -l >> '" << d << "/counts'\n"
+                             "echo \"$*\" >> '" << d << "/argv'\n"
+                             "sleep 0.8\n"
+                             "rmdir '" << d << "/run.'$$\n"
+                             "exec c++ \"$@\"\n";
+    fs::permissions(script, fs::perms::owner_all);
+    return script;
+}
+
+// Sources that differ (so none is a cache hit), each with kiln_answer_<i>.
+std::vector<std::string> answer_sources(int count, int base) {
+    std::vector<std::string> sources;
+    for (int i = 0; i < count; ++i)
+        sources.push_back("extern \"C\" int kiln_answer_" + std::to_string(base + i) + "() { return " +
+                          std::to_string(base + i) + "; }\n");
+    return sources;
+}
+
+int most_at_once(const fs::path& counts) {
+    std::ifstream in(counts);
+    int most = 0;
+    for (int n; in >> n;) most = std::max(most, n);
+    return most;
+}
+
+struct ScopedEnv {
+    std::string name;
+    ScopedEnv(const std::string& n, const std::string& value) : name(n) { setenv(n.c_str(), value.c_str(), 1); }
+    ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+}  // namespace
+
+// build_libraries: every source built and loaded, in order, with at most KILN_COMPILE_JOBS
+// compilers running at once (one at a time with 1; two at once with 2).
+BOOST_FIXTURE_TEST_CASE(build_libraries_runs_at_most_compile_jobs_compilers_at_once, FreshCache) {
+    setenv("CXX", write_counting_compiler(dir).c_str(), 1);
+    for (int jobs : {1, 2}) {
+        BOOST_TEST_CONTEXT("KILN_COMPILE_JOBS=" << jobs) {
+            ScopedEnv env("KILN_COMPILE_JOBS", std::to_string(jobs));
+            fs::remove(dir / "counts");
+            ToolchainStats before = toolchain_stats();
+            std::vector<std::string> sources = answer_sources(3, 10 * jobs);
+            auto libraries = build_libraries(sources, options_without_pch());
+            BOOST_TEST(toolchain_stats().compiler_calls - before.compiler_calls == 3);
+            BOOST_REQUIRE(libraries.size() == 3u);
+            for (int i = 0; i < 3; ++i) {
+                std::string name = "kiln_answer_" + std::to_string(10 * jobs + i);
+                auto answer = reinterpret_cast<int (*)()>(libraries[i]->symbol(name));
+                BOOST_TEST(answer() == 10 * jobs + i);
+                BOOST_TEST(libraries[(i + 1) % 3]->find_symbol(name) == nullptr);
+            }
+            BOOST_TEST(most_at_once(dir / "counts") == jobs);
+        }
+    }
+}
+
+// Kernels compile with kKernelOptFlags (-O2 and -O3's inliner), before the user's
+// KILN_CXXFLAGS, so KILN_CXXFLAGS=-O3 still gives -O3 (the last -O wins).
+BOOST_FIXTURE_TEST_CASE(kernels_compile_at_O2_with_O3s_inliner_before_the_users_flags, FreshCache) {
+    setenv("CXX", write_counting_compiler(dir).c_str(), 1);
+    build_library(answer_sources(1, 30)[0], options_without_pch());
+    {
+        ScopedEnv flags("KILN_CXXFLAGS", "-O3");
+        build_library(answer_sources(1, 31)[0], options_without_pch());
+    }
+    std::ifstream in(dir / "argv");
+    std::string plain, with_flags;
+    std::getline(in, plain);
+    std::getline(in, with_flags);
+    plain = " " + plain + " ", with_flags = " " + with_flags + " ";  // each word between spaces
+    BOOST_TEST(plain.find(" -O2 ") != std::string::npos, plain);
+    BOOST_TEST(plain.find("-O3") == std::string::npos, plain);
+    BOOST_TEST(plain.find(" --param=max-inline-insns-single=200 ") != std::string::npos, plain);
+    size_t o2 = with_flags.find(" -O2 "), o3 = with_flags.find(" -O3 ");
+    BOOST_TEST((o2 != std::string::npos && o3 != std::string::npos && o2 < o3), with_flags);
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_compile_jobs_setting_is_a_clear_error, FreshCache) {
+    BOOST_TEST(compile_jobs() >= 1u);
+    for (const char* bad : {"0", "-2", "two", "3x"}) {
+        ScopedEnv env("KILN_COMPILE_JOBS", bad);
+        BOOST_CHECK_EXCEPTION(build_library(answer_sources(1, 40)[0], options_without_pch()), kiln::Error,
+                              [&](const kiln::Error& error) {
+                                  return message_contains(error, "KILN_COMPILE_JOBS='" + std::string(bad) + "'");
+                              });
+    }
+    ScopedEnv env("KILN_COMPILE_JOBS", "3");
+    BOOST_TEST(compile_jobs() == 3u);
 }
