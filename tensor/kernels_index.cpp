@@ -64,16 +64,20 @@ void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, boo
             }
         return true;
     };
-    int64_t rows = per_outer_row ? p.outer : p.outer * p.n_index;
-    int64_t row_elems = std::max<int64_t>(1, per_outer_row ? p.n_index * p.inner : p.inner);
-    parallel_for(
-        rows, std::max<int64_t>(1, kParallelGrain / row_elems), [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) {
-                bool ok = per_outer_row ? row(r, 0, p.n_index)
-                                        : row(r / p.n_index, r % p.n_index, r % p.n_index + 1);
-                if (!ok) return;
-            }
-        });
+    // Rows are (outer, index) pairs (gather) or whole outer rows (scatter_add); a range of
+    // them is walked as runs of one outer row each.
+    int64_t per_row = per_outer_row ? p.n_index : 1;
+    int64_t rows = p.outer * p.n_index / std::max<int64_t>(per_row, 1);
+    int64_t row_elems = std::max<int64_t>(1, per_row * p.inner);
+    parallel_for(rows, std::max<int64_t>(1, kParallelGrain / row_elems),
+                 [&](int64_t r0, int64_t r1) {
+                     for (int64_t first = r0 * per_row, last = r1 * per_row; first < last;) {
+                         int64_t o = first / p.n_index, j0 = first % p.n_index;
+                         int64_t j1 = std::min(p.n_index, j0 + (last - first));
+                         if (!row(o, j0, j1)) return;
+                         first += j1 - j0;
+                     }
+                 });
     KILN_CHECK(bad_at < 0, op, ": index ", ip[bad_at], " is out of bounds for dim ", p.dim,
                " with size ", p.n_data, kIndexUsers);
 }
