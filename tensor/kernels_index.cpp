@@ -50,18 +50,22 @@ void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, boo
     const int64_t* ip = ptr<int64_t>(idx);
     std::mutex mu;
     int64_t bad_at = -1;
+    // Copies the loop reads without reloading them after each store through fn.
+    const int64_t inner = p.inner, n_index = p.n_index, n_data = p.n_data;
     auto row = [&](int64_t o, int64_t j0, int64_t j1) {  // entries (o, j0..j1, all k)
-        for (int64_t j = j0; j < j1; ++j)
-            for (int64_t k = 0; k < p.inner; ++k) {
-                int64_t at = (o * p.n_index + j) * p.inner + k;
-                int64_t i = ip[at];  // a negative index is out of range too, as PyTorch's gather
-                if (i < 0 || i >= p.n_data) {
+        int64_t row_data = o * n_data * inner;
+        for (int64_t j = j0; j < j1; ++j) {
+            int64_t at = (o * n_index + j) * inner;
+            for (int64_t k = 0; k < inner; ++k) {
+                int64_t i = ip[at + k];  // negative: out of range too, as PyTorch's gather
+                if (i < 0 || i >= n_data) [[unlikely]] {
                     std::lock_guard lock(mu);
-                    if (bad_at < 0 || at < bad_at) bad_at = at;
+                    if (bad_at < 0 || at + k < bad_at) bad_at = at + k;
                     return false;
                 }
-                fn(at, (o * p.n_data + i) * p.inner + k);
+                fn(at + k, row_data + i * inner + k);
             }
+        }
         return true;
     };
     // Rows are (outer, index) pairs (gather) or whole outer rows (scatter_add); a range of
