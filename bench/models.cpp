@@ -52,6 +52,15 @@ double cpu_seconds() {
     return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
+// CPU seconds of the calling thread alone. A step's main-thread CPU time is a floor for its
+// wall time on an idle machine (the thread's waits for the others are not in it); with
+// cpu_ms it tells how evenly a step's work was shared where a loaded machine hides that.
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 double peak_rss_mb() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -171,20 +180,23 @@ std::string run_part(const Part& p) {
     // Which library paths a step took (docs/cuda.md, "Library paths"): calls per step.
     int64_t cudnn0 = detail::cudnn_conv_calls(), optim0 = cuda::fused_optim_launches(),
             lt0 = cuda::detail::cublaslt_calls();
-    std::vector<double> ms, cpu_ms;
+    std::vector<double> ms, cpu_ms, main_cpu_ms;
     // KILN_BENCH_SAMPLE=1: a sampling profile of the timed steps (bench/sampler.h); KILN_BENCH_REPS: more of them.
     if (const char* r = std::getenv("KILN_BENCH_REPS")) reps = std::max(reps, std::atoi(r));
     bench_sampler::start();
     for (int i = 0; i < reps; ++i) {
         t0 = std::chrono::steady_clock::now();
         c0 = cpu_seconds();
+        double m0 = thread_cpu_seconds();
         call();
+        main_cpu_ms.push_back((thread_cpu_seconds() - m0) * 1e3);
         ms.push_back(seconds_since(t0) * 1e3);
         cpu_ms.push_back((cpu_seconds() - c0) * 1e3);
     }
     bench_sampler::stop();
     std::sort(ms.begin(), ms.end());
     std::sort(cpu_ms.begin(), cpu_ms.end());
+    std::sort(main_cpu_ms.begin(), main_cpu_ms.end());
     char paths[256] = "";
     if (on_gpu)
         std::snprintf(paths, sizeof paths,
@@ -197,11 +209,12 @@ std::string run_part(const Part& p) {
     std::snprintf(buf, sizeof buf,
                   "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", "
                   "\"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
-                  "\"first_call_cpu_s\": %.3f, \"cpu_ms\": %.3f, "
+                  "\"first_call_cpu_s\": %.3f, \"cpu_ms\": %.3f, \"main_cpu_ms\": %.3f, "
                   "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f, \"live_before_mb\": %.1f, "
                   "\"steps_peak_live_mb\": %.1f%s}",
                   p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads,
-                  first_s, ms[ms.size() / 2], first_cpu_s, cpu_ms[cpu_ms.size() / 2], process_peak,
+                  first_s, ms[ms.size() / 2], first_cpu_s, cpu_ms[cpu_ms.size() / 2],
+                  main_cpu_ms[main_cpu_ms.size() / 2], process_peak,
                   reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6,
                   double(pool_stats().peak_live_bytes) / 1e6, paths);
     return buf;

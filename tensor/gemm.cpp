@@ -75,14 +75,16 @@ GemmLibrary choose_library(const GemmPlan& p) {
 
 #ifdef KILN_HAVE_DNNL
 // One dnnl_sgemm (row-major) on the calling thread alone. OpenMP's thread count belongs to the
-// calling thread (as for the convolutions, tensor/kernels_conv_dnnl.cpp), so each of kiln's
-// threads sets 1 once: kiln's pool, not an OpenMP team, runs a GEMM's parts (onednn_gemm),
-// so no OpenMP worker is left spinning beside kiln's threads after a GEMM, whatever
-// OMP_WAIT_POLICY says.
+// calling thread (as for the convolutions, tensor/kernels_conv_dnnl.cpp), so each GEMM part
+// sets 1: kiln's pool, not an OpenMP team, runs a GEMM's parts (onednn_gemm), so no OpenMP
+// worker is left spinning beside kiln's threads after a GEMM, whatever OMP_WAIT_POLICY says.
+// Set on every call where it differs, not once per thread: a convolution on the same thread
+// sets it back to kiln's count.
+thread_local int t_gemm_threads = 0;  // detail::onednn_gemm_threads
 void onednn_part(const GemmPlan& p, int64_t m, int64_t n, const float* a, const float* b, float* c,
                  int64_t ldc) {
-    static thread_local bool one_thread = false;
-    if (!one_thread) omp_set_num_threads(1), one_thread = true;
+    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+    t_gemm_threads = omp_get_max_threads();
     dnnl_status_t status = dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', m, n, p.K,
                                       1.f, a, p.ga.ld, b, p.gb.ld, 0.f, c, ldc);
     KILN_CHECK(status == dnnl_success, "matmul: oneDNN's dnnl_sgemm failed (status ", int(status),
@@ -121,6 +123,14 @@ void gemm_profile(bool on) {
     g_profile = on;
 }
 GemmProfile gemm_profile_counts() { return {g_profile_calls.load(), g_profile_ns.load()}; }
+
+int detail::onednn_gemm_threads() {
+#ifdef KILN_HAVE_DNNL
+    return t_gemm_threads;
+#else
+    return 0;
+#endif
+}
 
 const char* gemm_library_name(GemmLibrary lib) {
     return lib == GemmLibrary::onednn ? "onednn" : "openblas";

@@ -56,4 +56,10 @@ struct GemmProfile {
 void gemm_profile(bool on);
 GemmProfile gemm_profile_counts();
 
+namespace detail {
+// The OpenMP thread count the calling thread's last dnnl_sgemm ran with (0 before any, or
+// without oneDNN): always 1, kiln's threads split a GEMM (for tests).
+int onednn_gemm_threads();
+}  // namespace detail
+
 }  // namespace kiln

@@ -96,6 +96,7 @@ struct Prim {
     dnnl::primitive prim;
     std::vector<Arg> args;
     bool sum = false;  // a sum post-op: the last tensor run_prim gets is added (a residual)
+    int threads = 0;   // the OpenMP thread count it was created for (part of its cache key)
 };
 enum class Kind : int64_t { forward, input_grad, weight_grad };
 
@@ -240,18 +241,25 @@ Prim make_prim(Kind kind, const Geometry& g) {
 // it was created with. Set at the first run only, the first conv of a program was created for
 // every core and ran a team that size on each call, and at 1 thread an OpenMP worker spun
 // beside the first call (13 ms of CPU on ResNet-18 32x32; docs/perf.md, "First calls").
-void use_kiln_threads() {
-    static thread_local int threads_set = -1;
-    if (int n = num_threads(); n != threads_set) omp_set_num_threads(threads_set = n);
+// The count is read back from OpenMP, not remembered: a oneDNN GEMM sets this thread's count
+// to 1 (tensor/gemm.cpp), and when only the last value set here was remembered, every conv
+// primitive created after a model's first GEMM (a training step's whole backward) was made
+// for one thread (docs/perf-models.md, "One thread for the backward's convolutions").
+int use_kiln_threads() {
+    int n = num_threads();
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+    return n;
 }
+thread_local int t_last_conv_threads = 0;  // what the calling thread's last primitive was made for
 
-// Creating a primitive costs far more than running a small one: one per shape, kept.
+// Creating a primitive costs far more than running a small one: one per shape and thread
+// count, kept.
 const Prim& cached_prim(Kind kind, const Geometry& g) {
-    use_kiln_threads();
+    int threads = use_kiln_threads();
     static std::mutex mu;
     static std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache;
-    std::vector<int64_t> key{int64_t(kind), g.bias,      plain_layouts(),
-                             g.layouts.x,   g.layouts.y, g.layouts.residual};
+    std::vector<int64_t> key{int64_t(kind),      g.bias, plain_layouts(), g.layouts.x, g.layouts.y,
+                             g.layouts.residual, threads};
     for (const memory::dims* d :
          {&g.x, &g.w, &g.y, &g.strides, &g.dilates, &g.pad_l, &g.post_ops}) {
         key.push_back(int64_t(d->size()));
@@ -259,7 +267,10 @@ const Prim& cached_prim(Kind kind, const Geometry& g) {
     }
     std::lock_guard lock(mu);
     auto& slot = cache[key];
-    if (!slot) slot = std::make_unique<Prim>(make_prim(kind, g));
+    if (!slot) {
+        slot = std::make_unique<Prim>(make_prim(kind, g));
+        slot->threads = threads;
+    }
     return *slot;
 }
 
@@ -275,6 +286,7 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
     static std::mutex one_at_a_time;
     std::lock_guard serial(one_at_a_time);
     use_kiln_threads();
+    t_last_conv_threads = p.threads;
     static thread_local dnnl::stream stream(engine());
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const Arg*, memory>> outputs;  // plain memory the result goes back to
@@ -371,6 +383,13 @@ bool detail::conv_uses_onednn(const Tensor& t) {
 
 const char* detail::conv_backend_name() { return conv_onednn_enabled() ? "onednn" : "im2col"; }
 int64_t detail::onednn_conv_calls() { return g_onednn_calls.load(); }
+int detail::onednn_conv_threads() {
+#ifdef KILN_HAVE_DNNL
+    return t_last_conv_threads;
+#else
+    return 0;
+#endif
+}
 
 Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
     KILN_CHECK(in.size() == 2 || in.size() == 3,

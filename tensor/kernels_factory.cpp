@@ -55,7 +55,9 @@ constexpr double kTwo63 = 9223372036854775808.0;  // 2^63: int64 holds [-2^63, 2
 void fill_value(const Tensor& out, double v) {
     visit_dtype(out.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        std::fill(ptr<T>(out), ptr<T>(out) + out.numel(), cast_value<T>(v));
+        T* o = ptr<T>(out);
+        parallel_for(out.numel(), kParallelGrain,
+                     [&](int64_t b, int64_t e) { std::fill(o + b, o + e, cast_value<T>(v)); });
     });
 }
 

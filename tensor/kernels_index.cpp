@@ -6,7 +6,10 @@
 // (negative indices too, as PyTorch's gather: a kiln::Error, PyTorch's RuntimeError) on every
 // path: here, on the device (kernels_cuda_index.cpp), and under compile(), which runs these
 // kernels.
+#include <mutex>
+
 #include "tensor/kernels.h"
+#include "tensor/parallel.h"
 
 namespace kiln {
 namespace {
@@ -35,19 +38,52 @@ IndexPlan plan_index(const Tensor& data, const Tensor& index, int64_t dim, const
     return p;
 }
 
+// fn(at, from) for every index entry: `at` its flat position, `from` the flat position of the
+// data element it names. Split over kiln's threads by rows: with per_outer_row (scatter_add)
+// whole `outer` rows, which never name the same element, else (gather) each (outer, index)
+// pair. A worker cannot throw, so each keeps its first bad index and the one at the lowest
+// position is raised after: the one a serial loop would name.
 template <class Fn>
-void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, Fn&& fn) {
+void for_each_index(const IndexPlan& p, const Tensor& index, const char* op, bool per_outer_row,
+                    Fn&& fn) {
     Tensor idx = contiguous_as(index, DType::int64);
     const int64_t* ip = ptr<int64_t>(idx);
-    for (int64_t o = 0; o < p.outer; ++o)
-        for (int64_t j = 0; j < p.n_index; ++j)
-            for (int64_t k = 0; k < p.inner; ++k) {
-                int64_t at = (o * p.n_index + j) * p.inner + k;
-                int64_t i = ip[at];  // a negative index is out of range too, as PyTorch's gather
-                KILN_CHECK(i >= 0 && i < p.n_data, op, ": index ", i, " is out of bounds for dim ",
-                           p.dim, " with size ", p.n_data, kIndexUsers);
-                fn(at, (o * p.n_data + i) * p.inner + k);
+    std::mutex mu;
+    int64_t bad_at = -1;
+    // Copies the loop reads without reloading them after each store through fn.
+    const int64_t inner = p.inner, n_index = p.n_index, n_data = p.n_data;
+    auto row = [&](int64_t o, int64_t j0, int64_t j1) {  // entries (o, j0..j1, all k)
+        int64_t row_data = o * n_data * inner;
+        for (int64_t j = j0; j < j1; ++j) {
+            int64_t at = (o * n_index + j) * inner;
+            for (int64_t k = 0; k < inner; ++k) {
+                int64_t i = ip[at + k];  // negative: out of range too, as PyTorch's gather
+                if (i < 0 || i >= n_data) [[unlikely]] {
+                    std::lock_guard lock(mu);
+                    if (bad_at < 0 || at + k < bad_at) bad_at = at + k;
+                    return false;
+                }
+                fn(at + k, row_data + i * inner + k);
             }
+        }
+        return true;
+    };
+    // Rows are (outer, index) pairs (gather) or whole outer rows (scatter_add); a range of
+    // them is walked as runs of one outer row each.
+    int64_t per_row = per_outer_row ? p.n_index : 1;
+    int64_t rows = p.outer * p.n_index / std::max<int64_t>(per_row, 1);
+    int64_t row_elems = std::max<int64_t>(1, per_row * p.inner);
+    parallel_for(rows, std::max<int64_t>(1, kParallelGrain / row_elems),
+                 [&](int64_t r0, int64_t r1) {
+                     for (int64_t first = r0 * per_row, last = r1 * per_row; first < last;) {
+                         int64_t o = first / p.n_index, j0 = first % p.n_index;
+                         int64_t j1 = std::min(p.n_index, j0 + (last - first));
+                         if (!row(o, j0, j1)) return;
+                         first += j1 - j0;
+                     }
+                 });
+    KILN_CHECK(bad_at < 0, op, ": index ", ip[bad_at], " is out of bounds for dim ", p.dim,
+               " with size ", p.n_data, kIndexUsers);
 }
 
 }  // namespace
@@ -63,7 +99,8 @@ Tensor forward_gather(std::span<const Tensor> in, const Attrs& a) {
         using T = decltype(tag);
         const T* s = ptr<T>(src);
         T* o = ptr<T>(out);
-        for_each_index(p, in[1], "gather", [&](int64_t at, int64_t from) { o[at] = s[from]; });
+        for_each_index(p, in[1], "gather", false,
+                       [&](int64_t at, int64_t from) { o[at] = s[from]; });
     });
     return out;
 }
@@ -89,7 +126,7 @@ Tensor forward_scatter_add(std::span<const Tensor> in, const Attrs& a) {
         using T = decltype(tag);
         const T* s = ptr<T>(src);
         T* o = ptr<T>(out);
-        for_each_index(p, index, "scatter_add",
+        for_each_index(p, index, "scatter_add", true,
                        [&](int64_t at, int64_t to) { o[to] = T(o[to] + s[at]); });
     });
     return out;

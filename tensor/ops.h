@@ -246,6 +246,9 @@ const char* conv_backend_name();
 bool conv_onednn_enabled();
 bool conv_uses_onednn(const Tensor& t);  // t is CPU float32 and oneDNN is enabled
 int64_t onednn_conv_calls();             // oneDNN convolution primitives run so far (for tests)
+// The OpenMP thread count the calling thread's last oneDNN convolution primitive was created
+// for (0 before any, or without oneDNN): kiln's num_threads() then (for tests).
+int onednn_conv_threads();
 // Whether a CUDA conv2d runs through cuDNN now (tensor/cudnn.h): t is a CUDA float32/float64
 // tensor, KILN_CUDNN is not 0 and libcudnn.so.9 loads (else one note, and im2col + GEMM).
 bool conv_uses_cudnn(const Tensor& t);

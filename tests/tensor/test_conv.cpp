@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "kiln.h"
+#include "tensor/gemm.h"
 #include "tensor/parallel.h"
 #include "tests/tensor/window_loops.h"
 
@@ -225,6 +226,40 @@ BOOST_AUTO_TEST_CASE(at_one_thread_a_new_conv_primitive_starts_no_openmp_worker)
     BOOST_TEST(detail::onednn_conv_calls() == calls + 3);
     // <=: a thread of an earlier test (a background build) may end meanwhile.
     BOOST_TEST(after <= before);
+#endif
+}
+
+// A oneDNN GEMM sets its calling thread's OpenMP count to 1 (kiln's threads split it); a conv
+// primitive created after it on that thread must still be made for kiln's count. Before, the
+// conv side remembered the count it last set and skipped setting it again, so in a training
+// step every backward conv primitive (created after the forward's Linear) ran on one thread.
+// On a thread of its own (OpenMP's count is per thread), with shapes no other test uses.
+BOOST_AUTO_TEST_CASE(a_conv_after_a_onednn_gemm_is_made_for_kiln_threads) {
+#ifndef KILN_HAVE_DNNL
+    BOOST_TEST_MESSAGE("built without oneDNN (KILN_HAVE_DNNL unset): no OpenMP count to check");
+#else
+    set_num_threads(2);
+    int threads = num_threads();  // 1 on a one-core machine: then both counts are 1
+    manual_seed(43);
+    Tensor x = randn({2, 6, 9, 7}), w = randn({5, 6, 3, 3});
+    Tensor a = randn({64, 128}), b = randn({128, 64});  // 2^19 multiply-adds: oneDNN's GEMM
+    std::vector<int> seen;
+    int gemm_threads = -1;
+    std::thread([&] {
+        conv2d(x, w, {}, {1, 1}, {1, 1});
+        seen.push_back(detail::onednn_conv_threads());
+        matmul(a, b);
+        conv2d(x, w, {}, {2, 2}, {1, 1});  // a new primitive, created after the GEMM
+        seen.push_back(detail::onednn_conv_threads());
+        Tensor x_grad = randn({2, 6, 9, 7}, {.requires_grad = true});
+        conv2d(x_grad, w, {}, {1, 1}, {0, 0}).sum().backward();  // both gradients' primitives too
+        seen.push_back(detail::onednn_conv_threads());
+        matmul(a, b);  // and a GEMM after a conv still runs each dnnl_sgemm on one thread
+        gemm_threads = detail::onednn_gemm_threads();
+    }).join();
+    set_num_threads(0);
+    BOOST_TEST(seen == std::vector<int>(3, threads), boost::test_tools::per_element());
+    BOOST_TEST(gemm_threads == 1);
 #endif
 }
 

@@ -1,9 +1,12 @@
 // gather, scatter_add, index_select and embedding: against direct loops, negative indices (out of
 // range, as PyTorch), PyTorch's errors, and compiled equal to eager with gradients.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 
 #include "kiln.h"
 #include "tensor/kernels.h"
+#include "tensor/parallel.h"
 
 using namespace kiln;
 
@@ -136,6 +139,58 @@ BOOST_AUTO_TEST_CASE(embedding_out_of_range_raises_eager_and_compiled) {
             }
         }
     }
+}
+
+// gather and scatter_add split their rows over kiln's threads (tensor/kernels_index.cpp):
+// sizes of many blocks, along each dim, equal direct loops (scatter_add's repeated indices
+// within a row add up in any split), and of several bad indices, in different blocks, the
+// error names the first.
+BOOST_AUTO_TEST_CASE(gather_and_scatter_add_over_threads_equal_direct_loops) {
+    set_num_threads(2);
+    manual_seed(44);
+    Shape shape{6, 300, 40};
+    Tensor x = randn(shape);
+    std::vector<float> xv = x.to_vector<float>();
+    for (int64_t dim = 0; dim < 3; ++dim) {
+        Shape ishape = shape;
+        ishape[size_t(dim)] = 2 * shape[size_t(dim)];  // repeated indices: scatter_add collides
+        Tensor index = randint(0, shape[size_t(dim)], ishape);
+        Tensor src = randn(ishape);
+        std::vector<int64_t> iv = index.to_vector<int64_t>();
+        std::vector<float> sv = src.to_vector<float>();
+        std::vector<float> want_g(iv.size()), want_s = xv;
+        for (int64_t a = 0; a < ishape[0]; ++a)
+            for (int64_t b = 0; b < ishape[1]; ++b)
+                for (int64_t c = 0; c < ishape[2]; ++c) {
+                    int64_t at = (a * ishape[1] + b) * ishape[2] + c;
+                    int64_t pos[3] = {a, b, c};
+                    pos[dim] = iv[size_t(at)];
+                    int64_t from = (pos[0] * shape[1] + pos[1]) * shape[2] + pos[2];
+                    want_g[size_t(at)] = xv[size_t(from)];
+                    want_s[size_t(from)] += sv[size_t(at)];
+                }
+        BOOST_TEST(gather(x, dim, index).to_vector<float>() == want_g, "dim " << dim);
+        std::vector<float> got_s = scatter_add(x, dim, index, src).to_vector<float>();
+        float worst = 0;  // the order of additions differs from the loop's
+        for (size_t i = 0; i < got_s.size(); ++i)
+            worst = std::max(worst, std::abs(got_s[i] - want_s[i]));
+        BOOST_TEST(worst < 1e-4f, "dim " << dim);
+    }
+    std::vector<int64_t> iv(size_t(6 * 300 * 40), 0);
+    iv[iv.size() - 1] = -1;   // the last block
+    iv[iv.size() / 3] = 301;  // an earlier one: named
+    iv[iv.size() / 2] = 999;
+    Tensor index = tensor(iv, {6, 300, 40});
+    const std::string want = "index 301 is out of bounds for dim 1 with size 300";
+    for (bool scatter : {false, true}) {
+        try {
+            scatter ? scatter_add(x, 1, index, randn({6, 300, 40})) : gather(x, 1, index);
+            BOOST_ERROR("no error for out-of-range indices");
+        } catch (const Error& e) {
+            BOOST_TEST(std::string(e.what()).find(want) != std::string::npos, e.what());
+        }
+    }
+    set_num_threads(0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
