@@ -2,6 +2,7 @@
 // gets no id of its own but aliases its argument, since generated code has no autograd.
 #include "codegen/lower_graph.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -104,6 +105,87 @@ Lowered lower(const jit::Graph& graph) {
         }
     }
     return {std::move(out), ""};
+}
+
+int transpose_gemm_outputs(LGraph& graph) {
+    std::map<int, int> uses, producer;  // value id -> readers (outputs count); -> node index
+    std::map<int, Shape> shape_of;
+    int next_id = 0;
+    for (const LValue& v : graph.inputs)
+        shape_of[v.id] = v.shape, next_id = std::max(next_id, v.id + 1);
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        const LNode& n = graph.nodes[i];
+        for (int in : n.inputs) ++uses[in];
+        producer[n.out.id] = int(i);
+        shape_of[n.out.id] = n.out.shape;
+        next_id = std::max(next_id, n.out.id + 1);
+    }
+    for (int id : graph.outputs) ++uses[id];
+    auto is_transpose = [&](const LNode& n) {
+        return n.op == OpId::permute && n.out.shape.size() == 2 && n.attrs.dims == Shape{1, 0};
+    };
+    std::vector<bool> dead(graph.nodes.size(), false);
+    std::vector<std::pair<size_t, LNode>> inserts;  // new permutes, each before a node index
+    int rewritten = 0;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        LNode& t = graph.nodes[i];
+        if (!is_transpose(t)) continue;
+        // Through reshapes that keep the shape, each read only by the next, to a matmul.
+        std::vector<int> chain;
+        int v = t.inputs[0];
+        while (producer.count(v) && uses[v] == 1) {
+            const LNode& n = graph.nodes[producer[v]];
+            if (n.op != OpId::reshape || shape_of[n.inputs[0]] != n.out.shape) break;
+            chain.push_back(producer[v]);
+            v = n.inputs[0];
+        }
+        if (!producer.count(v) || uses[v] != 1) continue;
+        const LNode& mm = graph.nodes[producer[v]];
+        if (mm.op != OpId::matmul || mm.out.shape.size() != 2 ||
+            shape_of[mm.inputs[0]].size() != 2 || shape_of[mm.inputs[1]].size() != 2)
+            continue;
+        chain.push_back(producer[v]);
+        // a^T: a permute's own input where a is a transpose, else a new permute node.
+        auto transposed = [&](int operand) {
+            auto p = producer.find(operand);
+            if (p != producer.end() && is_transpose(graph.nodes[p->second]))
+                return graph.nodes[p->second].inputs[0];
+            const Shape& s = shape_of[operand];
+            LNode n{OpId::permute,
+                    {.dims = {1, 0}},
+                    {operand},
+                    {next_id++, {s[1], s[0]}, mm.out.dtype, ""}};
+            shape_of[n.out.id] = n.out.shape;
+            inserts.emplace_back(i, n);
+            return n.out.id;
+        };
+        int a = mm.inputs[0], b = mm.inputs[1];
+        LNode product{OpId::matmul, mm.attrs, {}, t.out};
+        product.inputs = {transposed(b), transposed(a)};
+        for (int k : chain) dead[size_t(k)] = true;
+        t = std::move(product);
+        ++rewritten;
+    }
+    if (!rewritten) return 0;
+    // The transposes the rewrite stepped over are read by nothing now unless read elsewhere.
+    std::map<int, int> reads;
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (!dead[i])
+            for (int in : graph.nodes[i].inputs) ++reads[in];
+    for (const auto& [at, n] : inserts)
+        for (int in : n.inputs) ++reads[in];
+    for (int id : graph.outputs) ++reads[id];
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (is_transpose(graph.nodes[i]) && !reads[graph.nodes[i].out.id]) dead[i] = true;
+    std::vector<LNode> nodes;
+    size_t next_insert = 0;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        for (; next_insert < inserts.size() && inserts[next_insert].first == i; ++next_insert)
+            nodes.push_back(std::move(inserts[next_insert].second));
+        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
+    }
+    graph.nodes = std::move(nodes);
+    return rewritten;
 }
 
 }  // namespace kiln::codegen
