@@ -182,6 +182,25 @@ BOOST_AUTO_TEST_CASE(a_transposed_matmul_result_comes_out_contiguous) {
     BOOST_TEST(!want[0].is_contiguous());  // eager's is the strided view
 }
 
+// Cross-entropy's int64 target checks (ignore_index) are per-row values of log_softmax's row
+// kernel: scalar code between the passes, so the passes along the row stay vector code (the
+// whole kernel was scalar, calling expf per element: GPT's [1024, 1024] logits). Values equal
+// eager's.
+BOOST_AUTO_TEST_CASE(int64_per_row_values_leave_a_row_kernels_passes_vectorized) {
+    ScopedEnv always_kernels("KILN_CHOOSE", "0");
+    auto fn = [](Tensor logits, Tensor targets) { return nn::F::cross_entropy(logits, targets); };
+    auto f = compile(fn);
+    Tensor logits = randn({64, 100}) * 3.0, targets = randint(0, 100, {64});
+    BOOST_TEST(allclose(f(logits, targets), fn(logits, targets), 1e-5, 1e-6));
+    CompiledGraphInfo info = last_compiled();
+    BOOST_TEST(!info.interpreted);
+    const std::string row_kernel = "row over 64 rows of 100";
+    size_t at = info.source.find(row_kernel);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, info.source);
+    std::string line = info.source.substr(at, info.source.find('\n', at) - at);
+    BOOST_TEST(line.find("scalar") == std::string::npos, line);
+}
+
 // A training step's halves go to the compiler together at the first call (the backward right
 // after the forward, so the numbering stays forward first) and build in the background at
 // once: both are built before any backward runs.
