@@ -121,8 +121,16 @@ int transpose_gemm_outputs(LGraph& graph) {
         next_id = std::max(next_id, n.out.id + 1);
     }
     for (int id : graph.outputs) ++uses[id];
+    // The last two dims swapped, the others in place: [1, 0], [0, 1, 3, 2], ...
+    auto swap_last_two = [](size_t rank) {
+        Shape dims;
+        for (size_t d = 0; d < rank; ++d) dims.push_back(int64_t(d));
+        std::swap(dims[rank - 1], dims[rank - 2]);
+        return dims;
+    };
     auto is_transpose = [&](const LNode& n) {
-        return n.op == OpId::permute && n.out.shape.size() == 2 && n.attrs.dims == Shape{1, 0};
+        size_t rank = n.out.shape.size();
+        return n.op == OpId::permute && rank >= 2 && n.attrs.dims == swap_last_two(rank);
     };
     std::vector<bool> dead(graph.nodes.size(), false);
     std::vector<std::pair<size_t, LNode>> inserts;  // new permutes, each before a node index
@@ -141,8 +149,14 @@ int transpose_gemm_outputs(LGraph& graph) {
         }
         if (!producer.count(v) || uses[v] != 1) continue;
         const LNode& mm = graph.nodes[producer[v]];
-        if (mm.op != OpId::matmul || mm.out.shape.size() != 2 ||
-            shape_of[mm.inputs[0]].size() != 2 || shape_of[mm.inputs[1]].size() != 2)
+        // Both operands of the matmul's rank, with its batch dims (no broadcasting).
+        const size_t rank = mm.out.shape.size();
+        auto same_batch = [&](int operand) {
+            const Shape& s = shape_of[operand];
+            return s.size() == rank && std::equal(s.begin(), s.end() - 2, mm.out.shape.begin());
+        };
+        if (mm.op != OpId::matmul || rank != t.out.shape.size() || !same_batch(mm.inputs[0]) ||
+            !same_batch(mm.inputs[1]))
             continue;
         chain.push_back(producer[v]);
         // a^T: a permute's own input where a is a transpose, else a new permute node.
@@ -150,11 +164,9 @@ int transpose_gemm_outputs(LGraph& graph) {
             auto p = producer.find(operand);
             if (p != producer.end() && is_transpose(graph.nodes[p->second]))
                 return graph.nodes[p->second].inputs[0];
-            const Shape& s = shape_of[operand];
-            LNode n{OpId::permute,
-                    {.dims = {1, 0}},
-                    {operand},
-                    {next_id++, {s[1], s[0]}, mm.out.dtype, ""}};
+            Shape s = shape_of[operand];
+            std::swap(s[rank - 1], s[rank - 2]);
+            LNode n{OpId::permute, {.dims = swap_last_two(rank)}, {operand}, {next_id++, s, mm.out.dtype, ""}};
             shape_of[n.out.id] = n.out.shape;
             inserts.emplace_back(i, n);
             return n.out.id;
