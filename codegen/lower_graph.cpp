@@ -166,7 +166,10 @@ int transpose_gemm_outputs(LGraph& graph) {
                 return graph.nodes[p->second].inputs[0];
             Shape s = shape_of[operand];
             std::swap(s[rank - 1], s[rank - 2]);
-            LNode n{OpId::permute, {.dims = swap_last_two(rank)}, {operand}, {next_id++, s, mm.out.dtype, ""}};
+            LNode n{OpId::permute,
+                    {.dims = swap_last_two(rank)},
+                    {operand},
+                    {next_id++, s, mm.out.dtype, ""}};
             shape_of[n.out.id] = n.out.shape;
             inserts.emplace_back(i, n);
             return n.out.id;

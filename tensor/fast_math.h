@@ -84,7 +84,8 @@ inline V exp(V x) {
                                   0.00139304355252534151077271f,
                                   0.000198527617612853646278381f};
     const V e = L::fma(r * r, poly(r, c), r) + V(1.f);
-    return L::select(zero, V(0.f), scale_by_power_of_2(e, k, L::bits(sum) - L::bits(V(kRoundMagic))));
+    return L::select(zero, V(0.f),
+                     scale_by_power_of_2(e, k, L::bits(sum) - L::bits(V(kRoundMagic))));
 }
 
 // ---- log

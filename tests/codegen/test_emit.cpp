@@ -332,8 +332,10 @@ BOOST_AUTO_TEST_CASE(a_bool_mask_loads_as_fast_as_a_float_operand) {
         best_bool = std::min(best_bool, time_runs(with_bool, bool_in));
         best_float = std::min(best_float, time_runs(with_float, float_in));
     }
-    BOOST_TEST_MESSAGE("where(bool mask): " << best_bool << " s, mask * x + y: " << best_float << " s");
-    BOOST_TEST(best_bool < 1.8 * best_float, "where(bool mask) took " << best_bool / best_float << "x mask * x + y");
+    BOOST_TEST_MESSAGE("where(bool mask): " << best_bool << " s, mask * x + y: " << best_float
+                                            << " s");
+    BOOST_TEST(best_bool < 1.8 * best_float,
+               "where(bool mask) took " << best_bool / best_float << "x mask * x + y");
 }
 
 BOOST_AUTO_TEST_CASE(views_inside_the_graph_are_index_math) {

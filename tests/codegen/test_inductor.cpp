@@ -167,9 +167,11 @@ BOOST_AUTO_TEST_CASE(mlp_forward_and_backward_match_eager) {
 BOOST_AUTO_TEST_CASE(a_transposed_matmul_result_comes_out_contiguous) {
     ScopedEnv always_kernels("KILN_CHOOSE", "0");
     auto fn = [](Tensor x, Tensor g, Tensor q, Tensor k) {
-        Tensor wgrad = matmul(x.t(), g).t();                          // [10, 20]
-        Tensor again = matmul(g.t(), x).reshape({10, 20}).t().t();  // a transpose of a transpose stays
-        Tensor batched = matmul(q.permute({0, 2, 1}), k).permute({0, 2, 1});  // [3, 6, 8], as a key gradient
+        Tensor wgrad = matmul(x.t(), g).t();  // [10, 20]
+        Tensor again =
+            matmul(g.t(), x).reshape({10, 20}).t().t();  // a transpose of a transpose stays
+        Tensor batched =
+            matmul(q.permute({0, 2, 1}), k).permute({0, 2, 1});  // [3, 6, 8], as a key gradient
         return std::vector<Tensor>{wgrad, again.t(), x * 2.0, batched};
     };
     auto f = compile(fn);
@@ -182,7 +184,8 @@ BOOST_AUTO_TEST_CASE(a_transposed_matmul_result_comes_out_contiguous) {
     }
     BOOST_TEST(got[0].is_contiguous(), last_compiled().schedule);
     BOOST_TEST(got[3].is_contiguous(), last_compiled().schedule);
-    BOOST_TEST((!want[0].is_contiguous() && !want[3].is_contiguous()));  // eager's are strided views
+    BOOST_TEST(
+        (!want[0].is_contiguous() && !want[3].is_contiguous()));  // eager's are strided views
 }
 
 // Cross-entropy's int64 target checks (ignore_index) are per-row values of log_softmax's row

@@ -1,6 +1,5 @@
 // optim::SGD and optim::Adam: one step against PyTorch's formulas, and convergence.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "kiln.h"
@@ -74,8 +73,10 @@ BOOST_AUTO_TEST_CASE(sgd_cpu_one_pass_step_equals_the_per_tensor_path_and_alloca
                 manual_seed(3);
                 const int64_t n = 70001;
                 Tensor start = randn({n});
-                Tensor fused = start.clone().requires_grad_(), reference = start.clone().requires_grad_();
-                optim::SGD fused_opt({fused}, 0.05, momentum, wd), reference_opt({reference}, 0.05, momentum, wd);
+                Tensor fused = start.clone().requires_grad_(),
+                       reference = start.clone().requires_grad_();
+                optim::SGD fused_opt({fused}, 0.05, momentum, wd),
+                    reference_opt({reference}, 0.05, momentum, wd);
                 for (int step = 0; step < 3; ++step) {
                     Tensor g = randn({n});
                     fused.set_grad(g.clone()), reference.set_grad(g.clone());
@@ -83,14 +84,17 @@ BOOST_AUTO_TEST_CASE(sgd_cpu_one_pass_step_equals_the_per_tensor_path_and_alloca
                     fused_opt.step();
                     PoolStats after = pool_stats();
                     if (step > 0 || momentum == 0)
-                        BOOST_TEST(after.hits + after.misses == before.hits + before.misses,
-                                   "step " << step << " allocated " << (after.hits + after.misses) - (before.hits + before.misses));
+                        BOOST_TEST(
+                            after.hits + after.misses == before.hits + before.misses,
+                            "step " << step << " allocated "
+                                    << (after.hits + after.misses) - (before.hits + before.misses));
                     {
                         kiln_test::ScopedEnv per_tensor("KILN_FUSED_OPTIM", "0");
                         reference_opt.step();
                     }
-                    BOOST_TEST(equal(fused, reference), "threads " << threads << " wd " << wd << " momentum "
-                                                                      << momentum << " step " << step);
+                    BOOST_TEST(equal(fused, reference), "threads " << threads << " wd " << wd
+                                                                   << " momentum " << momentum
+                                                                   << " step " << step);
                 }
             }
     set_num_threads(threads_before);

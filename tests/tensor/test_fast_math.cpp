@@ -183,9 +183,10 @@ BOOST_AUTO_TEST_CASE(exp_of_lanes_below_minus_104_costs_no_more_than_exp_of_zero
         best_masked = std::min(best_masked, time_exp(masked));
     }
     BOOST_TEST(out[0] == 0.f);
-    BOOST_TEST_MESSAGE("exp: -inf/-200 lanes " << best_masked << " s, zero lanes " << best_zeros << " s");
-    BOOST_TEST(best_masked < 2 * best_zeros, "exp of -inf/-200 lanes took " << best_masked / best_zeros
-                                                                             << "x exp of zeros");
+    BOOST_TEST_MESSAGE("exp: -inf/-200 lanes " << best_masked << " s, zero lanes " << best_zeros
+                                               << " s");
+    BOOST_TEST(best_masked < 2 * best_zeros,
+               "exp of -inf/-200 lanes took " << best_masked / best_zeros << "x exp of zeros");
 }
 
 BOOST_AUTO_TEST_CASE(log_within_1_ulp) {
