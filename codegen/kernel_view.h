@@ -176,10 +176,14 @@ class KernelView {
     // and so is all its math. A row kernel's per-row values (not its reductions) are scalar
     // code between the passes whatever their dtype: cross-entropy's int64 target checks beside
     // log_softmax's passes left GPT's [1024, 1024] logits kernel scalar, calling expf per element.
-    bool all_float32() const {
+    // The C++ emitter passes per_row_any_dtype; the CUDA emitter's float4 groups keep the
+    // older rule (every array float32).
+    bool all_float32(bool per_row_any_dtype = false) const {
         for (int index : k_.nodes) {
             const LNode& n = node(index);
-            if (k_.kind == KernelKind::row && per_row(n.out.id) && !is_reduction(index)) continue;
+            if (per_row_any_dtype && k_.kind == KernelKind::row && per_row(n.out.id) &&
+                !is_reduction(index))
+                continue;
             auto ok = [](DType d) { return d == DType::float32 || d == DType::boolean; };
             if (!ok(n.out.dtype) || !ok(compute_dtype(n))) return false;
             if (n.op == OpId::where && n.out.dtype != DType::float32) return false;
