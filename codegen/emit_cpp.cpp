@@ -159,7 +159,7 @@ void CppKernelEmitter::emit_row_indices(const std::string& indent) {
 }
 
 void CppKernelEmitter::choose_loop() {
-    float32_ = all_float32();
+    float32_ = all_float32(/*per_row_any_dtype=*/true);
     auto all_contiguous = [&] {
         for (const LoadPlan& p : element_loads())
             if (p.kind == LoadKind::strided) return false;

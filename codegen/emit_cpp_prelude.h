@@ -359,18 +359,43 @@ inline void for_chunks(ParallelFn parallel, int64_t chunks, F&& body) {
 }
 
 // A bool tensor holds one byte per element; in float lanes a bool value is a batch_bool. The
-// bytes convert without a branch, so the loop vectorizes (a branch per byte cost a third of
-// the causal softmax row kernel of GPT inference).
+// W bytes widen to int32 lanes in one instruction (vpmovzxbd) and those to floats in one
+// more: GCC 12 compiles both a byte-by-byte loop and __builtin_convertvector from bytes to a
+// scalar conversion per lane, which was 40% of GPT's causal softmax row kernel
+// (docs/perf-models.md, "GPT at 2 threads"). clang's __builtin_convertvector is the
+// vector instruction already.
+typedef char BoolBytes16 __attribute__((vector_size(16)));
+typedef unsigned char BoolBytes __attribute__((vector_size(W)));
+typedef int32_t BoolInts __attribute__((vector_size(4 * W)));
+typedef float BoolFloats __attribute__((vector_size(4 * W)));
 inline BB load_bool(const bool* p) {
+#if !defined(__clang__) && (defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE4_1__))
+    BoolBytes16 bytes{};
+    __builtin_memcpy(&bytes, p, W);
+#if defined(__AVX512F__)
+    const BoolInts ints = __builtin_ia32_pmovzxbd512_mask(bytes, BoolInts{}, static_cast<unsigned short>(-1));
+#elif defined(__AVX2__)
+    const BoolInts ints = __builtin_ia32_pmovzxbd256(bytes);
+#else
+    const BoolInts ints = __builtin_ia32_pmovzxbd128(bytes);
+#endif
+#else
+    BoolBytes bytes;
+    __builtin_memcpy(&bytes, p, sizeof bytes);
+    const BoolInts ints = __builtin_convertvector(bytes, BoolInts);
+#endif
+    const BoolFloats wide = __builtin_convertvector(ints, BoolFloats);
     alignas(64) float lanes[W];
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(p);
-    for (int64_t k = 0; k < W; ++k) lanes[k] = float(bytes[k]);
+    __builtin_memcpy(lanes, &wide, sizeof wide);
     return B::load_aligned(lanes) != B(0.0f);
 }
-inline void store_bool(BB v, bool* p) {
+inline void store_bool(BB v, bool* p) {  // 1.0f or 0.0f lanes narrowed to bytes (vpmovdb)
     alignas(64) float lanes[W];
     select_lanes(v, B(1.0f), B(0.0f)).store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) p[k] = lanes[k] != 0.0f;
+    BoolFloats wide;
+    __builtin_memcpy(&wide, lanes, sizeof wide);
+    const BoolBytes bytes = __builtin_convertvector(__builtin_convertvector(wide, BoolInts), BoolBytes);
+    __builtin_memcpy(p, &bytes, sizeof bytes);
 }
 // Converts an element (or float lanes) to another dtype, as eager's casts do.
 template <class To, class From>

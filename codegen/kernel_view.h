@@ -172,10 +172,18 @@ class KernelView {
         for (int v : n.inputs) in.push_back(dtype(v));
         return emit_detail::compute_dtype(n, in);
     }
-    // Every value the kernel reads or computes is float32 (or bool), and so is all its math.
-    bool all_float32() const {
+    // Every value the kernel reads or computes along its rows or elements is float32 (or bool),
+    // and so is all its math. A row kernel's per-row values (not its reductions) are scalar
+    // code between the passes whatever their dtype: cross-entropy's int64 target checks beside
+    // log_softmax's passes left GPT's [1024, 1024] logits kernel scalar, calling expf per element.
+    // The C++ emitter passes per_row_any_dtype; the CUDA emitter's float4 groups keep the
+    // older rule (every array float32).
+    bool all_float32(bool per_row_any_dtype = false) const {
         for (int index : k_.nodes) {
             const LNode& n = node(index);
+            if (per_row_any_dtype && k_.kind == KernelKind::row && per_row(n.out.id) &&
+                !is_reduction(index))
+                continue;
             auto ok = [](DType d) { return d == DType::float32 || d == DType::boolean; };
             if (!ok(n.out.dtype) || !ok(compute_dtype(n))) return false;
             if (n.op == OpId::where && n.out.dtype != DType::float32) return false;

@@ -2,6 +2,7 @@
 // gets no id of its own but aliases its argument, since generated code has no autograd.
 #include "codegen/lower_graph.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -104,6 +105,102 @@ Lowered lower(const jit::Graph& graph) {
         }
     }
     return {std::move(out), ""};
+}
+
+int transpose_gemm_outputs(LGraph& graph) {
+    std::map<int, int> uses, producer;  // value id -> readers (outputs count); -> node index
+    std::map<int, Shape> shape_of;
+    int next_id = 0;
+    for (const LValue& v : graph.inputs)
+        shape_of[v.id] = v.shape, next_id = std::max(next_id, v.id + 1);
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        const LNode& n = graph.nodes[i];
+        for (int in : n.inputs) ++uses[in];
+        producer[n.out.id] = int(i);
+        shape_of[n.out.id] = n.out.shape;
+        next_id = std::max(next_id, n.out.id + 1);
+    }
+    for (int id : graph.outputs) ++uses[id];
+    // The last two dims swapped, the others in place: [1, 0], [0, 1, 3, 2], ...
+    auto swap_last_two = [](size_t rank) {
+        Shape dims;
+        for (size_t d = 0; d < rank; ++d) dims.push_back(int64_t(d));
+        std::swap(dims[rank - 1], dims[rank - 2]);
+        return dims;
+    };
+    auto is_transpose = [&](const LNode& n) {
+        size_t rank = n.out.shape.size();
+        return n.op == OpId::permute && rank >= 2 && n.attrs.dims == swap_last_two(rank);
+    };
+    std::vector<bool> dead(graph.nodes.size(), false);
+    std::vector<std::pair<size_t, LNode>> inserts;  // new permutes, each before a node index
+    int rewritten = 0;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        LNode& t = graph.nodes[i];
+        if (!is_transpose(t)) continue;
+        // Through reshapes that keep the shape, each read only by the next, to a matmul.
+        std::vector<int> chain;
+        int v = t.inputs[0];
+        while (producer.count(v) && uses[v] == 1) {
+            const LNode& n = graph.nodes[producer[v]];
+            if (n.op != OpId::reshape || shape_of[n.inputs[0]] != n.out.shape) break;
+            chain.push_back(producer[v]);
+            v = n.inputs[0];
+        }
+        if (!producer.count(v) || uses[v] != 1) continue;
+        const LNode& mm = graph.nodes[producer[v]];
+        // Both operands of the matmul's rank, with its batch dims (no broadcasting).
+        const size_t rank = mm.out.shape.size();
+        auto same_batch = [&](int operand) {
+            const Shape& s = shape_of[operand];
+            return s.size() == rank && std::equal(s.begin(), s.end() - 2, mm.out.shape.begin());
+        };
+        if (mm.op != OpId::matmul || rank != t.out.shape.size() || !same_batch(mm.inputs[0]) ||
+            !same_batch(mm.inputs[1]))
+            continue;
+        chain.push_back(producer[v]);
+        // a^T: a permute's own input where a is a transpose, else a new permute node.
+        auto transposed = [&](int operand) {
+            auto p = producer.find(operand);
+            if (p != producer.end() && is_transpose(graph.nodes[p->second]))
+                return graph.nodes[p->second].inputs[0];
+            Shape s = shape_of[operand];
+            std::swap(s[rank - 1], s[rank - 2]);
+            LNode n{OpId::permute,
+                    {.dims = swap_last_two(rank)},
+                    {operand},
+                    {next_id++, s, mm.out.dtype, ""}};
+            shape_of[n.out.id] = n.out.shape;
+            inserts.emplace_back(i, n);
+            return n.out.id;
+        };
+        int a = mm.inputs[0], b = mm.inputs[1];
+        LNode product{OpId::matmul, mm.attrs, {}, t.out};
+        product.inputs = {transposed(b), transposed(a)};
+        for (int k : chain) dead[size_t(k)] = true;
+        t = std::move(product);
+        ++rewritten;
+    }
+    if (!rewritten) return 0;
+    // The transposes the rewrite stepped over are read by nothing now unless read elsewhere.
+    std::map<int, int> reads;
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (!dead[i])
+            for (int in : graph.nodes[i].inputs) ++reads[in];
+    for (const auto& [at, n] : inserts)
+        for (int in : n.inputs) ++reads[in];
+    for (int id : graph.outputs) ++reads[id];
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (is_transpose(graph.nodes[i]) && !reads[graph.nodes[i].out.id]) dead[i] = true;
+    std::vector<LNode> nodes;
+    size_t next_insert = 0;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        for (; next_insert < inserts.size() && inserts[next_insert].first == i; ++next_insert)
+            nodes.push_back(std::move(inserts[next_insert].second));
+        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
+    }
+    graph.nodes = std::move(nodes);
+    return rewritten;
 }
 
 }  // namespace kiln::codegen

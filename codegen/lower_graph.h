@@ -19,4 +19,14 @@ struct Lowered {
 // symbolic attribute other than a reshape/expand dim that is one symbol is refused.
 Lowered lower(const jit::Graph& graph);
 
+// permute(matmul(a, b), [.., 1, 0]) -> matmul(b^T, a^T) (^T: the last two dims swapped), for
+// matmuls whose operands have their batch dims (no broadcasting) and whose result (through
+// reshapes to the same shape) only that permute reads: the GEMM writes the transposed layout
+// itself (its operands' transposes are BLAS flags) and the permute's readers get a
+// contiguous value. A linear layer's weight gradient is such a permute in every AOT
+// backward (as a strided output it was cloned by the autograd engine before SGD read it), and
+// attention's key gradient (copied to contiguous, transposing, before its reshape):
+// docs/perf-models.md, "GPT at 2 threads". Returns how many it rewrote.
+int transpose_gemm_outputs(LGraph& graph);
+
 }  // namespace kiln::codegen

@@ -137,6 +137,9 @@ Plan plan_graph(const jit::Graph& graph, int id) {
     };
     // 0. lower: the JIT's Graph -> LGraph, ops over values of known shape (lower_graph.cpp).
     Lowered lowered = lower(graph);
+    // A transposed GEMM result becomes the GEMM of the transposed operands (lower_graph.h).
+    if (lowered.graph && lowered.graph->device.type == DeviceType::cpu)
+        transpose_gemm_outputs(*lowered.graph);
     log.done("0_lowered", [&] {
         return lowered.graph ? lowered.graph->print() : "not lowered: " + lowered.why_not + "\n";
     });

@@ -1,19 +1,60 @@
 // Optimizer, SGD and Adam: the update rules of PyTorch's single-tensor implementations. CUDA
-// float parameters are updated by one multi-tensor kernel per 64 (tensor/cuda_optim.h) when
-// no JIT recording is watching (a compiled step records the per-tensor ops) and
-// KILN_FUSED_OPTIM is not 0; the rest take the per-tensor path, the reference.
+// float parameters are updated by one multi-tensor kernel per 64 (tensor/cuda_optim.h), and
+// SGD's contiguous float32 CPU parameters after their first step by one pass each
+// (cpu_sgd_step), when no JIT recording is watching (a compiled step records the per-tensor
+// ops) and KILN_FUSED_OPTIM is not 0; the rest take the per-tensor path, the reference.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/node.h"
 #include "tensor/cuda_optim.h"
+#include "tensor/parallel.h"
 
 namespace kiln::optim {
 namespace {
 
-// Whether this step may hand CUDA parameters to the multi-tensor kernels.
+// Whether this step may hand parameters to the multi-tensor kernels (CUDA) or the one-pass
+// CPU loop.
 bool fused_now() { return dispatch_hook() == nullptr && cuda::fused_optim_enabled(); }
+
+// The one-pass CPU SGD update takes contiguous float32 CPU tensors of one shape.
+bool cpu_sgd_takes(const Tensor& t, const Tensor& like) {
+    return t.defined() && t.device().type == DeviceType::cpu && t.dtype() == DType::float32 &&
+           t.shape() == like.shape() && t.is_contiguous() && !t.requires_grad();
+}
+
+// The per-tensor update (d = g + p * wd; buf = buf * m + d; p = p + buf * (-lr)) in one pass
+// over blocks that stay in L1, each op its own loop over the block with its float32 result
+// stored, so the values are the per-tensor ops' bits (one rounding per op: no loop makes
+// a * b + c, which GCC would fuse into an FMA). The per-tensor path ran each op over the whole
+// tensor into a fresh one, then copied it back (docs/perf-models.md, "GPT at 2 threads").
+void cpu_sgd_step(float* p, const float* g, float* buf, int64_t n, float lr_neg, float momentum,
+                  float weight_decay) {
+    parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
+        constexpr int64_t kBlock = 1024;
+        alignas(64) float d[kBlock], step[kBlock];
+        for (int64_t b = begin; b < end; b += kBlock) {
+            const int64_t m = std::min(kBlock, end - b);
+            float *pb = p + b, *bb = buf ? buf + b : nullptr;
+            const float* gb = g + b;
+            const float* dd = gb;
+            if (weight_decay != 0) {
+                for (int64_t j = 0; j < m; ++j) d[j] = pb[j] * weight_decay;
+                for (int64_t j = 0; j < m; ++j) d[j] = gb[j] + d[j];
+                dd = d;
+            }
+            if (bb) {
+                for (int64_t j = 0; j < m; ++j) bb[j] = bb[j] * momentum;
+                for (int64_t j = 0; j < m; ++j) bb[j] = bb[j] + dd[j];
+                dd = bb;
+            }
+            for (int64_t j = 0; j < m; ++j) step[j] = dd[j] * lr_neg;
+            for (int64_t j = 0; j < m; ++j) pb[j] = pb[j] + step[j];
+        }
+    });
+}
 
 }  // namespace
 
@@ -55,6 +96,16 @@ void SGD::step() {
                 buf = zeros_like(p.detach());  // momentum * 0 + d = d
             fp.push_back(p.detach()), fg.push_back(d);
             if (momentum != 0) fb.push_back(buf);
+            continue;
+        }
+        if (fused && cpu_sgd_takes(p.detach(), d) && cpu_sgd_takes(d, d) &&
+            (momentum == 0 || cpu_sgd_takes(buf, d))) {
+            float* pp = static_cast<float*>(p.raw_data());
+            float* bp = momentum != 0 ? static_cast<float*>(buf.raw_data()) : nullptr;
+            cpu_sgd_step(pp, static_cast<const float*>(d.raw_data()), bp, p.numel(), float(-lr),
+                         float(momentum), float(weight_decay));
+            ++p.impl()->storage->version;
+            if (bp) ++buf.impl()->storage->version;
             continue;
         }
         if (weight_decay != 0) d = d + p.detach() * weight_decay;

@@ -63,11 +63,16 @@ inline V scale_by_power_of_2(V x, V k, typename Lanes<V>::Int k_bits) {
 // exp(r) = 1 + r + r^2 * P(r): SLEEF's expf (u10) polynomial. x is clamped to [-104, 104]
 // first: exp(-104) rounds to 0 and exp(104) to inf, and k stays small. NaN passes through
 // the clamp (its compares are false) and the arithmetic. Max error 1.0 ulp.
+// Below -104 the result is +0 by a select, and those lanes compute exp(0): scaling into the
+// underflow costs a microcode assist per lane on Intel cores (no flush-to-zero), and a causal
+// softmax has -inf in half its lanes (GPT's row kernel ran 2.5x slower: docs/perf-models.md,
+// "GPT at 2 threads").
 template <class V>
 inline V exp(V x) {
     using L = Lanes<V>;
+    const auto zero = x < V(-104.f);
     x = L::select(x > V(104.f), V(104.f), x);
-    x = L::select(x < V(-104.f), V(-104.f), x);
+    x = L::select(zero, V(0.f), x);
     const V sum = L::fma(x, V(0x1.715476p+0f), V(kRoundMagic));  // x / ln 2 + 1.5 * 2^23
     const V k = sum - V(kRoundMagic);
     V r = L::fma(k, V(-0x1.62e4p-1f), x);  // ln 2's high part has few bits: k * it is exact
@@ -79,7 +84,8 @@ inline V exp(V x) {
                                   0.00139304355252534151077271f,
                                   0.000198527617612853646278381f};
     const V e = L::fma(r * r, poly(r, c), r) + V(1.f);
-    return scale_by_power_of_2(e, k, L::bits(sum) - L::bits(V(kRoundMagic)));
+    return L::select(zero, V(0.f),
+                     scale_by_power_of_2(e, k, L::bits(sum) - L::bits(V(kRoundMagic))));
 }
 
 // ---- log

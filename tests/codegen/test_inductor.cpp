@@ -159,6 +159,54 @@ BOOST_AUTO_TEST_CASE(mlp_forward_and_backward_match_eager) {
     BOOST_TEST(backward.generated_kernels >= 1);
 }
 
+// A transposed 2-D matmul result is the GEMM of the transposed operands (codegen/lower_graph.h,
+// transpose_gemm_outputs): the compiled graph returns it contiguous, as a linear layer's weight
+// gradient in an AOT backward (the strided one was cloned by the autograd engine, then
+// read strided by the optimizer), and batched, as attention's key gradient. Values equal
+// eager's; through a reshape too.
+BOOST_AUTO_TEST_CASE(a_transposed_matmul_result_comes_out_contiguous) {
+    ScopedEnv always_kernels("KILN_CHOOSE", "0");
+    auto fn = [](Tensor x, Tensor g, Tensor q, Tensor k) {
+        Tensor wgrad = matmul(x.t(), g).t();  // [10, 20]
+        Tensor again =
+            matmul(g.t(), x).reshape({10, 20}).t().t();  // a transpose of a transpose stays
+        Tensor batched =
+            matmul(q.permute({0, 2, 1}), k).permute({0, 2, 1});  // [3, 6, 8], as a key gradient
+        return std::vector<Tensor>{wgrad, again.t(), x * 2.0, batched};
+    };
+    auto f = compile(fn);
+    Tensor x = randn({16, 20}), g = randn({16, 10}), q = randn({3, 16, 8}), k = randn({3, 16, 6});
+    std::vector<Tensor> got = f(x, g, q, k), want = fn(x, g, q, k);
+    BOOST_TEST(!last_compiled().interpreted);
+    for (size_t i = 0; i < want.size(); ++i) {
+        BOOST_TEST(got[i].shape() == want[i].shape());
+        BOOST_TEST(allclose(got[i], want[i], 1e-5, 1e-6), i);
+    }
+    BOOST_TEST(got[0].is_contiguous(), last_compiled().schedule);
+    BOOST_TEST(got[3].is_contiguous(), last_compiled().schedule);
+    BOOST_TEST(
+        (!want[0].is_contiguous() && !want[3].is_contiguous()));  // eager's are strided views
+}
+
+// Cross-entropy's int64 target checks (ignore_index) are per-row values of log_softmax's row
+// kernel: scalar code between the passes, so the passes along the row stay vector code (the
+// whole kernel was scalar, calling expf per element: GPT's [1024, 1024] logits). Values equal
+// eager's.
+BOOST_AUTO_TEST_CASE(int64_per_row_values_leave_a_row_kernels_passes_vectorized) {
+    ScopedEnv always_kernels("KILN_CHOOSE", "0");
+    auto fn = [](Tensor logits, Tensor targets) { return nn::F::cross_entropy(logits, targets); };
+    auto f = compile(fn);
+    Tensor logits = randn({64, 100}) * 3.0, targets = randint(0, 100, {64});
+    BOOST_TEST(allclose(f(logits, targets), fn(logits, targets), 1e-5, 1e-6));
+    CompiledGraphInfo info = last_compiled();
+    BOOST_TEST(!info.interpreted);
+    const std::string row_kernel = "row over 64 rows of 100";
+    size_t at = info.source.find(row_kernel);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, info.source);
+    std::string line = info.source.substr(at, info.source.find('\n', at) - at);
+    BOOST_TEST(line.find("scalar") == std::string::npos, line);
+}
+
 // A training step's halves go to the compiler together at the first call (the backward right
 // after the forward, so the numbering stays forward first) and build in the background at
 // once: both are built before any backward runs.

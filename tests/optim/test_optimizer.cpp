@@ -1,9 +1,11 @@
 // optim::SGD and optim::Adam: one step against PyTorch's formulas, and convergence.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "kiln.h"
+#include "tensor/parallel.h"
+#include "tensor/storage.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 namespace F = kiln::nn::functional;
@@ -55,6 +57,47 @@ BOOST_AUTO_TEST_CASE(sgd_step_matches_pytorch_formula) {
         BOOST_TEST(allclose(p, tensor(expect, {3}, {.dtype = float64}), 1e-12, 1e-12));
     }
     BOOST_TEST(p.is_leaf());
+}
+
+// SGD's one-pass CPU update (optim/optimizer.cpp, cpu_sgd_step) gives the per-tensor path's
+// bits (KILN_FUSED_OPTIM=0) over steps with momentum and weight decay, at 1 and 2 threads, for
+// a size that is no whole number of its blocks; and after the first step (which clones the
+// gradient into the momentum buffer) a step allocates nothing: the per-tensor path allocated
+// a fresh tensor per op.
+BOOST_AUTO_TEST_CASE(sgd_cpu_one_pass_step_equals_the_per_tensor_path_and_allocates_nothing) {
+    const int threads_before = num_threads();
+    for (int threads : {1, 2})
+        for (double wd : {0.0, 0.01})
+            for (double momentum : {0.0, 0.9}) {
+                set_num_threads(threads);
+                manual_seed(3);
+                const int64_t n = 70001;
+                Tensor start = randn({n});
+                Tensor fused = start.clone().requires_grad_(),
+                       reference = start.clone().requires_grad_();
+                optim::SGD fused_opt({fused}, 0.05, momentum, wd),
+                    reference_opt({reference}, 0.05, momentum, wd);
+                for (int step = 0; step < 3; ++step) {
+                    Tensor g = randn({n});
+                    fused.set_grad(g.clone()), reference.set_grad(g.clone());
+                    PoolStats before = pool_stats();
+                    fused_opt.step();
+                    PoolStats after = pool_stats();
+                    if (step > 0 || momentum == 0)
+                        BOOST_TEST(
+                            after.hits + after.misses == before.hits + before.misses,
+                            "step " << step << " allocated "
+                                    << (after.hits + after.misses) - (before.hits + before.misses));
+                    {
+                        kiln_test::ScopedEnv per_tensor("KILN_FUSED_OPTIM", "0");
+                        reference_opt.step();
+                    }
+                    BOOST_TEST(equal(fused, reference), "threads " << threads << " wd " << wd
+                                                                   << " momentum " << momentum
+                                                                   << " step " << step);
+                }
+            }
+    set_num_threads(threads_before);
 }
 
 BOOST_AUTO_TEST_CASE(adam_step_matches_pytorch_formula) {

@@ -1,7 +1,9 @@
 // tensor/fast_math.h through the kiln_math vocabulary on float32 batches: max ulp error
 // against double-precision std:: over dense sweeps and every 4099th float, and the special
 // values each must get right.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -157,6 +159,34 @@ BOOST_AUTO_TEST_CASE(exp_special_values) {
     BOOST_TEST(one(fast_exp, -1e30f) == 0.f);
     BOOST_TEST(ulp_error(one(fast_exp, -103.f), std::exp(-103.0)) <= 1.0);  // subnormal
     BOOST_TEST(std::isnan(one(fast_exp, kNaN)));
+}
+
+// A causal softmax feeds exp -inf in half its lanes. Those lanes must not scale a result into
+// the underflow: without flush-to-zero each such vscalefps (or multiply) takes a microcode
+// assist on Intel cores, and GPT's causal softmax kernel ran 2.5x slower (docs/perf-models.md,
+// "GPT at 2 threads"). Timed against exp of zeros in the same process, best of 7 each, in
+// turns: the assists made -inf lanes 18x slower, so 2x leaves room for a noisy machine.
+BOOST_AUTO_TEST_CASE(exp_of_lanes_below_minus_104_costs_no_more_than_exp_of_zero) {
+    const size_t n = 1 << 16;
+    std::vector<float> zeros(n, 0.f), masked(n), out(n);
+    for (size_t i = 0; i < n; ++i) masked[i] = i % 2 ? -kInf : -200.f;
+    auto time_exp = [&](const std::vector<float>& xs) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int rep = 0; rep < 8; ++rep)
+            for (size_t i = 0; i < n; i += Batch::size)
+                kiln_math::exp(Batch::load_unaligned(&xs[i])).store_unaligned(&out[i]);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    double best_zeros = 1e9, best_masked = 1e9;
+    for (int round = 0; round < 7; ++round) {
+        best_zeros = std::min(best_zeros, time_exp(zeros));
+        best_masked = std::min(best_masked, time_exp(masked));
+    }
+    BOOST_TEST(out[0] == 0.f);
+    BOOST_TEST_MESSAGE("exp: -inf/-200 lanes " << best_masked << " s, zero lanes " << best_zeros
+                                               << " s");
+    BOOST_TEST(best_masked < 2 * best_zeros,
+               "exp of -inf/-200 lanes took " << best_masked / best_zeros << "x exp of zeros");
 }
 
 BOOST_AUTO_TEST_CASE(log_within_1_ulp) {
