@@ -163,30 +163,25 @@ BOOST_AUTO_TEST_CASE(exp_special_values) {
 
 // A causal softmax feeds exp -inf in half its lanes. Those lanes must not scale a result into
 // the underflow: without flush-to-zero each such vscalefps (or multiply) takes a microcode
-// assist on Intel cores, and GPT's causal softmax kernel ran 2.5x slower (docs/perf-models.md,
-// "GPT at 2 threads"). Timed against exp of zeros in the same process, best of 7 each, in
-// turns: the assists made -inf lanes 18x slower, so 2x leaves room for a noisy machine.
-BOOST_AUTO_TEST_CASE(exp_of_lanes_below_minus_104_costs_no_more_than_exp_of_zero) {
-    const size_t n = 1 << 16;
-    std::vector<float> zeros(n, 0.f), masked(n), out(n);
-    for (size_t i = 0; i < n; ++i) masked[i] = i % 2 ? -kInf : -200.f;
-    auto time_exp = [&](const std::vector<float>& xs) {
-        auto t0 = std::chrono::steady_clock::now();
-        for (int rep = 0; rep < 8; ++rep)
-            for (size_t i = 0; i < n; i += Batch::size)
-                kiln_math::exp(Batch::load_unaligned(&xs[i])).store_unaligned(&out[i]);
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    double best_zeros = 1e9, best_masked = 1e9;
-    for (int round = 0; round < 7; ++round) {
-        best_zeros = std::min(best_zeros, time_exp(zeros));
-        best_masked = std::min(best_masked, time_exp(masked));
+// assist on Intel cores, and GPT's causal softmax kernel ran 2.5x slower (-inf lanes 18x
+// slower than zeros; docs/perf-models.md, "GPT at 2 threads"). So below -104 the result is a
+// select of +0: checked here in every lane position beside ordinary lanes (the speed is a
+// benchmark's business).
+BOOST_AUTO_TEST_CASE(exp_of_lanes_below_minus_104_is_plus_zero_beside_ordinary_lanes) {
+    const size_t n = 4 * Batch::size;
+    std::vector<float> xs(n), out(n);
+    for (size_t i = 0; i < n; ++i) xs[i] = i % 3 == 0 ? -kInf : i % 3 == 1 ? -104.5f - float(i) : 0.25f * float(i) - 3.f;
+    for (size_t i = 0; i < n; i += Batch::size)
+        kiln_math::exp(Batch::load_unaligned(&xs[i])).store_unaligned(&out[i]);
+    for (size_t i = 0; i < n; ++i) {
+        if (xs[i] < -104.f) {
+            BOOST_TEST(out[i] == 0.f);
+            BOOST_TEST(!std::signbit(out[i]));
+        } else {
+            BOOST_TEST(ulp_error(out[i], std::exp(double(xs[i]))) <= 1.0);
+        }
     }
-    BOOST_TEST(out[0] == 0.f);
-    BOOST_TEST_MESSAGE("exp: -inf/-200 lanes " << best_masked << " s, zero lanes " << best_zeros
-                                               << " s");
-    BOOST_TEST(best_masked < 2 * best_zeros,
-               "exp of -inf/-200 lanes took " << best_masked / best_zeros << "x exp of zeros");
+    BOOST_TEST(ulp_error(one(fast_exp, -103.9f), std::exp(double(-103.9f))) <= 1.0);  // still subnormal
 }
 
 BOOST_AUTO_TEST_CASE(log_within_1_ulp) {
