@@ -26,6 +26,17 @@ void warm_up(F& f, A... args) {
 
 BOOST_AUTO_TEST_SUITE(aot)
 
+// out = compiled cos_cos(x): its gradient comes from the compiled backward node and equals
+// eager's.
+void check_compiled_cos_cos_gradient(const Tensor& out, Tensor& x) {
+    BOOST_TEST(out.grad_fn()->name() == "CompiledFunctionBackward");
+    out.sum().backward();
+    Tensor compiled_grad = x.grad();
+    x.zero_grad();
+    cos_cos(x).sum().backward();
+    BOOST_TEST(grads_equal(compiled_grad, x.grad()));
+}
+
 // The first call records (on fake tensors by default, on real ones with KILN_FAKE_TRACE=0),
 // compiles, and runs the compiled halves: its output's gradient comes from the compiled
 // backward node already, not from an eager tape of the recording, and equals eager's.
@@ -39,12 +50,7 @@ BOOST_AUTO_TEST_CASE(the_first_call_runs_the_compiled_halves_both_ways) {
                 Tensor x = randn({5, 5, 5}, {.requires_grad = true});
                 Tensor out = f(x);
                 BOOST_REQUIRE(out.grad_fn());
-                BOOST_TEST(out.grad_fn()->name() == "CompiledFunctionBackward");
-                out.sum().backward();
-                Tensor compiled_grad = x.grad();
-                x.zero_grad();
-                cos_cos(x).sum().backward();
-                BOOST_TEST(grads_equal(compiled_grad, x.grad()));
+                check_compiled_cos_cos_gradient(out, x);
             }
         }
     }
@@ -55,12 +61,7 @@ BOOST_AUTO_TEST_CASE(cos_cos_saves_one_tensor_and_matches_eager_gradients) {
     Tensor x = randn({5, 5, 5}, {.requires_grad = true});
     f(x);
     Tensor out = f(x);
-    BOOST_TEST(out.grad_fn()->name() == "CompiledFunctionBackward");
-    out.sum().backward();
-    Tensor compiled_grad = x.grad();
-    x.zero_grad();
-    cos_cos(x).sum().backward();
-    BOOST_TEST(grads_equal(compiled_grad, x.grad()));
+    check_compiled_cos_cos_gradient(out, x);
     jit::aot::MemoryReport m = jit::aot::latest_memory_report();
     BOOST_TEST(m.eager.size() == 2u);
     BOOST_TEST(m.compiled.size() == 1u);
