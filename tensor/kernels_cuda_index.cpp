@@ -141,19 +141,21 @@ void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, 
                       scatter ? "kiln_scatter_add" : "kiln_gather");
     long long count = n, n_index = p.n_index, n_data = p.n_data, inner = p.inner;
     void *ip = data(index), *sp = data(src), *op_ = data(out), *bp = nullptr;
-    // The op that asked for the gather, if one did (IndexCheckCaller: embedding, a loss).
-    std::string who = ::kiln::detail::index_check_caller
-                          ? std::string(::kiln::detail::index_check_caller) + " (" + op + ")"
-                          : std::string(op);
+    // The op that asked for the gather, if one did (IndexCheckCaller: embedding, a loss); named
+    // only for a check, not on every launch.
+    auto who = [op] {
+        const char* caller = ::kiln::detail::index_check_caller;
+        return caller ? std::string(caller) + " (" + op + ")" : std::string(op);
+    };
     if (at_once) bp = data(bad);
     else if (!p.in_range)
-        bp = DeferredIndexChecks::get().take({who, p.dim, p.n_data}, index.device());
+        bp = DeferredIndexChecks::get().take({who(), p.dim, p.n_data}, index.device());
     void* args[] = {&count, &n_index, &n_data, &inner, &ip, &sp, &op_, &bp};
     launch(fn, n, args);
     if (!at_once) return;
     int64_t first_bad = bad.cpu().item<int64_t>();
     KILN_CHECK(first_bad == std::numeric_limits<int64_t>::min(),
-               out_of_bounds(who, first_bad, p.dim, p.n_data));
+               out_of_bounds(who(), first_bad, p.dim, p.n_data));
 }
 
 }  // namespace
