@@ -5,8 +5,6 @@ eager mode and under torch.compile. Each measurement runs in a subprocess of its
 peak RSS is its own. Prints one JSON object; bench/compare_models.py joins it with kiln's.
 
     python3 bench/torch_models.py [--quick] [--cuda]
-    python3 bench/torch_models.py --part MODEL MODE TASK THREADS DEVICE   (MODE: eager, compiled,
-        reduce-overhead, or graphed: a whole training step in one torch.cuda.graph)
 
 PyTorch is a benchmark reference only: nothing in kiln's build or tests needs it.
 """
@@ -52,41 +50,9 @@ def run_part(model, mode, task, threads, device="cpu"):
     net, x, target, reps = build(model)
     net, x, target = net.to(device), x.to(device), target.to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    # reduce-overhead: torch.compile's CUDA graphs (per graph); graphed (training on CUDA):
-    # PyTorch's whole-network capture, torch.cuda.graph around the whole eager step (zero_grad,
-    # forward, loss, backward, SGD with capturable state), replayed once per step.
-    fwd = torch.compile(net, mode="reduce-overhead") if mode == "reduce-overhead" else net
-    fwd = torch.compile(net) if mode == "compiled" else fwd
+    fwd = torch.compile(net) if mode == "compiled" else net
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    if mode == "graphed":
-        if task != "train" or device != "cuda":
-            raise SystemExit("graphed: training on cuda only")
-        net.train()
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            logits = net(x)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(target.size(0), -1), target)
-            loss.backward()
-            opt.step()
-
-        graph = None
-
-        def call():  # the first call warms up on a side stream and captures, as PyTorch's docs do
-            nonlocal graph
-            if graph is None:
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    for _ in range(3):
-                        step()
-                torch.cuda.current_stream().wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    step()
-            graph.replay()
-            sync()
-    elif task == "infer":
+    if task == "infer":
         net.eval()
 
         def call():
