@@ -3,7 +3,8 @@
 // torch.cuda.graph does for a training loop (and torch.compile's mode="reduce-overhead" with
 // compiled autograd). docs/cuda.md, "Whole-step capture".
 //
-//   Tensor x = empty({64, 20}, {.device = cuda}), y = empty({64, 4}, {.device = cuda});
+//   Device gpu{DeviceType::cuda, 0};
+//   Tensor x = zeros({64, 20}, {.device = gpu}), y = zeros({64, 4}, {.device = gpu});
 //   optim::Adam opt(net->parameters(), 1e-3);
 //   cuda::GraphedStep step([&] {
 //       opt.zero_grad();
