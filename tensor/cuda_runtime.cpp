@@ -515,15 +515,16 @@ void Graph::capture(const std::function<void()>& work) {
         r.capture_id = ++r.captures;
     }
     constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED: the allocator may call cuMemAlloc
-    detail::check(r.cu.cuStreamBeginCapture(r.stream, kRelaxed), "cuStreamBeginCapture");
+    int began = r.cu.cuStreamBeginCapture(r.stream, kRelaxed);
     std::string failure;
     try {
+        detail::check(began, "cuStreamBeginCapture");
         work();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // a kiln::Error, or bad_alloc: the capture ends either way
         failure = e.what();
     }
     void* graph = nullptr;
-    int ended = r.cu.cuStreamEndCapture(r.stream, &graph);
+    int ended = began == 0 ? r.cu.cuStreamEndCapture(r.stream, &graph) : 0;
     {
         std::lock_guard lock(r.mu);
         r.capture_held = nullptr;
