@@ -115,8 +115,8 @@ class DeferredIndexChecks {
         captured_->pending.push_back(std::move(what));
         return static_cast<int64_t*>(captured_->slots.raw_data()) + (captured_->pending.size() - 1);
     }
-    // After a host wait: the flags of every pending kernel, one copy; refilled for reuse. Then
-    // those of the graphs replayed since the last wait.
+    // After a host wait: the flags of the graphs replayed since the last wait, then those of
+    // every pending kernel, one copy; refilled for reuse.
     static void check_all() {
         DeferredIndexChecks& c = get();
         check_replayed(c);
