@@ -334,17 +334,30 @@ uint64_t capture_id() {
 }
 
 namespace {
-// What cannot be captured raises before the driver sees it, naming the work: the capture
-// ends cleanly (nothing captured runs) and the process goes on.
+thread_local std::vector<const char*> t_ops;  // OpScope's stack
+
+// What cannot be captured raises before the driver sees it, naming the work and the ops that
+// issued it: the capture ends cleanly (nothing captured runs) and the process goes on.
 void refuse_in_capture(Runtime& r, const char* work, const char* hint) {
     bool now = false;
     {
         std::lock_guard lock(r.mu);
         now = r.capture_held != nullptr;
     }
-    KILN_CHECK(!now, work, " cannot be captured into a CUDA graph: ", hint);
+    if (!now) return;
+    std::string ops = current_ops();
+    fail(work, ops.empty() ? std::string() : " in op `" + ops + "`",
+         " cannot be captured into a CUDA graph: ", hint);
 }
 }  // namespace
+
+OpScope::OpScope(const char* op) { t_ops.push_back(op); }
+OpScope::~OpScope() { t_ops.pop_back(); }
+std::string current_ops() {
+    std::string out;
+    for (const char* op : t_ops) out += (out.empty() ? "" : " > ") + std::string(op);
+    return out;
+}
 
 void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t bytes) {
     if (bytes == 0) return;

@@ -137,6 +137,17 @@ void* library_stream(const char* op);
 // Whether a CUDA graph is being captured now: work that must run at once (an algorithm
 // search that times kernels) waits for a call outside the capture.
 bool capturing();
+// The ops whose CUDA work is being issued on this thread, outermost first (dispatch opens one
+// per op with a CUDA input or output): work that cannot be captured names them
+// ("arange > to_device"). `op` must outlive the scope (the op table's names do).
+class OpScope {
+   public:
+    explicit OpScope(const char* op);
+    ~OpScope();
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+};
+std::string current_ops();  // "" outside any op
 // Which capture is under way: a number new for each capture, 0 when none is.
 uint64_t capture_id();
 // While a graph is captured: `after` runs on the host after each replay of that graph (once

@@ -11,10 +11,12 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/cuda_backend.h"
 #include "kiln.h"
+#include "models/gpt.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_graph_step.h"
 #include "tensor/cuda_runtime.h"
@@ -48,13 +50,14 @@ using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tens
 using Loss = std::function<Tensor(const Tensor& out, const Tensor& target)>;
 
 Trainer make_trainer(const MakeNet& make_net, const MakeOpt& make_opt, const Loss& loss_fn,
-                     Shape x_shape, Shape y_shape, DType y_dtype, bool compiled) {
+                     Shape x_shape, Shape y_shape, DType y_dtype, bool compiled,
+                     DType x_dtype = DType::float32) {
     Trainer t;
     manual_seed(11);
     t.net = make_net();
     t.net->to(kCuda);
     t.opt = make_opt(t.net->parameters());
-    t.x = zeros(x_shape, {.device = kCuda});
+    t.x = zeros(x_shape, {.dtype = x_dtype, .device = kCuda});
     t.y = zeros(y_shape, {.dtype = y_dtype, .device = kCuda});
     std::function<Tensor(const Tensor&)> forward = [net = t.net](const Tensor& in) {
         return (*net)(in);
@@ -86,10 +89,11 @@ void check_graphed_equals_eager(const std::string& what, const MakeNet& make_net
                                 const MakeOpt& make_opt, const Loss& loss_fn, const Batches& b,
                                 DType y_dtype, bool compiled, double tol) {
     BOOST_TEST_CONTEXT(what) {
+        DType x_dtype = b.xs[0].dtype();
         Trainer eager = make_trainer(make_net, make_opt, loss_fn, b.xs[0].shape(), b.ys[0].shape(),
-                                     y_dtype, false);
+                                     y_dtype, false, x_dtype);
         Trainer graphed = make_trainer(make_net, make_opt, loss_fn, b.xs[0].shape(),
-                                       b.ys[0].shape(), y_dtype, compiled);
+                                       b.ys[0].shape(), y_dtype, compiled, x_dtype);
         cuda::GraphedStep step(graphed.step, {.warmup = 2});
         for (size_t s = 0; s < b.xs.size(); ++s) {
             {
@@ -185,6 +189,21 @@ BOOST_AUTO_TEST_CASE(misuse_and_a_machine_without_gpu_raise_clear_errors) {
 }
 
 // An output on the CPU would be the capture's value forever: refused, naming the output.
+// The ops whose work is being issued, as a capture's refusal names them (no GPU needed).
+BOOST_AUTO_TEST_CASE(op_scopes_name_the_ops_in_flight) {
+    BOOST_TEST(cuda::detail::current_ops() == "");
+    {
+        cuda::detail::OpScope outer("arange");
+        BOOST_TEST(cuda::detail::current_ops() == "arange");
+        {
+            cuda::detail::OpScope inner("to_device");
+            BOOST_TEST(cuda::detail::current_ops() == "arange > to_device");
+        }
+        BOOST_TEST(cuda::detail::current_ops() == "arange");
+    }
+    BOOST_TEST(cuda::detail::current_ops() == "");
+}
+
 BOOST_AUTO_TEST_CASE(a_cpu_output_is_refused,
                      *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
     cuda::GraphedStep step([] {
@@ -220,6 +239,82 @@ BOOST_AUTO_TEST_CASE(adam_step_captured_equals_eager,
         "MLP classifier, Adam, cross_entropy", mlp(), adam,
         [](const Tensor& out, const Tensor& t) { return F::cross_entropy(out, t); }, cls,
         DType::int64, false, 1e-6);
+}
+
+// The layers of the benchmark models inside a captured step, each of which once made a
+// copy from host memory or a host read per step: a CNN (conv2d, batch norm in training mode
+// with its running statistics, max_pool2d, a class loss, whose classes come from arange) and
+// a small GPT decoder (embedding, positions and the causal mask from arange, attention, layer
+// norm, a class loss over every token), with SGD-momentum and Adam, eager and compiled.
+BOOST_AUTO_TEST_CASE(cnn_and_gpt_steps_captured_equal_eager,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
+    MakeNet cnn = []() -> std::shared_ptr<nn::Module> {
+        return nn::sequential(nn::Conv2d(3, 8, {3, 3}, {1, 1}, {1, 1}), nn::BatchNorm2d(8),
+                              nn::ReLU(), nn::MaxPool2d({2, 2}), nn::Flatten(),
+                              nn::Linear(8 * 4 * 4, 10));
+    };
+    manual_seed(12);
+    Batches images;
+    for (int i = 0; i < 6; ++i)
+        images.xs.push_back(randn({8, 3, 8, 8}).cuda()),
+            images.ys.push_back(randint(0, 10, {8}).cuda());
+    Loss classes = [](const Tensor& out, const Tensor& t) { return F::cross_entropy(out, t); };
+    MakeOpt adam = [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(p, 1e-2); };
+    check_graphed_equals_eager("CNN, SGD momentum", cnn, sgd_momentum(), classes, images,
+                               DType::int64, false, 1e-5);
+    check_graphed_equals_eager("CNN, Adam, compiled", cnn, adam, classes, images, DType::int64,
+                               true, 1e-4);
+
+    MakeNet gpt = []() -> std::shared_ptr<nn::Module> {
+        return std::make_shared<models::Gpt>(models::GptConfig{
+            .vocab_size = 64, .max_positions = 16, .layers = 2, .d_model = 32, .heads = 4});
+    };
+    Batches tokens;
+    for (int i = 0; i < 6; ++i)
+        tokens.xs.push_back(randint(0, 64, {4, 16}).cuda()),
+            tokens.ys.push_back(randint(0, 64, {4 * 16}).cuda());
+    Loss next_token = [](const Tensor& logits, const Tensor& t) {
+        return F::cross_entropy(logits.reshape({t.size(0), logits.size(-1)}), t);
+    };
+    check_graphed_equals_eager("GPT, Adam", gpt, adam, next_token, tokens, DType::int64, false,
+                               1e-5);
+    check_graphed_equals_eager("GPT, SGD momentum, compiled", gpt, sgd_momentum(), next_token,
+                               tokens, DType::int64, true, 1e-4);
+}
+
+// arange on the GPU fills on the device where its values are integers (a copy from host
+// memory could not be captured), equal to the CPU's; other ranges still equal it.
+BOOST_AUTO_TEST_CASE(arange_on_the_gpu_equals_the_cpu_and_integer_ranges_capture,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
+    for (DType dt : {DType::float32, DType::float64, DType::int64})
+        for (auto [lo, hi, step] : {std::tuple{0.0, 128.0, 1.0},
+                                    {5.0, -7.0, -3.0},
+                                    {0.0, 1.0, 0.125},
+                                    {-2.5, 3.0, 0.7}}) {
+            if (dt == DType::int64 && step != std::floor(step)) continue;
+            Tensor got = arange(lo, hi, step, {.dtype = dt, .device = kCuda}).cpu();
+            Tensor want = arange(lo, hi, step, {.dtype = dt});
+            BOOST_TEST(got.shape() == want.shape());
+            BOOST_TEST(
+                kiln_test::relative_error(got.to(DType::float64), want.to(DType::float64)) == 0.0,
+                dtype_name(dt) << " [" << lo << ", " << hi << ") step " << step);
+        }
+    cuda::GraphedStep step(
+        [] { return arange(0.0, 16.0, 1.0, {.dtype = DType::int64, .device = kCuda}) * 2; },
+        {.warmup = 1});
+    step();
+    BOOST_TEST(kiln_test::relative_error(step()[0].cpu().to(DType::float64),
+                                         arange(0.0, 32.0, 2.0, {.dtype = DType::float64})) == 0.0);
+    // A fractional range still copies from host memory: under a capture that is refused,
+    // naming the op.
+    cuda::GraphedStep fractional([] { return arange(0.0, 1.0, 0.1, {.device = kCuda}); },
+                                 {.warmup = 1});
+    fractional();
+    BOOST_CHECK_EXCEPTION(fractional(), Error, [](const Error& e) {
+        std::string m = e.what();
+        return m.find("copy from host memory") != std::string::npos &&
+               m.find("in op `arange`") != std::string::npos;
+    });
 }
 
 // A compiled forward (and its compiled backward) inside the captured step: the compiled
