@@ -115,7 +115,8 @@ void check_graphed_equals_eager(const std::string& what, const MakeNet& make_net
             for (size_t k = 0; k < pe.size(); ++k) {
                 BOOST_TEST(
                     kiln_test::relative_error(pg[k].detach().cpu(), pe[k].detach().cpu()) <= tol,
-                    "parameter " << k << ", step " << s);
+                    "parameter " << k << ", step " << s << " (its gradient's largest |value| "
+                                 << pe[k].grad().abs().amax().item<double>() << ")");
                 BOOST_REQUIRE(pg[k].grad().defined());
                 BOOST_TEST(kiln_test::relative_error(pg[k].grad().cpu(), pe[k].grad().cpu()) <= tol,
                            "gradient " << k << ", step " << s);
@@ -246,10 +247,18 @@ BOOST_AUTO_TEST_CASE(adam_step_captured_equals_eager,
 // with its running statistics, max_pool2d, a class loss, whose classes come from arange) and
 // a small GPT decoder (embedding, positions and the causal mask from arange, attention, layer
 // norm, a class loss over every token), with SGD-momentum and Adam, eager and compiled.
+// Adam takes eps = 1e-4 here: a parameter whose true gradient is 0 (a bias that a softmax over
+// keys or a batch norm cancels) gets rounding noise as its gradient, which Adam with a tiny eps
+// turns into +-lr steps in a direction the noise picks, so two equal runs with different
+// rounding (atomics in scatter_add and cuDNN, compiled kernels) part by lr there. On the H100
+// (commit 8fb194e, eps 1e-8) parameters 1, 5 and 17 parted so at steps 0 and 1, the eager
+// warm-up steps before any capture, their gradients all within tolerance. The convolution
+// before the batch norm has no bias, as ResNet's.
 BOOST_AUTO_TEST_CASE(cnn_and_gpt_steps_captured_equal_eager,
                      *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
     MakeNet cnn = []() -> std::shared_ptr<nn::Module> {
-        return nn::sequential(nn::Conv2d(3, 8, {3, 3}, {1, 1}, {1, 1}), nn::BatchNorm2d(8),
+        return nn::sequential(nn::Conv2d(3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, /*bias=*/false),
+                              nn::BatchNorm2d(8),
                               nn::ReLU(), nn::MaxPool2d({2, 2}), nn::Flatten(),
                               nn::Linear(8 * 4 * 4, 10));
     };
@@ -259,7 +268,9 @@ BOOST_AUTO_TEST_CASE(cnn_and_gpt_steps_captured_equal_eager,
         images.xs.push_back(randn({8, 3, 8, 8}).cuda()),
             images.ys.push_back(randint(0, 10, {8}).cuda());
     Loss classes = [](const Tensor& out, const Tensor& t) { return F::cross_entropy(out, t); };
-    MakeOpt adam = [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(p, 1e-2); };
+    MakeOpt adam = [](std::vector<Tensor> p) {
+        return std::make_unique<optim::Adam>(p, 1e-2, std::pair{0.9, 0.999}, 1e-4);
+    };
     check_graphed_equals_eager("CNN, SGD momentum", cnn, sgd_momentum(), classes, images,
                                DType::int64, false, 1e-5);
     check_graphed_equals_eager("CNN, Adam, compiled", cnn, adam, classes, images, DType::int64,
