@@ -251,9 +251,10 @@ BOOST_AUTO_TEST_CASE(adam_step_captured_equals_eager,
 // keys or a batch norm cancels) gets rounding noise as its gradient, which Adam with a tiny eps
 // turns into +-lr steps in a direction the noise picks, so two equal runs with different
 // rounding (atomics in scatter_add and cuDNN, compiled kernels) part by lr there. On the H100
-// (commit 8fb194e, eps 1e-8) parameters 1, 5 and 17 parted so at steps 0 and 1, the eager
-// warm-up steps before any capture, their gradients all within tolerance. The convolution
-// before the batch norm has no bias, as ResNet's.
+// (commit 8fb194e, eps 1e-8) parameters 1 (the CNN's conv bias) and 5 and 17 (GPT's attention
+// in_proj_bias: its key part) parted so from steps 0 and 1, the eager warm-up steps before any
+// capture, their gradients all within tolerance. The convolution before the batch norm has no
+// bias, as ResNet's.
 BOOST_AUTO_TEST_CASE(cnn_and_gpt_steps_captured_equal_eager,
                      *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
     MakeNet cnn = []() -> std::shared_ptr<nn::Module> {
