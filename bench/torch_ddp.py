@@ -38,6 +38,8 @@ def parse(argv):
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compiling)")
     p.add_argument("--bucket-cap-mb", type=float, default=25, help="DDP's bucket size")
     p.add_argument("--compiled", action="store_true", help="DDP(torch.compile(model))")
+    p.add_argument("--capture-timeout", type=float, default=100,
+                   help="--graph: seconds the warm-up and capture may take before the rank exits with its stacks")
     p.add_argument("--graph", action="store_true",
                    help="each rank's whole step captured as one CUDA graph (torch.cuda.graph, as bench_ddp --graph)")
     p.add_argument("--worker", action="store_true", help="internal: one rank of a run")
@@ -113,15 +115,27 @@ def worker(a):
         sync()
 
     if side is not None:
+        # A hang in the warm-up or the capture (one was seen on 4 H100s: no output within 150 s)
+        # ends the rank with every thread's Python stack instead of waiting for the launcher.
+        import faulthandler
+        faulthandler.dump_traceback_later(a.capture_timeout, exit=True)
+        print(f"torch_ddp rank {dist.get_rank()}: 11 warm-up steps on a side stream", file=sys.stderr, flush=True)
         with torch.cuda.stream(side):
             for _ in range(11):
                 opt.zero_grad(set_to_none=True)
                 train_step()
         torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        dist.barrier()  # every rank's warm-up collectives done before any rank captures
+        torch.cuda.synchronize()
+        print(f"torch_ddp rank {dist.get_rank()}: capturing", file=sys.stderr, flush=True)
         graph = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
             train_step()
+        torch.cuda.synchronize()
+        faulthandler.cancel_dump_traceback_later()
+        print(f"torch_ddp rank {dist.get_rank()}: captured", file=sys.stderr, flush=True)
 
         def step():
             graph.replay()
@@ -161,7 +175,9 @@ def main(argv):
         cmd = torchrun() + ["--standalone", f"--nproc-per-node={n}", os.path.abspath(__file__), "--worker",
                             "--model", a.model, "--device", a.device, "--batch", str(a.batch), "--image", str(a.image),
                             "--seq", str(a.seq), "--steps", str(a.steps), "--warmup", str(a.warmup),
-                            "--bucket-cap-mb", str(a.bucket_cap_mb)] + (["--compiled"] if a.compiled else []) + (["--graph"] if a.graph else [])
+                            "--bucket-cap-mb", str(a.bucket_cap_mb)] + (["--compiled"] if a.compiled else [])
+        if a.graph:
+            cmd += ["--graph", "--capture-timeout", str(a.capture_timeout)]
         env = dict(os.environ)
         if a.device == "cpu":  # n ranks share the cores, as bench_ddp's MPI ranks do
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
