@@ -131,7 +131,11 @@ def worker(a):
         print(f"torch_ddp rank {dist.get_rank()}: capturing", file=sys.stderr, flush=True)
         graph = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
+        # Captured on the stream DDP was built and warmed up on: the autograd engine's
+        # AccumulateGrad nodes keep the stream they first ran on, and a capture on another
+        # stream makes them wait for one outside the capture (Megatron-LM's fix for full-step
+        # graphs with DDP, NVIDIA/Megatron-LM#6021).
+        with torch.cuda.graph(graph, stream=side):
             train_step()
         torch.cuda.synchronize()
         faulthandler.cancel_dump_traceback_later()
