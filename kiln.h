@@ -13,6 +13,7 @@
 #include "nn/module.h"
 #include "nn/state_dict.h"
 #include "optim/optimizer.h"
+#include "tensor/cuda_graph_step.h"
 #include "tensor/npy.h"
 #include "tensor/ops.h"
 #include "tensor/print.h"

@@ -3,6 +3,10 @@
 // world size (the kiln binary beside it) and reads each run's line:
 //   build/bench_ddp --model resnet18 --device cuda --batch 32 --nproc 1,2,4 [--compiled]
 //   build/bench_ddp --model mlp --nproc 1,2           (CPU, MPI)
+//   build/bench_ddp --model gpt --device cuda --batch 8 --nproc 1,2,4 --graph
+// --graph: each rank's whole step (forward, backward with the bucketed all-reduces, SGD) is
+// captured as one CUDA graph (cuda::GraphedStep) during the untimed warm-up steps and
+// replayed; allreduce_wait_ms and buffer_sync_ms are then -1 (no host code runs per step).
 // Efficiency at N ranks = step time at 1 / step time at N (1.0: perfect). docs/distributed.md.
 #include <unistd.h>
 
@@ -27,7 +31,7 @@ struct Args {
     int64_t batch = 32, image = 224, seq = 128;
     int steps = 10, warmup = 3;
     double bucket_cap_mb = 25, first_bucket_cap_mb = 1, last_bucket_cap_mb = 1;
-    bool compiled = false, worker = false;
+    bool compiled = false, worker = false, graph = false;
 };
 
 std::shared_ptr<nn::Module> make_model(const Args& a) {
@@ -65,21 +69,42 @@ int worker(const Args& a) {
     nn::DistributedDataParallel ddp(net, options);
     optim::SGD opt(ddp.parameters(), 0.01, 0.9);
     std::vector<double> waits, buffer_syncs;
-    auto step = [&] {
+    auto train = [&] {
         opt.zero_grad();
         Tensor out = ddp(x);
         if (a.model == "gpt") out = out.reshape({-1, out.size(-1)});
         nn::functional::cross_entropy(out, y).backward();
         opt.step();
+    };
+    // --graph: the eager warm-up steps but the last, then the capture (all untimed), then replays.
+    KILN_CHECK(!a.graph || (dev.type == DeviceType::cuda && a.warmup >= 2),
+               "bench_ddp: --graph needs --device cuda and --warmup 2 or more, got --device ",
+               a.device, " --warmup ", a.warmup);
+    std::unique_ptr<cuda::GraphedStep> graphed;
+    if (a.graph)
+        graphed = std::make_unique<cuda::GraphedStep>(
+            [&] {
+                train();
+                return std::vector<Tensor>{};
+            },
+            cuda::GraphedStepOptions{.warmup = a.warmup - 1});
+    auto step = [&] {
+        if (graphed)
+            (*graphed)();
+        else
+            train();
         if (dev.type == DeviceType::cuda) cuda::synchronize();
-        waits.push_back(ddp.last_wait_seconds() * 1e3);
-        buffer_syncs.push_back(ddp.last_timeline().buffer_sync_us / 1e3);
+        waits.push_back(graphed ? -1.0 : ddp.last_wait_seconds() * 1e3);
+        buffer_syncs.push_back(graphed ? -1.0 : ddp.last_timeline().buffer_sync_us / 1e3);
     };
     double ms = kiln_bench::median_ms(step, a.steps, a.warmup);
     std::sort(waits.begin() + a.warmup, waits.end());
     std::sort(buffer_syncs.begin() + a.warmup, buffer_syncs.end());
     double wait_ms = waits[size_t(a.warmup) + size_t(a.steps) / 2];
     double buffer_ms = buffer_syncs[size_t(a.warmup) + size_t(a.steps) / 2];
+    KILN_CHECK(!graphed || graphed->replays() >= a.steps,
+               "bench_ddp: the timed steps were not replays (", graphed ? graphed->replays() : 0,
+               " replays for ", a.steps, " steps)");
     if (dist::get_rank() == 0)
         std::printf(
             "{\"world_size\": %d, \"step_ms\": %.3f, \"allreduce_wait_ms\": %.3f, "
@@ -108,6 +133,9 @@ int main(int argc, char** argv) {
     app.add_option("--last-bucket-cap-mb", a.last_bucket_cap_mb,
                    "DDP's last bucket (the first layers')");
     app.add_flag("--compiled", a.compiled, "a compiled model inside DDP");
+    app.add_flag(
+        "--graph", a.graph,
+        "capture each rank's whole step as one CUDA graph (cuda::GraphedStep) and replay it");
     app.add_flag("--worker", a.worker, "internal: one rank of a run");
     CLI11_PARSE(app, argc, argv);
     try {
@@ -128,7 +156,7 @@ int main(int argc, char** argv) {
             << " --seq " << a.seq << " --steps " << a.steps << " --warmup " << a.warmup
             << " --bucket-cap-mb " << a.bucket_cap_mb << " --first-bucket-cap-mb "
             << a.first_bucket_cap_mb << " --last-bucket-cap-mb " << a.last_bucket_cap_mb
-            << (a.compiled ? " --compiled" : "");
+            << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "");
         FILE* p = popen(cmd.str().c_str(), "r");
         char line[512] = {};
         std::string got;
@@ -150,9 +178,9 @@ int main(int argc, char** argv) {
             eff << (eff.tellp() ? ", " : "") << "\"" << n << "\": " << times[0].second / ms;
     std::printf(
         "{\"bench\": \"ddp\", \"model\": \"%s\", \"device\": \"%s\", \"compiled\": %s, "
-        "\"batch_per_rank\": %lld, "
+        "\"graph\": %s, \"batch_per_rank\": %lld, "
         "\"runs\": [%s], \"scaling_efficiency\": {%s}}\n",
-        a.model.c_str(), a.device.c_str(), a.compiled ? "true" : "false", (long long)a.batch,
-        runs.str().c_str(), eff.str().c_str());
+        a.model.c_str(), a.device.c_str(), a.compiled ? "true" : "false",
+        a.graph ? "true" : "false", (long long)a.batch, runs.str().c_str(), eff.str().c_str());
     return 0;
 }

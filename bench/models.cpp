@@ -12,6 +12,11 @@
 // bench/compare_models.py joins the two into one table (docs/perf-models.md).
 //   build/bench_models [--quick] [--cuda]   # --quick: the 32x32 ResNet and the decoder only;
 //                                            # --cuda: on the GPU (one host thread)
+// On the GPU the training step has two more modes: "graphed" (the eager step captured whole
+// as one CUDA graph by cuda::GraphedStep: forward, backward, SGD) and "compiled_graphed"
+// (the compiled step captured the same way); the first call runs eagerly, the second
+// captures, the timed calls are replays. One part alone:
+//   build/bench_models --part gpt graphed train 1 cuda
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -32,6 +37,7 @@
 #include "tensor/cublaslt.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_optim.h"
+#include "tensor/cuda_runtime.h"
 #include "tensor/parallel.h"
 #include "tensor/storage.h"
 
@@ -124,8 +130,12 @@ std::string run_part(const Part& p) {
     };
     auto compiled_forward = compile(forward_fn);
     auto compiled_loss = compile(loss_fn);
-    bool compiled = p.mode == "compiled";
+    bool compiled = p.mode == "compiled" || p.mode == "compiled_graphed";
+    bool graphed = p.mode == "graphed" || p.mode == "compiled_graphed";
+    KILN_CHECK(!graphed || (p.device == "cuda" && p.task == "train"), "bench_models: mode ", p.mode,
+               " is a CUDA training step (--part MODEL ", p.mode, " train 1 cuda)");
     optim::SGD opt(net->parameters(), 0.01, 0.9);
+    std::unique_ptr<cuda::GraphedStep> graphed_step;
     if (p.task == "infer") {
         net->eval();
         call = [&] {
@@ -141,6 +151,15 @@ std::string run_part(const Part& p) {
             loss.backward();
             opt.step();
         };
+        if (graphed) {  // x and target are the step's static inputs
+            graphed_step = std::make_unique<cuda::GraphedStep>(
+                [&, step = call] {
+                    step();
+                    return std::vector<Tensor>{};
+                },
+                cuda::GraphedStepOptions{.warmup = 1});
+            call = [&] { (*graphed_step)(); };
+        }
     }
     if (on_gpu) {  // GPU work is asynchronous: a call's time ends when the device is done
         std::function<void()> inner = call;
@@ -166,7 +185,10 @@ std::string run_part(const Part& p) {
             start + first_s);
         return buf;
     }
-    call();  // a second warm-up call: the steps below reuse what it allocated
+    t0 = std::chrono::steady_clock::now();
+    call();  // a second warm-up call: the steps below reuse what it allocated (graphed: the
+             // capture)
+    double second_s = seconds_since(t0);
     // Compiled on the CPU: the inductor's kernels-or-eager measurement runs on the calls
     // after the first (codegen/choose.h, 3 timed calls of each path); time what it chose.
     for (int i = 0; compiled && !on_gpu && i < 5; ++i) call();
@@ -179,7 +201,8 @@ std::string run_part(const Part& p) {
     pool_reset_peak();
     // Which library paths a step took (docs/cuda.md, "Library paths"): calls per step.
     int64_t cudnn0 = detail::cudnn_conv_calls(), optim0 = cuda::fused_optim_launches(),
-            lt0 = cuda::detail::cublaslt_calls();
+            lt0 = cuda::detail::cublaslt_calls(),
+            ops0 = on_gpu ? cuda::detail::operations_issued() : 0;
     std::vector<double> ms, cpu_ms, main_cpu_ms;
     // KILN_BENCH_SAMPLE=1: a sampling profile of the timed steps (bench/sampler.h); KILN_BENCH_REPS: more of them.
     if (const char* r = std::getenv("KILN_BENCH_REPS")) reps = std::max(reps, std::atoi(r));
@@ -197,14 +220,16 @@ std::string run_part(const Part& p) {
     std::sort(ms.begin(), ms.end());
     std::sort(cpu_ms.begin(), cpu_ms.end());
     std::sort(main_cpu_ms.begin(), main_cpu_ms.end());
-    char paths[256] = "";
-    if (on_gpu)
-        std::snprintf(paths, sizeof paths,
-                      ", \"per_step\": {\"cudnn_convs\": %.1f, \"fused_optim_launches\": %.1f, "
-                      "\"cublaslt_gemms\": %.1f}",
-                      double(detail::cudnn_conv_calls() - cudnn0) / reps,
-                      double(cuda::fused_optim_launches() - optim0) / reps,
-                      double(cuda::detail::cublaslt_calls() - lt0) / reps);
+    char paths[384] = "";
+    if (on_gpu)  // operations: launches, library calls, copies and memsets kiln's stream got
+        std::snprintf(
+            paths, sizeof paths,
+            ", \"second_call_s\": %.3f, \"per_step\": {\"cudnn_convs\": %.1f, "
+            "\"fused_optim_launches\": %.1f, \"cublaslt_gemms\": %.1f, \"operations\": %.1f}",
+            second_s, double(detail::cudnn_conv_calls() - cudnn0) / reps,
+            double(cuda::fused_optim_launches() - optim0) / reps,
+            double(cuda::detail::cublaslt_calls() - lt0) / reps,
+            double(cuda::detail::operations_issued() - ops0) / reps);
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   "{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"task\": \"%s\", "
@@ -267,7 +292,10 @@ int main(int argc, char** argv) {
         for (const char* task : {"infer", "train"}) {
             std::string cache = (cache_root / (model + "_" + task)).string();
             for (int threads : thread_counts)
-                for (const char* mode : {"eager", "compiled"}) {
+                for (const char* mode : {"eager", "compiled", "graphed", "compiled_graphed"}) {
+                    bool whole_step = std::strstr(mode, "graphed") != nullptr;
+                    if (whole_step && !(gpu && std::strcmp(task, "train") == 0))
+                        continue;  // a whole step as one CUDA graph: GPU training only
                     std::fprintf(stderr, "bench_models: %s %s %s, %d thread%s%s\n", model.c_str(), task, mode, threads, threads > 1 ? "s" : "",
                                  gpu ? ", cuda" : "");
                     rows.push_back(spawn_part({model, mode, task, threads, gpu ? "cuda" : "cpu"}, cache));

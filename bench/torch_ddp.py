@@ -9,7 +9,7 @@ by default) and the GPT decoder of bench/torch_models.py in kiln's models/gpt.h 
 Like bench_ddp, it runs itself through torchrun once per world size:
 
     python3 bench/torch_ddp.py --model resnet18 --device cuda --batch 32 --nproc 1,2,4 [--compiled]
-    python3 bench/torch_ddp.py --model gpt --device cuda --batch 8 --nproc 1,2,4 [--compiled]
+    python3 bench/torch_ddp.py --model gpt --device cuda --batch 8 --nproc 1,2,4 [--compiled] [--graph]
     python3 bench/torch_ddp.py --model mlp --device cpu --nproc 1,2      # gloo, a CPU check
 
 NCCL for cuda, gloo for cpu. bench/compare_ddp.py joins its output with bench_ddp's.
@@ -38,6 +38,10 @@ def parse(argv):
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compiling)")
     p.add_argument("--bucket-cap-mb", type=float, default=25, help="DDP's bucket size")
     p.add_argument("--compiled", action="store_true", help="DDP(torch.compile(model))")
+    p.add_argument("--capture-timeout", type=float, default=100,
+                   help="--graph: seconds the warm-up and capture may take before the rank exits with its stacks")
+    p.add_argument("--graph", action="store_true",
+                   help="each rank's whole step captured as one CUDA graph (torch.cuda.graph, as bench_ddp --graph)")
     p.add_argument("--worker", action="store_true", help="internal: one rank of a run")
     return p.parse_args(argv)
 
@@ -68,6 +72,11 @@ def worker(a):
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if cuda:
         torch.cuda.set_device(local_rank)
+    if a.graph and not cuda:
+        sys.exit("torch_ddp: --graph needs --device cuda")
+    if a.graph:  # the torch.cuda.graph docs' recipe for DDP: no async error handling in NCCL
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+        os.environ["NCCL_ASYNC_ERROR_HANDLING"] = "0"
     dist.init_process_group("nccl" if cuda else "gloo")
     dev = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     # Like for like with kiln: exact float32 unless KILN_CUDNN_TF32=1 (as bench/torch_models.py).
@@ -83,18 +92,58 @@ def worker(a):
         x = torch.randn(*shape, device=dev)
         y = torch.randint(0, 10, (a.batch,), device=dev)
     model = torch.compile(net) if a.compiled else net
-    ddp = DDP(model, device_ids=[local_rank] if cuda else None, bucket_cap_mb=a.bucket_cap_mb)
+    side = torch.cuda.Stream() if a.graph else None
+    if side is not None:  # the docs: DDP built, and warmed up 11 steps, on a side stream before the capture
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            ddp = DDP(model, device_ids=[local_rank], bucket_cap_mb=a.bucket_cap_mb)
+    else:
+        ddp = DDP(model, device_ids=[local_rank] if cuda else None, bucket_cap_mb=a.bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    def step():
-        opt.zero_grad()
+    def train_step():
         out = ddp(x)
         if a.model == "gpt":
             out = out.reshape(-1, out.size(-1))
         F.cross_entropy(out, y).backward()
         opt.step()
+
+    def step():
+        opt.zero_grad()
+        train_step()
         sync()
+
+    if side is not None:
+        # A hang in the warm-up or the capture (one was seen on 4 H100s: no output within 150 s)
+        # ends the rank with every thread's Python stack instead of waiting for the launcher.
+        import faulthandler
+        faulthandler.dump_traceback_later(a.capture_timeout, exit=True)
+        print(f"torch_ddp rank {dist.get_rank()}: 11 warm-up steps on a side stream", file=sys.stderr, flush=True)
+        with torch.cuda.stream(side):
+            for _ in range(11):
+                opt.zero_grad(set_to_none=True)
+                train_step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        dist.barrier()  # every rank's warm-up collectives done before any rank captures
+        torch.cuda.synchronize()
+        print(f"torch_ddp rank {dist.get_rank()}: capturing", file=sys.stderr, flush=True)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        # Captured on the stream DDP was built and warmed up on: the autograd engine's
+        # AccumulateGrad nodes keep the stream they first ran on, and a capture on another
+        # stream makes them wait for one outside the capture (Megatron-LM's fix for full-step
+        # graphs with DDP, NVIDIA/Megatron-LM#6021).
+        with torch.cuda.graph(graph, stream=side):
+            train_step()
+        torch.cuda.synchronize()
+        faulthandler.cancel_dump_traceback_later()
+        print(f"torch_ddp rank {dist.get_rank()}: captured", file=sys.stderr, flush=True)
+
+        def step():
+            graph.replay()
+            sync()
 
     times = []
     for i in range(a.warmup + a.steps):
@@ -131,6 +180,8 @@ def main(argv):
                             "--model", a.model, "--device", a.device, "--batch", str(a.batch), "--image", str(a.image),
                             "--seq", str(a.seq), "--steps", str(a.steps), "--warmup", str(a.warmup),
                             "--bucket-cap-mb", str(a.bucket_cap_mb)] + (["--compiled"] if a.compiled else [])
+        if a.graph:
+            cmd += ["--graph", "--capture-timeout", str(a.capture_timeout)]
         env = dict(os.environ)
         if a.device == "cpu":  # n ranks share the cores, as bench_ddp's MPI ranks do
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
@@ -143,7 +194,7 @@ def main(argv):
     eff = {}
     if runs and runs[0]["world_size"] == 1:
         eff = {str(r["world_size"]): runs[0]["step_ms"] / r["step_ms"] for r in runs}
-    print(json.dumps({"bench": "torch_ddp", "model": a.model, "device": a.device, "compiled": a.compiled,
+    print(json.dumps({"bench": "torch_ddp", "model": a.model, "device": a.device, "compiled": a.compiled, "graph": a.graph,
                       "batch_per_rank": a.batch, "runs": runs, "scaling_efficiency": eff, "torch": torch.__version__}))
     return 0
 

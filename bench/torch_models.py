@@ -5,6 +5,9 @@ eager mode and under torch.compile. Each measurement runs in a subprocess of its
 peak RSS is its own. Prints one JSON object; bench/compare_models.py joins it with kiln's.
 
     python3 bench/torch_models.py [--quick] [--cuda]
+On the GPU the training step also runs "graphed" (the eager step captured whole with
+torch.cuda.graph) and "compiled_graphed" (the torch.compile'd model's step captured the same
+way), beside bench_models' modes of those names.
 
 PyTorch is a benchmark reference only: nothing in kiln's build or tests needs it.
 """
@@ -50,7 +53,7 @@ def run_part(model, mode, task, threads, device="cpu"):
     net, x, target, reps = build(model)
     net, x, target = net.to(device), x.to(device), target.to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    fwd = torch.compile(net) if mode == "compiled" else net
+    fwd = torch.compile(net) if mode in ("compiled", "compiled_graphed") else net
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     if task == "infer":
         net.eval()
@@ -62,13 +65,36 @@ def run_part(model, mode, task, threads, device="cpu"):
     else:
         net.train()
 
-        def call():
-            opt.zero_grad()
+        def train_step():
             logits = fwd(x)
             loss = torch.nn.functional.cross_entropy(logits.reshape(target.size(0), -1), target)
             loss.backward()
             opt.step()
+
+        def call():
+            opt.zero_grad()
+            train_step()
             sync()
+
+        if mode.endswith("graphed"):
+            # The whole step as one CUDA graph, as the torch.cuda.graph docs capture a training
+            # step ("whole network capture"): warm-up on a side stream, grads set to None before
+            # the capture (the captured backward allocates them from the graph's pool), replays.
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    opt.zero_grad(set_to_none=True)
+                    train_step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            opt.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                train_step()
+
+            def call():
+                graph.replay()
+                sync()
 
     t0 = time.perf_counter()
     call()
@@ -120,7 +146,9 @@ def main():
     for model in models:
         for task in ("infer", "train"):
             for threads in ((1,) if device == "cuda" else (1, 2)):
-                for mode in ("eager", "compiled"):
+                for mode in ("eager", "compiled", "graphed", "compiled_graphed"):
+                    if mode.endswith("graphed") and not (device == "cuda" and task == "train"):
+                        continue  # the whole step as one CUDA graph: GPU training only
                     print(f"torch_models: {model} {task} {mode}, {threads} threads", file=sys.stderr, flush=True)
                     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
                     p = subprocess.run([sys.executable, __file__, "--part", model, mode, task, str(threads), device],

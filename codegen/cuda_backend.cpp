@@ -158,14 +158,15 @@ std::vector<Tensor> CompiledCudaGraph::run(std::span<const Tensor> inputs) const
 }
 
 namespace {
-std::atomic<int64_t> g_captures{0}, g_replays{0}, g_not_captured{0};
+std::atomic<int64_t> g_captures{0}, g_replays{0}, g_not_captured{0}, g_inside_outer{0};
 std::mutex g_reason_mu;
 std::string g_reason;
 }
 
 CudaGraphStats cuda_graph_stats() {
     std::lock_guard lock(g_reason_mu);
-    return {g_captures.load(), g_replays.load(), g_not_captured.load(), g_reason};
+    return {g_captures.load(), g_replays.load(), g_not_captured.load(), g_reason,
+            g_inside_outer.load()};
 }
 
 CudaGraphReplay::CudaGraphReplay(const CompiledCudaGraph& graph) : graph_(graph) {}
@@ -173,6 +174,12 @@ CudaGraphReplay::~CudaGraphReplay() = default;
 
 std::vector<Tensor> CudaGraphReplay::run(std::span<const Tensor> inputs) {
     std::lock_guard lock(mu_);  // one capture, one set of static buffers
+    // Under a capture of the caller's own (cuda::GraphedStep, a whole training step): the
+    // launches go into that capture as they are; a CUDA graph is not captured inside another.
+    if (cuda::detail::capturing()) {
+        ++g_inside_outer;
+        return graph_.run(inputs);
+    }
     const LGraph& g = graph_.schedule().graph;
     for (const Tensor& t : inputs)
         if (disabled_.empty() && t.device() != g.device) disabled_ = "an input on " + device_text(t.device());

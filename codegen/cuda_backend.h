@@ -64,8 +64,11 @@ class CompiledCudaGraph {
 // the caller holds. An input that came at the same address on the call before the capture
 // (a parameter, a batch the caller refills in place, a buffer the caching allocator hands
 // out again) is not copied: the graph reads that address, and each replay checks that the
-// input is there; a call with it elsewhere captures again, the input copied from then on. A graph that cannot be captured (it reads a CPU value, which needs a
-// copy from host memory) runs as in the default mode, saying why in why_not_captured().
+// input is there; a call with it elsewhere captures again, the input copied from then on. A graph
+// that cannot be captured (it reads a CPU value, which needs a copy from host memory) runs as in
+// the default mode, saying why in why_not_captured(). Called while a CUDA graph of the caller's is
+// captured (cuda::GraphedStep), it runs its launches into that capture as the default mode does: no
+// graph inside a graph.
 class CudaGraphReplay {
    public:
     explicit CudaGraphReplay(const CompiledCudaGraph& graph);
@@ -90,6 +93,7 @@ class CudaGraphReplay {
 struct CudaGraphStats {
     int64_t captures = 0, replays = 0, not_captured = 0;
     std::string last_not_captured;  // why, for the latest graph that could not be captured
+    int64_t inside_outer = 0;       // calls run inside a capture of the caller's (GraphedStep)
 };
 CudaGraphStats cuda_graph_stats();  // totals since process start
 

@@ -147,6 +147,20 @@ std::string eager_cuda_random(OpId op, DType dtype) {
     return src.str();
 }
 
+std::string eager_cuda_arange(DType dtype) {
+    const char* t = type(dtype);
+    std::ostringstream src;
+    src << cuda_math_prelude() << kOpen << "// kiln_arange: " << dtype_name(dtype)
+        << ", element i is lo + i * delta\n"
+        << "extern \"C\" __global__ void kiln_arange(long long n, " << t
+        << "* out, double lo, double delta) {\n"
+        << grid_stride_head("    ") << "    for (long long i = first; i < n; i += step) {\n"
+        << "        out[i] = (" << t << ")(lo + (double)i * delta);\n"
+        << "    }\n}\n"
+        << kClose;
+    return src.str();
+}
+
 std::string eager_cuda_unfold2d(DType dtype) {
     const char* t = type(dtype);
     std::ostringstream s;

@@ -47,6 +47,11 @@ std::string eager_cuda_reduce(OpId op, DType dtype);
 // under a CUDA graph (seed, offset) are read from graph_state, which each replay fills.
 std::string eager_cuda_random(OpId op, DType dtype);
 
+// `kiln_arange(long long n, T* out, double lo, double delta)`: element i is lo + i * delta in
+// double, converted to T. tensor/kernels_cuda.cpp launches it only where every value is an
+// integer below 2^53 (positions, causal masks), so each element is exact on either device.
+std::string eager_cuda_arange(DType dtype);
+
 // The window ops' kernels (im2col and its adjoint), one thread per element of `out`, over
 // `WindowArgs a`: struct WindowArgs { long long kh, kw, sh, sw, ph, pw, dh, dw, C, H, W, OH, OW; }
 // (the window, the image's channels and size, the columns' output size), passed by value.

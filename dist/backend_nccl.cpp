@@ -175,7 +175,8 @@ class NcclWork final : public Work {
         : b_(b),
           done_(std::make_shared<DoneEvent>()),
           keep_(std::move(keep)),
-          what_(std::move(what)) {
+          what_(std::move(what)),
+          captured_(cuda::detail::capturing()) {
         done_->e = done;
         done_event_ = done;
     }
@@ -191,6 +192,13 @@ class NcclWork final : public Work {
     std::string what_;
     bool finished_ = false;
     bool joined_ = false;  // kiln's stream waits for done_event_ already
+    // Issued while a CUDA graph was captured: recorded, not run; only a replay runs it, so
+    // the host never waits for or polls this Work (NcclBackend::watch_replay watches replays).
+    bool captured_ = false;
+    void refuse_host_wait(const char* how) const {
+        fail("dist (NCCL): ", what_, " was captured into a CUDA graph, so the host cannot ", how,
+             " it (it runs only when the graph is replayed); join it with wait_on_stream()");
+    }
 };
 
 class NcclBackend final : public Backend {
@@ -261,6 +269,18 @@ class NcclBackend final : public Backend {
     }
     ~NcclBackend() override { watchdog.reset(); }
 
+    // A collective captured into a CUDA graph has no Work of its own on replay: after each
+    // replay an event on kiln's stream (behind the graph's collectives) goes to the watchdog,
+    // so a rank that dies mid-replay still ends the others within the timeout.
+    void watch_replay() {
+        CUevent done = nullptr;
+        if (lib.cu.cuEventCreate(&done, kEventDisableTiming) != 0) return;
+        auto d = std::make_shared<DoneEvent>();
+        d->e = done;
+        if (lib.cu.cuEventRecord(done, main_stream) != 0) return;
+        watch(d, "a replay of a CUDA graph with captured collectives");
+    }
+
     void check(ncclResult_t rc, const char* what) {
         KILN_CHECK(rc == 0 || rc == kInProgress, "dist (NCCL): ", what,
                    " failed: ", lib.nccl.ncclGetErrorString(rc));
@@ -272,6 +292,9 @@ class NcclBackend final : public Backend {
     template <class F>
     WorkHandle run(F issue, std::vector<Tensor> keep, const std::string& what) {
         main_stream = cuda::detail::library_stream("dist (NCCL)");
+        // Captured: comm_stream joins the capture through `ready` and leaves it through `done`
+        // (the Work's wait_on_stream), a fork and a join the graph keeps as edges.
+        cuda::detail::on_each_replay(this, [this] { watch_replay(); });
         CUevent ready = nullptr, done = nullptr;
         check_cu(lib.cu.cuEventCreate(&ready, kEventDisableTiming), "cuEventCreate");
         check_cu(lib.cu.cuEventCreate(&done, kEventDisableTiming), "cuEventCreate");
@@ -345,7 +368,10 @@ DoneEvent::~DoneEvent() {
     if (e) library().cu.cuEventDestroy(e);
 }
 
-bool NcclWork::poll() { return finished_ || b_.lib.cu.cuEventQuery(done_event_) == 0; }
+bool NcclWork::poll() {
+    if (captured_) refuse_host_wait("poll");
+    return finished_ || b_.lib.cu.cuEventQuery(done_event_) == 0;
+}
 
 // kiln's stream waits for the collective; the host goes on. The tensors kept alive for it can
 // go now: kiln's caching allocator hands a freed block only to work queued on kiln's stream
@@ -360,13 +386,14 @@ void NcclWork::wait_on_stream() {
                ")");
     joined_ = true;
     keep_.clear();
-    b_.watch(done_, what_);
+    if (!captured_) b_.watch(done_, what_);  // a captured event never fires: replays are watched
 }
 
 // The host waits for the collective (polling, so a dead peer becomes an error), then kiln's
 // stream is ordered after it, so kernels queued next read the result.
 void NcclWork::wait() {
     if (finished_) return;
+    if (captured_) refuse_host_wait("wait for");
     KILN_CHECK(!b_.broken, "dist (NCCL): ", what_,
                ": the communicator was aborted after an earlier collective failed");
     auto deadline = Clock::now() + b_.group.timeout;

@@ -11,12 +11,22 @@
 #include "autograd/hooks.h"
 #include "jit/log.h"
 #include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
 namespace kiln::nn {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+// Whether this DDP's work is being captured into a CUDA graph (cuda::GraphedStep): its
+// collectives are recorded, not run, so the host neither polls nor waits for them.
+bool capturing(const std::vector<Tensor>& params) {
+    return !params.empty() && params[0].device().type == DeviceType::cuda &&
+           cuda::detail::capturing();
+}
+}  // namespace
 
 // KILN_LOGS=ddp on CUDA: events on kiln's stream at the first hook, at each bucket's launch
 // (its flat copy queued), before the wait (the backward's kernels queued) and after it.
@@ -192,6 +202,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
 // waited for, with the timeout. So the host runs at most two steps ahead of them, and a rank
 // that died still makes the others raise.
 void DistributedDataParallel::check_collectives() {
+    if (capturing(params_)) return;  // the capture began after the stream ran them all
     ++forwards_;
     std::vector<std::pair<dist::WorkHandle, int64_t>> left;
     for (auto& [work, forward] : pending_) {
@@ -244,7 +255,8 @@ void DistributedDataParallel::broadcast_buffers() {
     }
     std::unique_ptr<cuda::Event> before;
     bool on_gpu = !buffers.empty() && buffers[0].device().type == DeviceType::cuda;
-    if (on_gpu && log_enabled("ddp")) {
+    const bool captured = capturing(params_);
+    if (on_gpu && log_enabled("ddp") && !captured) {
         before = std::make_unique<cuda::Event>();
         before->record();
     }
@@ -265,7 +277,7 @@ void DistributedDataParallel::broadcast_buffers() {
     for (const auto& group : by_device) {
         dist::WorkHandle w = dist::broadcast_coalesced(group, 0);
         w->wait_on_stream();
-        pending_.emplace_back(std::move(w), forwards_);
+        if (!captured) pending_.emplace_back(std::move(w), forwards_);
     }
     for (auto& [b, c] : copies) Tensor(b).copy_(c);
     if (before) {  // waits for the GPU: only while logging
@@ -293,7 +305,8 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
         timeline_.wait_start_us = timeline_.end_us = -1;
         timeline_.gpu_backward_end_ms = timeline_.gpu_all_reduced_ms = -1;
         gpu_marks_.reset();
-        if (log_enabled("ddp") && params_[k].device().type == DeviceType::cuda) {
+        if (log_enabled("ddp") && params_[k].device().type == DeviceType::cuda &&
+            !capturing(params_)) {
             gpu_marks_ = std::make_shared<GpuMarks>();
             gpu_marks_->first_hook.record();
         }
@@ -350,7 +363,9 @@ void DistributedDataParallel::finish() {
             params_[k].set_grad(b.flat.narrow(0, offset, n).view(shape));
             offset += n;
         }
-        pending_.emplace_back(std::move(b.work), forwards_);
+        // A captured all-reduce has no Work to poll: replays are watched (dist/backend_nccl.cpp).
+        if (!capturing(params_)) pending_.emplace_back(std::move(b.work), forwards_);
+        b.work.reset();
         b.flat = Tensor();
         b.ready = 0;
     }

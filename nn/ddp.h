@@ -14,6 +14,8 @@
 // in, while backward goes on; buckets start in the same order on every rank. The last
 // bucket's hook joins all of them and makes each .grad a view of its bucket's averages. On
 // GPUs NCCL runs them on a stream of its own and kiln's stream waits for them, not the host.
+// A whole DDP step can be captured as one CUDA graph (cuda::GraphedStep): the all-reduces are
+// then forked to NCCL's stream and joined back inside the graph, and the host never polls them.
 #pragma once
 #include <chrono>
 #include <functional>

@@ -133,28 +133,25 @@ Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> beta
 void Adam::step() {
     NoGradGuard no_grad;
     bool fused = fused_now();
-    std::vector<Tensor> fp, fg, fm, fv;  // the parameters the multi-tensor kernel takes
-    std::vector<double> steps;
+    std::vector<Tensor> fp, fg, fm, fv, fs;  // the parameters the multi-tensor kernel takes
     for (size_t i = 0; i < params_.size(); ++i) {
         Tensor& p = params_[i];
         Tensor g = p.grad();
         if (!g.defined()) continue;
         State& s = state_[i];
         if (!s.step.defined()) {
-            s.step = zeros({}, {.dtype = float64});
+            // On the parameter's device (PyTorch's capturable Adam): a CUDA parameter's count
+            // is counted by the GPU, so a CUDA graph that captured the step counts on replay.
+            s.step = zeros({}, {.dtype = float64, .device = p.device()});
             s.exp_avg = zeros_like(p.detach());
             s.exp_avg_sq = zeros_like(p.detach());
         }
         if (fused && cuda::fused_optim_takes(p, g) && cuda::fused_optim_takes(s.exp_avg, g) &&
-            cuda::fused_optim_takes(s.exp_avg_sq, g) && s.step.device() == cpu &&
-            s.step.dtype() == float64) {
-            // The count stays a CPU float64 tensor, as the per-tensor path keeps it: counted in
-            // place.
-            double& count = *static_cast<double*>(s.step.raw_data());
-            count += 1;
+            cuda::fused_optim_takes(s.exp_avg_sq, g) && s.step.dtype() == float64) {
+            if (s.step.device() != p.device())
+                s.step = s.step.to(p.device());  // an older CPU count
             fp.push_back(p.detach()), fg.push_back(g), fm.push_back(s.exp_avg),
-                fv.push_back(s.exp_avg_sq);
-            steps.push_back(count);
+                fv.push_back(s.exp_avg_sq), fs.push_back(s.step);
             continue;
         }
         s.step.add_(ones({}, {.dtype = float64}));
@@ -169,7 +166,7 @@ void Adam::step() {
         p.add_(s.exp_avg / denom * step_size, -1.0);
     }
     if (!fp.empty())
-        cuda::fused_adam_step(fp, fg, fm, fv, steps, {lr, beta1, beta2, eps, weight_decay});
+        cuda::fused_adam_step(fp, fg, fm, fv, fs, {lr, beta1, beta2, eps, weight_decay});
 }
 
 }  // namespace kiln::optim

@@ -43,9 +43,12 @@ class Adam : public Optimizer {
     double lr, beta1, beta2, eps, weight_decay;
 
    private:
-    // The step count is a tensor (PyTorch's capturable Adam): the bias corrections are then
-    // tensor ops, so a compiled training step records the same graph on every call instead
-    // of a new constant 1 - beta^t each step.
+    // The step count is a tensor on the parameter's device (PyTorch's capturable Adam): the
+    // bias corrections are then tensor ops (or read by the multi-tensor kernel from device
+    // memory), so a compiled training step records the same graph on every call instead of a
+    // new constant 1 - beta^t each step, and a CUDA graph that captured the step
+    // (cuda::GraphedStep) counts on every replay. lr and the other hyper-parameters are read
+    // on the host: a captured step keeps the values it was captured with.
     struct State {
         Tensor step;                 // float64 0-d: steps taken (undefined before the first)
         Tensor exp_avg, exp_avg_sq;  // first and second moment estimates

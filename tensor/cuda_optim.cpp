@@ -35,9 +35,8 @@ struct AdamArgs {
     const void* g[kPerLaunch];
     void* m[kPerLaunch];           // exp_avg
     void* v[kPerLaunch];           // exp_avg_sq
-    double step_size[kPerLaunch];  // lr / (1 - beta1^t)
-    double bc2_sqrt[kPerLaunch];   // sqrt(1 - beta2^t)
-    double one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
+    double* step[kPerLaunch];      // steps taken (float64 device memory): the bias corrections' t
+    double lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
     int count;
 };
 static_assert(sizeof(AdamArgs) < 4096 && sizeof(SgdArgs) < 4096, "a kernel's arguments fit 4 KB");
@@ -81,9 +80,16 @@ std::string adam_source(DType dt) {
     s << "typedef " << c_type(dt) << " T;\n#define KILN_SQRT " << c_sqrt(dt) << "\n"
       << "struct AdamArgs { long long n[" << kPerLaunch << "]; T* p[" << kPerLaunch
       << "]; const T* g[" << kPerLaunch << "]; T* m[" << kPerLaunch << "]; T* v[" << kPerLaunch
-      << "]; double step_size[" << kPerLaunch << "]; double bc2_sqrt[" << kPerLaunch
-      << "]; double one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay; int count; };\n"
-      << R"(extern "C" __global__ void kiln_adam_step(AdamArgs a) {
+      << "]; double* step[" << kPerLaunch
+      << "]; double lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay; int "
+         "count; };\n"
+      << R"(// Counts this step: one thread per parameter, before kiln_adam_step reads the counts.
+extern "C" __global__ void kiln_adam_count(AdamArgs a) {
+    if ((int)threadIdx.x < a.count) *a.step[threadIdx.x] += 1.0;
+}
+// The bias corrections from the count in device memory (PyTorch's capturable Adam), in
+// double as PyTorch computes them, so a CUDA graph replays the right ones on every step.
+extern "C" __global__ void kiln_adam_step(AdamArgs a) {
     const T omb1 = (T)a.one_minus_beta1, b2 = (T)a.beta2, omb2 = (T)a.one_minus_beta2, eps = (T)a.eps,
             wd = (T)a.weight_decay;
     const long long first = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)blockDim.x * gridDim.x;
@@ -92,7 +98,10 @@ std::string adam_source(DType dt) {
         const T* g = a.g[t];
         T* m = a.m[t];
         T* v = a.v[t];
-        const T step_size = (T)a.step_size[t], bc2_sqrt = (T)a.bc2_sqrt[t];
+        if (first >= a.n[t]) continue;
+        const double count = *a.step[t];
+        const T step_size = (T)(a.lr / (1.0 - pow(a.beta1, count))),
+                bc2_sqrt = (T)sqrt(1.0 - pow(a.beta2, count));
         for (long long i = first; i < a.n[t]; i += stride) {
             T gi = g[i];
             if (wd != (T)0) gi = gi + p[i] * wd;
@@ -111,11 +120,13 @@ std::string adam_source(DType dt) {
 void* ptr(const Tensor& t) { return t.raw_data(); }
 void bump_version(const Tensor& t) { ++t.impl()->storage->version; }  // an in-place write, as add_
 
-// Runs `fill(args, first, count)` and one launch per kPerLaunch parameters of one dtype.
+// Runs `fill(args, first, count)` and one launch per kPerLaunch parameters of one dtype
+// (after a one-block launch of `before`, when named, with the same arguments).
 template <class Args, class Fill>
 void launch_chunks(const std::vector<Tensor>& params, const std::string& source, const char* entry,
-                   Fill&& fill) {
+                   Fill&& fill, const char* before = nullptr) {
     void* fn = detail::kernel(source, entry);
+    void* first_fn = before ? detail::kernel(source, before) : nullptr;
     for (size_t first = 0; first < params.size(); first += kPerLaunch) {
         int count = int(std::min<size_t>(kPerLaunch, params.size() - first));
         Args args{};
@@ -127,6 +138,10 @@ void launch_chunks(const std::vector<Tensor>& params, const std::string& source,
         }
         fill(args, first, count);
         void* kernel_args[] = {&args};
+        if (first_fn) {
+            ++g_launches;
+            detail::launch_grid(first_fn, 1, kPerLaunch, 0, kernel_args);
+        }
         ++g_launches;
         detail::launch(fn, most, kernel_args);
     }
@@ -191,7 +206,7 @@ void fused_sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>
 
 void fused_adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                     const std::vector<double>& steps, const AdamHyper& h) {
+                     const std::vector<Tensor>& steps, const AdamHyper& h) {
     KILN_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
                    exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
                "fused Adam step: ", params.size(), " parameters, ", grads.size(), " gradients, ",
@@ -202,25 +217,31 @@ void fused_adam_step(const std::vector<Tensor>& params, const std::vector<Tensor
         if (index.empty()) continue;
         std::vector<Tensor> p = pick(params, index), g = pick(grads, index),
                             m = pick(exp_avgs, index), v = pick(exp_avg_sqs, index);
-        std::vector<double> t_of = pick(steps, index);
+        std::vector<Tensor> t_of = pick(steps, index);
+        for (const Tensor& t : t_of)
+            KILN_CHECK(t.device() == p[0].device() && t.dtype() == DType::float64 && t.numel() == 1,
+                       "fused Adam step: a step count must be a float64 scalar on ", p[0].device(),
+                       ", got ", t.dtype(), " ", t.shape(), " on ", t.device());
         launch_chunks<AdamArgs>(
-            p, adam_source(dt), "kiln_adam_step", [&](AdamArgs& a, size_t first, int count) {
-                a.one_minus_beta1 = 1 - h.beta1, a.beta2 = h.beta2, a.one_minus_beta2 = 1 - h.beta2,
-                a.eps = h.eps, a.weight_decay = h.weight_decay;
+            p, adam_source(dt), "kiln_adam_step",
+            [&](AdamArgs& a, size_t first, int count) {
+                a.lr = h.lr, a.beta1 = h.beta1, a.one_minus_beta1 = 1 - h.beta1, a.beta2 = h.beta2,
+                a.one_minus_beta2 = 1 - h.beta2, a.eps = h.eps, a.weight_decay = h.weight_decay;
                 for (int t = 0; t < count; ++t) {
                     size_t i = first + size_t(t);
                     a.p[t] = ptr(p[i]);
                     a.g[t] = ptr(g[i]);
                     a.m[t] = ptr(m[i]);
                     a.v[t] = ptr(v[i]);
-                    a.step_size[t] = h.lr / (1 - std::pow(h.beta1, t_of[i]));
-                    a.bc2_sqrt[t] = std::sqrt(1 - std::pow(h.beta2, t_of[i]));
+                    a.step[t] = static_cast<double*>(ptr(t_of[i]));
                 }
-            });
+            },
+            "kiln_adam_count");
         for (size_t i = 0; i < p.size(); ++i) {
             bump_version(p[i]);
             bump_version(m[i]);
             bump_version(v[i]);
+            bump_version(t_of[i]);
         }
     }
 }

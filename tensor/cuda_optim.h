@@ -25,14 +25,18 @@ void fused_sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>
                     const std::vector<Tensor>& bufs, double lr, double momentum,
                     double weight_decay);
 
-// Adam over params[i] with grads[i], moments exp_avgs[i] and exp_avg_sqs[i], after steps[i]
-// steps (this one counted): PyTorch's update with bias corrections and L2 weight decay.
+// Adam over params[i] with grads[i], moments exp_avgs[i] and exp_avg_sqs[i] and step count
+// steps[i] (a float64 scalar on the parameters' device, steps taken before this one): one
+// launch counts this step on the device, the next reads the counts for the bias corrections,
+// as PyTorch's capturable Adam does. So no step count is baked into the launch arguments: a
+// CUDA graph that captured the step replays the right update on every step. lr, the betas,
+// eps and weight_decay are launch arguments (a captured graph keeps those it was captured with).
 struct AdamHyper {
     double lr, beta1, beta2, eps, weight_decay;
 };
 void fused_adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                     const std::vector<double>& steps, const AdamHyper& h);
+                     const std::vector<Tensor>& steps, const AdamHyper& h);
 
 int64_t fused_optim_launches();  // kernel launches so far (for tests)
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "jit/log.h"
 #include "tensor/cuda.h"
@@ -118,9 +119,13 @@ struct Runtime {
     size_t allocated = 0, cached = 0;
     std::map<std::string, CUmodule> modules;
     // While a CUDA graph is captured, blocks given back are kept for the graph (its replays
-    // write them) instead of going to the free lists.
-    std::vector<std::pair<CUdeviceptr, size_t>>* capture_held = nullptr;
+    // write them) instead of going to the free lists, and allocations take them first.
+    std::map<size_t, std::vector<CUdeviceptr>>* capture_held = nullptr;
     Graph* capturing = nullptr;  // the graph under capture, for its random draws
+    uint64_t capture_id = 0, captures = 0;
+    // Blocks allocated during a capture that a tensor still holds: given back, each goes to
+    // its graph's held blocks (the graph's replays still write it).
+    std::unordered_map<CUdeviceptr, std::map<size_t, std::vector<CUdeviceptr>>*> graph_owned;
 
     Runtime() { error = open(); }
     std::string open() {
@@ -236,7 +241,15 @@ void* allocate(size_t bytes, size_t& block) {
     std::lock_guard lock(r.mu);
     auto& list = r.free_blocks[block];
     CUdeviceptr p = 0;
-    if (!list.empty()) {
+    if (r.capture_held) {  // a block this capture gave back first (stream order keeps it safe)
+        auto& mine = (*r.capture_held)[block];
+        if (!mine.empty()) {
+            p = mine.back();
+            mine.pop_back();
+        }
+    }
+    if (p) {
+    } else if (!list.empty()) {
         p = list.back();
         list.pop_back();
         r.cached -= block;
@@ -256,19 +269,25 @@ void* allocate(size_t bytes, size_t& block) {
                    r.cu_error(again), ")");
     }
     r.allocated += block;
+    if (r.capture_held) r.graph_owned[p] = r.capture_held;
     return reinterpret_cast<void*>(p);
 }
 
 void release(void* p, size_t block) {
     Runtime& r = runtime();
     std::lock_guard lock(r.mu);
-    if (r.capture_held) {
-        r.capture_held->push_back({reinterpret_cast<CUdeviceptr>(p), block});
-        r.allocated -= block;
+    auto q = reinterpret_cast<CUdeviceptr>(p);
+    r.allocated -= block;
+    if (auto owned = r.graph_owned.find(q); owned != r.graph_owned.end()) {
+        (*owned->second)[block].push_back(q);  // a block a graph's replays write: still its
+        r.graph_owned.erase(owned);
         return;
     }
-    r.free_blocks[block].push_back(reinterpret_cast<CUdeviceptr>(p));
-    r.allocated -= block;
+    if (r.capture_held) {
+        (*r.capture_held)[block].push_back(q);
+        return;
+    }
+    r.free_blocks[block].push_back(q);
     r.cached += block;
 }
 
@@ -308,6 +327,37 @@ bool capturing() {
     std::lock_guard lock(r.mu);
     return r.capture_held != nullptr;
 }
+uint64_t capture_id() {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    return r.capture_id;
+}
+
+namespace {
+thread_local std::vector<const char*> t_ops;  // OpScope's stack
+
+// What cannot be captured raises before the driver sees it, naming the work and the ops that
+// issued it: the capture ends cleanly (nothing captured runs) and the process goes on.
+void refuse_in_capture(Runtime& r, const char* work, const char* hint) {
+    bool now = false;
+    {
+        std::lock_guard lock(r.mu);
+        now = r.capture_held != nullptr;
+    }
+    if (!now) return;
+    std::string ops = current_ops();
+    fail(work, ops.empty() ? std::string() : " in op `" + ops + "`",
+         " cannot be captured into a CUDA graph: ", hint);
+}
+}  // namespace
+
+OpScope::OpScope(const char* op) { t_ops.push_back(op); }
+OpScope::~OpScope() { t_ops.pop_back(); }
+std::string current_ops() {
+    std::string out;
+    for (const char* op : t_ops) out += (out.empty() ? "" : " > ") + std::string(op);
+    return out;
+}
 
 void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t bytes) {
     if (bytes == 0) return;
@@ -316,6 +366,20 @@ void copy_bytes(void* dst, bool dst_dev, const void* src, bool src_dev, size_t b
     auto d = reinterpret_cast<CUdeviceptr>(dst);
     auto s = reinterpret_cast<CUdeviceptr>(src);
     if (dst_dev && src_dev) return check(r.cu.cuMemcpyDtoDAsync(d, s, bytes, r.stream), "device to device copy");
+    if (dst_dev)
+        refuse_in_capture(
+            r,
+            "a copy from host memory to the GPU (a CPU tensor moved to CUDA, or a CPU value an op "
+            "reads)",
+            "a replay would copy this call's bytes again, not the values of its own call; make the "
+            "tensor on the GPU, or copy_ it into a CUDA tensor the step reads before the step");
+    else
+        refuse_in_capture(
+            r,
+            "a read of a CUDA tensor's values on the host (item(), cpu(), to_vector(), printing, a "
+            "condition on a tensor)",
+            "the host would need a result the GPU only computes when the graph is replayed; "
+            "return the tensor from the step and read it after the call");
     // From pageable host memory (kiln never pins it) the driver stages the bytes before the
     // call returns, so the host buffer may go at once; the host does not wait for the stream.
     if (dst_dev) return check(r.cu.cuMemcpyHtoDAsync(d, src, bytes, r.stream), "host to device copy");
@@ -421,6 +485,8 @@ void gemm(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
 
 void synchronize() {
     Runtime& r = live("synchronize");
+    refuse_in_capture(r, "cuda::synchronize()",
+                      "the host cannot wait for work that is only being recorded");
     wait_for_stream(r, "synchronize");
 }
 
@@ -433,11 +499,20 @@ Graph::~Graph() {
     if (random_state_) r.cu.cuMemFree(random_state_);
     if (exec_) r.cu.cuGraphExecDestroy(exec_);
     if (graph_) r.cu.cuGraphDestroy(graph_);
-    std::lock_guard lock(r.mu);
-    for (const auto& [p, block] : held_) {
-        r.free_blocks[block].push_back(p);
-        r.cached += block;
+    std::vector<std::pair<const void*, std::function<void()>>> hooks;
+    {
+        std::lock_guard lock(r.mu);
+        for (auto& [block, ptrs] : held_)
+            for (detail::CUdeviceptr p : ptrs) {
+                r.free_blocks[block].push_back(p);
+                r.cached += block;
+            }
+        held_.clear();
+        for (auto it = r.graph_owned.begin(); it != r.graph_owned.end();)  // plain blocks again
+            it = it->second == &held_ ? r.graph_owned.erase(it) : std::next(it);
+        hooks.swap(after_replay_);
     }
+    // The hooks may hold tensors: they go after the lock is released (release() takes it).
 }
 
 void Graph::capture(const std::function<void()>& work) {
@@ -450,21 +525,24 @@ void Graph::capture(const std::function<void()>& work) {
         KILN_CHECK(!r.capture_held, "CUDA graph: a capture is already under way");
         r.capture_held = &held_;
         r.capturing = this;
+        r.capture_id = ++r.captures;
     }
     constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED: the allocator may call cuMemAlloc
-    detail::check(r.cu.cuStreamBeginCapture(r.stream, kRelaxed), "cuStreamBeginCapture");
+    int began = r.cu.cuStreamBeginCapture(r.stream, kRelaxed);
     std::string failure;
     try {
+        detail::check(began, "cuStreamBeginCapture");
         work();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // a kiln::Error, or bad_alloc: the capture ends either way
         failure = e.what();
     }
     void* graph = nullptr;
-    int ended = r.cu.cuStreamEndCapture(r.stream, &graph);
+    int ended = began == 0 ? r.cu.cuStreamEndCapture(r.stream, &graph) : 0;
     {
         std::lock_guard lock(r.mu);
         r.capture_held = nullptr;
         r.capturing = nullptr;
+        r.capture_id = 0;
     }
     graph_ = graph;
     KILN_CHECK(failure.empty(), "CUDA graph capture failed: ", failure);
@@ -483,9 +561,20 @@ void Graph::replay() {
     }
     detail::check(r.cu.cuGraphLaunch(exec_, r.stream), "cuGraphLaunch");
     detail::g_issued.fetch_add(1, std::memory_order_relaxed);
+    for (const auto& [key, after] : after_replay_) after();
 }
 
 namespace detail {
+void on_each_replay(const void* key, std::function<void()> after) {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    Graph* g = r.capturing;
+    if (!g) return;
+    for (const auto& hook : g->after_replay_)
+        if (hook.first == key) return;
+    g->after_replay_.emplace_back(key, std::move(after));
+}
+
 RandomDraws reserve_random_draws(uint64_t count) {
     Runtime& r = runtime();
     {
@@ -515,6 +604,8 @@ void Event::record() {
 }
 float Event::elapsed_ms(const Event& end) const {
     detail::Runtime& r = detail::live("cuda::Event::elapsed_ms");
+    detail::refuse_in_capture(r, "cuda::Event::elapsed_ms",
+                              "the host cannot wait for work that is only being recorded");
     detail::check(r.cu.cuEventSynchronize(end.event_), "cuEventSynchronize");
     float ms = 0;
     detail::check(r.cu.cuEventElapsedTime(&ms, event_, end.event_), "cuEventElapsedTime");

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -136,6 +137,24 @@ void* library_stream(const char* op);
 // Whether a CUDA graph is being captured now: work that must run at once (an algorithm
 // search that times kernels) waits for a call outside the capture.
 bool capturing();
+// The ops whose CUDA work is being issued on this thread, outermost first (dispatch opens one
+// per op with a CUDA input or output): work that cannot be captured names them
+// ("arange > to_device"). `op` must outlive the scope (the op table's names do).
+class OpScope {
+   public:
+    explicit OpScope(const char* op);
+    ~OpScope();
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+};
+std::string current_ops();  // "" outside any op
+// Which capture is under way: a number new for each capture, 0 when none is.
+uint64_t capture_id();
+// While a graph is captured: `after` runs on the host after each replay of that graph (once
+// per `key`: a second call with the same key keeps the first). NCCL watches each replay's
+// collectives with it; the index kernels hand their captured range flags to the next host
+// wait. Outside a capture it does nothing.
+void on_each_replay(const void* key, std::function<void()> after);
 // How many operations (kernel launches, cuBLAS calls, copies, memsets) kiln has put on its
 // stream so far: benchmarks divide host time per call by it.
 int64_t operations_issued();
@@ -161,11 +180,13 @@ RandomDraws reserve_random_draws(uint64_t count);
 namespace kiln::cuda {
 
 // A CUDA graph: the kernels, copies and cuBLAS calls `work` issues on kiln's stream,
-// captured once and replayed with one launch. Memory given back during the capture stays
-// reserved for the graph (its replays write it) until the graph is destroyed; tensors the
-// caller keeps from the capture must outlive the graph. Work that must wait for the GPU
-// (copies to or from host memory, item()) cannot be captured: capture() raises and the
-// graph stays empty.
+// captured once and replayed with one launch. Every block the capture allocates or gives
+// back stays the graph's (its replays write it) until the graph is destroyed: a tensor made
+// during the capture and dropped later gives its block back to the graph, not to other
+// tensors (PyTorch's private memory pool). Within the capture, a block given back is taken
+// again by later allocations, as eager code on one stream does. Work that must wait for the
+// GPU (copies to or from host memory, item(), synchronize()) cannot be captured: capture()
+// raises naming it, nothing captured runs, and the graph stays empty.
 class Graph {
    public:
     Graph() = default;
@@ -177,11 +198,17 @@ class Graph {
 
    private:
     friend detail::RandomDraws detail::reserve_random_draws(uint64_t);
+    friend void detail::on_each_replay(const void*, std::function<void()>);
     void* graph_ = nullptr;
     void* exec_ = nullptr;
     unsigned long long random_state_ = 0;  // device memory: (seed, offset) of this replay's draws
     uint64_t random_draws_ = 0;            // draws one replay makes
-    std::vector<std::pair<unsigned long long, size_t>> held_;
+    // Blocks the graph's replays write that no tensor holds, by size class: those given back
+    // during the capture (later allocations of the same capture take them again, in stream
+    // order) and those allocated during it that a tensor gave back later. Back to the
+    // allocator's free lists when the graph is destroyed.
+    std::map<size_t, std::vector<unsigned long long>> held_;
+    std::vector<std::pair<const void*, std::function<void()>>> after_replay_;
 };
 
 }  // namespace kiln::cuda

@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
 #include "autograd/node.h"
+#include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
 
 namespace kiln {
@@ -134,6 +136,10 @@ Tensor dispatch_eager(OpId op, std::span<const Tensor> inputs, const Attrs& attr
         autograd::NoGradGuard no_grad;  // kernels' inner op calls are not recorded
         bool on_cuda = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().type == DeviceType::cuda; }) ||
                        (inputs.empty() && attrs.device.type == DeviceType::cuda);  // a factory making a CUDA tensor
+        std::optional<cuda::detail::OpScope>
+            named;  // what a CUDA graph capture refuses names the op
+        if (on_cuda || (op == OpId::to_device && attrs.device.type == DeviceType::cuda))
+            named.emplace(op_info(op).name);
         out = on_cuda ? cuda_forward(op, inputs, attrs) : op_info(op).forward(inputs, attrs);
     }
     if (t_kernel_depth == 0) autograd::record_op(op, inputs, attrs, out);

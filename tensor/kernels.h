@@ -77,7 +77,8 @@ Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);
 Tensor cuda_scatter_add(const Tensor& base, const Tensor& index, const Tensor& src, const IndexSizes& sizes);
 // Their kernels' sources, labelled "gather float32" ... (kernels_cuda.cpp, from the CUDA
-// dialect's first rung): what kernels_cuda_index.cpp launches, and compile-only tests read.
+// dialect's first rung), and arange's ("arange int64" ...): what kernels_cuda_index.cpp and
+// cuda_forward launch, and compile-only tests read.
 std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources();
 // rand/randn/randint drawn on the device with the CPU's Philox draws (tensor/philox.h).
 Tensor cuda_random(OpId op, const Attrs& attrs);
@@ -85,6 +86,9 @@ Tensor cuda_random(OpId op, const Attrs& attrs);
 uint64_t randint_range(const Attrs& attrs);
 // full's check that `v` fits `t` (kernels_factory.cpp), shared by the CUDA fill.
 void check_fits(double v, DType t, const char* op);
+// arange's checks of attrs.lo, hi and scalar (the step) and its element count, shared by
+// the CUDA fill.
+int64_t arange_count(const Attrs& attrs);
 // The vocabulary of ops.def's math for CUDA C++ (exp, maximum, sign, infinity<T>() ... for
 // float, double and int64 in namespace kiln_math): the eager kernels and codegen's CUDA
 // emitter both start their sources with it.

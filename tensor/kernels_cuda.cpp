@@ -289,6 +289,8 @@ std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources() {
         out.emplace_back(std::string("max_pool2d_index ") + dtype_name(t),
                          codegen::eager_cuda_max_pool2d_index(t));
     }
+    for (DType t : {DType::float32, DType::float64, DType::int64})
+        out.emplace_back(std::string("arange ") + dtype_name(t), codegen::eager_cuda_arange(t));
     for (DType t : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
         out.emplace_back(std::string("gather ") + dtype_name(t),
                          codegen::eager_cuda_index(t, false));
@@ -299,13 +301,13 @@ std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources() {
     return out;
 }
 
+Tensor cuda_arange(const Attrs& a);  // below, beside the other factories
+
 Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {
     if (raw.empty()) {  // a factory, filled on the device
         if (op == OpId::full) return cuda_full(a.shape, a.scalar, a.dtype, a.device);
         if (op_info(op).kind == OpKind::random) return cuda_random(op, a);
-        Attrs host = a;  // arange
-        host.device = cpu;
-        return cuda::to_device(op_info(op).forward({}, host), a.device);
+        return cuda_arange(a);
     }
     if (op == OpId::to_device) return forward_to_device(raw, a);
     Device device = raw[0].device();
@@ -339,6 +341,33 @@ Tensor cuda_random(OpId op, const Attrs& a) {
     void* out_ptr = data(out);
     double lo = a.lo, hi = a.hi;
     void* args[] = {&count, &out_ptr, &d.seed, &d.offset, &d.graph_state, &lo, &hi, &int_lo, &range};
+    launch(fn, n, args);
+    return out;
+}
+
+// arange filled on the device where every value is an integer of magnitude below 2^53 (a
+// position, a causal mask: exact in double, so equal to the CPU's values whatever either side
+// rounds), in float32, float64 or int64: no copy from host memory, so a CUDA graph can
+// capture it. Other ranges are made on the host and copied, as before.
+Tensor cuda_arange(const Attrs& a) {
+    int64_t n = arange_count(a);
+    constexpr double kExact = 9007199254740992.0;  // 2^53
+    bool integral = a.lo == std::floor(a.lo) && a.scalar == std::floor(a.scalar) &&
+                    std::abs(a.lo) + std::abs(a.scalar) * double(n) < kExact;
+    bool on_device = integral && (a.dtype == DType::float32 || a.dtype == DType::float64 ||
+                                  a.dtype == DType::int64);
+    if (!on_device) {
+        Attrs host = a;
+        host.device = cpu;
+        return cuda::to_device(op_info(OpId::arange).forward({}, host), a.device);
+    }
+    Tensor out = empty({n}, a.dtype, a.device);
+    if (n == 0) return out;
+    void* fn = kernel(codegen::eager_cuda_arange(a.dtype), "kiln_arange");
+    long long count = n;
+    void* out_ptr = data(out);
+    double lo = a.lo, delta = a.scalar;
+    void* args[] = {&count, &out_ptr, &lo, &delta};
     launch(fn, n, args);
     return out;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -64,8 +65,11 @@ std::string out_of_bounds(const std::string& op, int64_t index, int64_t dim, int
 // do, the flag is read later: each unchecked kernel takes a slot of one device array, and
 // after the host's next wait for the stream (a read of a CUDA tensor's values, synchronize())
 // every slot comes back in one copy; a bad index raises there, naming its op, index and size.
-// Unlike PyTorch's device assert, the GPU stays usable. Inside a CUDA graph capture, and with
-// KILN_CUDA_INDEX_CHECKS=sync, the flag is read at once (the error at the op that made it).
+// Unlike PyTorch's device assert, the GPU stays usable. With KILN_CUDA_INDEX_CHECKS=sync the
+// flag is read at once (the error at the op that made it). Inside a CUDA graph capture the
+// flags live in an array of the graph's own, which the graph refills before its first index
+// kernel; after each replay, the next host wait reads them (a bad index of the latest
+// replay raises there).
 class DeferredIndexChecks {
    public:
     static constexpr int64_t kSlots = 1024;
@@ -92,9 +96,30 @@ class DeferredIndexChecks {
         pending_.push_back(std::move(what));
         return static_cast<int64_t*>(slots_.raw_data()) + (pending_.size() - 1);
     }
-    // After a host wait: the flags of every pending kernel, one copy; refilled for reuse.
+    // Inside a capture: a flag in the captured graph's array (made, and refilled by a captured
+    // fill, at its first index kernel); each replay queues the array for the next host wait.
+    void* take_in_capture(Pending what, Device device) {
+        std::lock_guard lock(mu_);
+        uint64_t id = cuda::detail::capture_id();
+        if (!captured_ || captured_->capture != id) {
+            NoDispatchHook raw;
+            autograd::NoGradGuard no_grad;
+            captured_ = std::make_shared<Captured>();
+            captured_->capture = id;
+            captured_->slots =
+                full({kSlots}, kNoBadIndex, {.dtype = DType::int64, .device = device});
+            cuda::detail::on_each_replay(captured_.get(), [c = captured_] { get().replayed(c); });
+        }
+        KILN_CHECK(int64_t(captured_->pending.size()) < kSlots, "CUDA graph capture: more than ",
+                   kSlots, " index kernels with range checks in one graph (", what.op, ")");
+        captured_->pending.push_back(std::move(what));
+        return static_cast<int64_t*>(captured_->slots.raw_data()) + (captured_->pending.size() - 1);
+    }
+    // After a host wait: the flags of the graphs replayed since the last wait, then those of
+    // every pending kernel, one copy; refilled for reuse.
     static void check_all() {
         DeferredIndexChecks& c = get();
+        check_replayed(c);
         std::vector<Pending> pending;
         std::vector<int64_t> flags;
         {
@@ -115,19 +140,56 @@ class DeferredIndexChecks {
     }
 
    private:
+    struct Captured {  // one captured graph's flags
+        uint64_t capture = 0;
+        Tensor slots;
+        std::vector<Pending> pending;
+    };
+    void replayed(const std::shared_ptr<Captured>& c) {
+        std::lock_guard lock(mu_);
+        for (const auto& r : replayed_)
+            if (r == c) return;
+        replayed_.push_back(c);
+    }
+    static void check_replayed(DeferredIndexChecks& c) {
+        std::vector<std::shared_ptr<Captured>> replayed;
+        {
+            std::lock_guard lock(c.mu_);
+            replayed.swap(c.replayed_);
+        }
+        for (const auto& g : replayed) {
+            std::vector<int64_t> flags;
+            {
+                NoDispatchHook raw;
+                autograd::NoGradGuard no_grad;
+                flags = g->slots.narrow(0, 0, int64_t(g->pending.size()))
+                            .to(kiln::cpu)
+                            .to_vector<int64_t>();
+            }
+            for (size_t i = 0; i < g->pending.size(); ++i)
+                KILN_CHECK(flags[i] == std::numeric_limits<int64_t>::min(),
+                           out_of_bounds(g->pending[i].op, flags[i], g->pending[i].dim,
+                                         g->pending[i].size),
+                           " (found at the first host wait after a replay of the CUDA graph that "
+                           "captured it)");
+        }
+    }
     DeferredIndexChecks() { cuda::detail::set_after_host_wait(&DeferredIndexChecks::check_all); }
     std::mutex mu_;
     Tensor slots_;
     std::vector<Pending> pending_;
+    std::shared_ptr<Captured> captured_;               // of the capture under way (or the last)
+    std::vector<std::shared_ptr<Captured>> replayed_;  // replayed since the last host wait
 };
 
 bool check_at_once() {
     const char* e = std::getenv("KILN_CUDA_INDEX_CHECKS");
-    return (e && std::strcmp(e, "sync") == 0) || cuda::detail::capturing();
+    return e && std::strcmp(e, "sync") == 0;
 }
 
 // Runs an index kernel; an index out of range raises naming it, as on the CPU: at once
-// inside a capture or with KILN_CUDA_INDEX_CHECKS=sync, else after the next host wait.
+// with KILN_CUDA_INDEX_CHECKS=sync, else after the next host wait (inside a capture: after a
+// replay).
 void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, const Tensor& src,
                const Tensor& out, const char* op) {
     int64_t n = index.numel();
@@ -148,6 +210,8 @@ void run_index(DType t, bool scatter, const IndexSizes& p, const Tensor& index, 
         return caller ? std::string(caller) + " (" + op + ")" : std::string(op);
     };
     if (at_once) bp = data(bad);
+    else if (!p.in_range && cuda::detail::capturing())
+        bp = DeferredIndexChecks::get().take_in_capture({who(), p.dim, p.n_data}, index.device());
     else if (!p.in_range)
         bp = DeferredIndexChecks::get().take({who(), p.dim, p.n_data}, index.device());
     void* args[] = {&count, &n_index, &n_data, &inner, &ip, &sp, &op_, &bp};

@@ -107,7 +107,7 @@ Tensor forward_full(std::span<const Tensor>, const Attrs& a) {
 }
 std::vector<Tensor> backward_full(const BackwardArgs&) { return {}; }
 
-Tensor forward_arange(std::span<const Tensor>, const Attrs& a) {
+int64_t arange_count(const Attrs& a) {
     KILN_CHECK(std::isfinite(a.lo) && std::isfinite(a.hi) && std::isfinite(a.scalar), "arange: unsupported range ", a.lo, " -> ", a.hi, " with step ", a.scalar, " (all must be finite)");
     KILN_CHECK(a.scalar != 0, "arange: step must be nonzero");
     double n = std::ceil((a.hi - a.lo) / a.scalar);
@@ -118,6 +118,11 @@ Tensor forward_arange(std::span<const Tensor>, const Attrs& a) {
         check_fits(a.lo, a.dtype, "arange");
         check_fits(a.lo + double(count - 1) * a.scalar, a.dtype, "arange");
     }
+    return count;
+}
+
+Tensor forward_arange(std::span<const Tensor>, const Attrs& a) {
+    int64_t count = arange_count(a);
     Tensor out = empty({count}, a.dtype);
     visit_dtype(a.dtype, [&](auto tag) {
         using T = decltype(tag);

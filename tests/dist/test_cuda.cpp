@@ -127,6 +127,41 @@ BOOST_FIXTURE_TEST_CASE(ddp_on_gpus_equals_one_process_on_the_whole_batch, DdpAg
     }
 }
 
+// DDP's whole step (forward, backward with its bucketed all-reduces on NCCL's stream, the
+// optimizer) captured as one CUDA graph (cuda::GraphedStep): two warm-up steps, the capture,
+// then replays; after every step the replica equals one process trained on the whole batch,
+// a replay is one launch on kiln's stream, and the host never waits for a captured
+// all-reduce. Several buckets, so the capture forks to NCCL's stream and joins back per bucket.
+BOOST_FIXTURE_TEST_CASE(ddp_step_captured_as_one_cuda_graph_equals_one_process,
+                        DdpAgainstOneProcess) {
+    nn::DistributedDataParallel ddp(replica, {.bucket_cap_mb = 0.001});
+    BOOST_TEST(ddp.bucket_layout().size() > 1u);
+    optim::SGD opt(ddp.parameters(), 0.05, 0.9), ref_opt(reference->parameters(), 0.05, 0.9);
+    Tensor xs = x.narrow(0, 4 * rank, 4).clone(),
+           ys = y.narrow(0, 4 * rank, 4).clone();  // static inputs
+    cuda::GraphedStep step(
+        [&] {
+            opt.zero_grad();
+            Tensor loss = nn::functional::mse_loss(ddp(xs), ys);
+            loss.backward();
+            opt.step();
+            return loss;
+        },
+        {.warmup = 2});
+    for (int s = 0; s < 6; ++s) {
+        int64_t ops = cuda::detail::operations_issued(), waits = cuda::detail::host_waits();
+        Tensor loss = step()[0];
+        if (s >= 3) {
+            BOOST_TEST(cuda::detail::operations_issued() - ops == 1,
+                       "step " << s << ": a replay is one launch");
+            BOOST_TEST(cuda::detail::host_waits() - waits == 0, "step " << s);
+        }
+        step_reference_and_compare(ref_opt, ddp, s);
+    }
+    BOOST_TEST(step.captured());
+    BOOST_TEST(step.replays() == 4);
+}
+
 // A compiled model inside DDP on GPUs: its graph is cut at the buckets (more than one
 // subgraph), bucket 0's all-reduce starts before the first layer has its gradient (the first
 // subgraph's backward, the last to run), and training equals one process's on the whole batch.
