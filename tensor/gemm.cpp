@@ -292,9 +292,13 @@ void onednn_gemm(const GemmPlan& p, int64_t rows, const float* a, const float* b
     int threads = in_parallel_for() ? 1 : num_threads();
     if (threads <= 1 || rows * p.N * p.K < 2 * kOneDnnMinWork) {
         onednn_part(p, rows, p.N, a, b, c, ldc);
-    } else if (p.N <= rows || p.packed_b) {  // a packed b is read whole: parts of rows
+    } else if (p.N <= rows || p.packed_b) {
+        // A packed b is read whole, by parts of rows; none packs it again, so the parts are
+        // small (parallel_for's 4 per thread, at least 64 rows), taken by whichever thread is
+        // free: a thread held back by another process delays the GEMM by one part, not half.
         int64_t row_stride = p.ga.trans ? 1 : p.ga.ld;
-        parallel_for(rows, std::max<int64_t>(1, rows / threads), [&](int64_t i0, int64_t i1) {
+        int64_t grain = p.packed_b ? std::min<int64_t>(64, rows) : rows / threads;
+        parallel_for(rows, std::max<int64_t>(1, grain), [&](int64_t i0, int64_t i1) {
             onednn_part(p, i1 - i0, p.N, a + i0 * row_stride, b, c + i0 * ldc, ldc);
         });
     } else {
