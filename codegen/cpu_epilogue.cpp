@@ -17,13 +17,14 @@ namespace {
 // keeps its speed (64-row blocks of [1024, 256] x [256, 1024] took 10.0 ms against 8.6 ms
 // unblocked at 1 thread), and at least a 256 KiB output tile. KILN_EPILOGUE_ROWS overrides it.
 // With b packed once (GemmPlan::packed_b) no block packs it again, and oneDNN's matmul
-// primitive keeps its speed down to 64-row parts (1024x256x256 in 64-row parts 0.867 ms
-// against 0.839 whole, 1024x256x1024 3.34 against 3.34, docs/perf-models.md): 64 rows, so
-// the epilogue reads its block from L1/L2 and the threads share many blocks (below).
+// primitive keeps its speed down to small parts (1024x256x256 in 128-row parts 0.854 ms, 64-row
+// 0.867, whole 0.839; 1024x256x1024 3.36 / 3.34 / 3.34, docs/perf-models.md): 128 rows, so the
+// epilogue reads its block from L2 and 2 threads share 8 blocks of a 1024-row GEMM (below).
+// In GPT inference 64-, 128- and 256-row blocks were within 2% of each other.
 int64_t block_rows(const GemmPlan& plan) {
     if (const char* env = std::getenv("KILN_EPILOGUE_ROWS"); env && std::atoi(env) > 0)
         return std::atoi(env);
-    if (plan.packed_b) return 64;
+    if (plan.packed_b) return 128;
     return std::max<int64_t>(256, 65536 / std::max<int64_t>(plan.N, 1));
 }
 
@@ -32,7 +33,7 @@ int64_t block_rows(const GemmPlan& plan) {
 // (threading each small GEMM inside BLAS took attention scores from 0.95 to 1.9 ms at 2
 // threads). One GEMM: the blocks in order, BLAS threaded inside each, then the epilogue
 // spread over the block's rows. KILN_EPILOGUE_THREADS=blocks or =blas forces one order.
-// One GEMM on a packed b: each thread takes whole 64-row blocks too, BLAS and epilogue, one
+// One GEMM on a packed b: each thread takes whole blocks too, BLAS and epilogue, one
 // sync per GEMM instead of two per block, and a thread the machine holds back (another process
 // on its core) delays the step by at most one block, where a GEMM split in one part per thread
 // waited for the held-back thread's whole half.

@@ -300,7 +300,7 @@ BOOST_AUTO_TEST_CASE(in_place_consumers_of_a_matmul_compile_and_match_eager) {
 }
 
 // A weight the compiled graph multiplies again is packed once (GemmPlan::packed_b), and then
-// the GEMM runs in 64-row blocks over the threads, each block's epilogue right after it
+// the GEMM runs in 128-row blocks over the threads, each block's epilogue right after it
 // (cpu_epilogue.cpp, block_rows / threads_over_blocks): calls after the first equal eager with
 // packing off, for row counts that leave a partial last block, at 1 and 2 threads, and after
 // the weight is written in place (the next call packs the new values).
