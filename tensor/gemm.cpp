@@ -94,10 +94,10 @@ GemmLibrary choose_library(const GemmPlan& p) {
 // 3.89 -> 3.36; whole: 0.85 -> 0.80, 3.33 -> 3.34, 3.72 -> 3.36 (docs/perf-models.md, "GPT
 // inference at 1 and 2 threads").
 //
-// What is packed: b of a plan with one GEMM (a batch folded into M counts) and a's rows plain,
-// whose storage (kiln-owned, so every in-place write bumps its version) was multiplied at the
-// same version and layout before: a weight over repeated calls. A training step's weights
-// change version every step and stay on dnnl_sgemm; so do activations (new storages).
+// What is packed: b of a plan with one GEMM of 64 rows or more (a batch folded into M counts)
+// and a's rows plain, whose storage (kiln-owned, so every in-place write bumps its version) was
+// multiplied at the same version and layout before: a weight over repeated calls. A training step's
+// weights change version every step and stay on dnnl_sgemm; so do activations (new storages).
 struct PackKey {
     const Storage* storage;
     int64_t offset, K, N, ld;
@@ -175,6 +175,10 @@ PackCache& pack_cache() {
     return *c;
 }
 constexpr size_t kPackCacheBytes = size_t(512) << 20;
+// A GEMM of fewer rows reads b about once whatever its layout, and its packed copy would only
+// add b's size to the memory held (a backward's g @ W^T for a batch of 4 rows:
+// memory/leaves_take_gradients_nothing_else_holds_and_copy_the_others).
+constexpr int64_t kPackMinRows = 64;
 constexpr size_t kPackCacheEntries = 4096;
 
 bool packing_enabled() {
@@ -202,7 +206,7 @@ std::shared_ptr<const detail::PackedWeights> pack(const GemmPlan& p, const float
 // The plan's b, packed, where it was seen before at this version (and packed now if not yet).
 std::shared_ptr<const detail::PackedWeights> find_packed_b(const GemmPlan& p) {
     const std::shared_ptr<Storage>& storage = p.b.impl()->storage;
-    if (p.batches != 1 || p.ga.trans || p.M < 1 || p.N < 1 || p.K < 1 || !storage ||
+    if (p.batches != 1 || p.ga.trans || p.M < kPackMinRows || p.N < 1 || p.K < 1 || !storage ||
         !storage->owned || storage->fake || storage->device != cpu || !packing_enabled())
         return nullptr;
     const float* b = static_cast<const float*>(storage->data) + batch_offset(p, p.b, 0);

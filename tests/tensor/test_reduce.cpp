@@ -363,6 +363,12 @@ BOOST_AUTO_TEST_CASE(a_b_multiplied_again_is_packed_once_and_matches_naive_loops
             }
         }
     }
+    // A GEMM of fewer than 64 rows reads b about once: never packed (its copy would only add
+    // b's size to the memory held).
+    Tensor few = make(random_ref({4, 512}, -1, 1)), square = make(random_ref({512, 512}, -1, 1));
+    auto before = gemm_pack_stats();
+    for (int call = 0; call < 3; ++call) (void)kiln::matmul(few, square);
+    BOOST_TEST(gemm_pack_stats().packs == before.packs);
     kiln::set_num_threads(0);
 }
 
