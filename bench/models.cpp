@@ -206,8 +206,31 @@ std::string run_part(const Part& p) {
     std::vector<double> ms, cpu_ms, main_cpu_ms;
     // KILN_BENCH_SAMPLE=1: a sampling profile of the timed steps (bench/sampler.h); KILN_BENCH_REPS: more of them.
     if (const char* r = std::getenv("KILN_BENCH_REPS")) reps = std::max(reps, std::atoi(r));
+    // KILN_BENCH_AB=VAR=A,B: step i runs with VAR set to A (i even) or B (i odd; an empty value
+    // unsets it), for settings read at each call (KILN_EPILOGUE_ROWS, KILN_GEMM, ...). This
+    // machine's slowdowns come in blocks of seconds (docs/perf-models.md, "GPT inference at 1
+    // and 2 threads"), so alternating steps in one process compares two settings under the
+    // same conditions, where two processes may not. Prints each setting's median and fastest.
+    std::string ab_var, ab_value[2];
+    if (const char* ab = std::getenv("KILN_BENCH_AB")) {
+        std::string spec = ab;
+        size_t eq = spec.find('='), comma = spec.find(',', eq == std::string::npos ? 0 : eq);
+        if (eq == std::string::npos || comma == std::string::npos)
+            throw Error("bench_models: KILN_BENCH_AB must be VAR=A,B, got '" + spec + "'");
+        ab_var = spec.substr(0, eq);
+        ab_value[0] = spec.substr(eq + 1, comma - eq - 1);
+        ab_value[1] = spec.substr(comma + 1);
+    }
+    std::vector<double> ab_ms[2];
     bench_sampler::start();
     for (int i = 0; i < reps; ++i) {
+        if (!ab_var.empty()) {
+            const std::string& v = ab_value[i % 2];
+            if (v.empty())
+                unsetenv(ab_var.c_str());
+            else
+                setenv(ab_var.c_str(), v.c_str(), 1);
+        }
         t0 = std::chrono::steady_clock::now();
         c0 = cpu_seconds();
         double m0 = thread_cpu_seconds();
@@ -215,8 +238,31 @@ std::string run_part(const Part& p) {
         main_cpu_ms.push_back((thread_cpu_seconds() - m0) * 1e3);
         ms.push_back(seconds_since(t0) * 1e3);
         cpu_ms.push_back((cpu_seconds() - c0) * 1e3);
+        if (!ab_var.empty()) ab_ms[i % 2].push_back(ms.back());
     }
     bench_sampler::stop();
+    // KILN_BENCH_STEPS=1: every step's wall time too, in order (is a slow process slow on every
+    // step, or on a few?).
+    std::string steps;
+    if (const char* s = std::getenv("KILN_BENCH_STEPS"); s && std::strcmp(s, "1") == 0) {
+        steps = ", \"steps_ms\": [";
+        for (size_t i = 0; i < ms.size(); ++i) {
+            char v[32];
+            std::snprintf(v, sizeof v, "%s%.2f", i ? ", " : "", ms[i]);
+            steps += v;
+        }
+        steps += "]";
+    }
+    for (int k = 0; k < 2 && !ab_var.empty(); ++k) {
+        std::vector<double>& v = ab_ms[k];
+        std::sort(v.begin(), v.end());
+        char one[256];
+        std::snprintf(one, sizeof one, "%s{\"%s\": \"%s\", \"ms\": %.3f, \"fastest_ms\": %.3f}",
+                      k ? ", " : ", \"ab\": [", ab_var.c_str(), ab_value[k].c_str(),
+                      v.empty() ? 0.0 : v[v.size() / 2], v.empty() ? 0.0 : v[0]);
+        steps += one;
+        if (k == 1) steps += "]";
+    }
     std::sort(ms.begin(), ms.end());
     std::sort(cpu_ms.begin(), cpu_ms.end());
     std::sort(main_cpu_ms.begin(), main_cpu_ms.end());
@@ -242,7 +288,9 @@ std::string run_part(const Part& p) {
                   main_cpu_ms[main_cpu_ms.size() / 2], process_peak,
                   reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6,
                   double(pool_stats().peak_live_bytes) / 1e6, paths);
-    return buf;
+    std::string out = buf;
+    if (!steps.empty()) out.insert(out.size() - 1, steps);
+    return out;
 }
 
 // Runs one part in a fresh process of this binary and returns the JSON line it printed.

@@ -16,10 +16,16 @@ namespace {
 // Rows per block: at least 256, so BLAS, which packs the whole of b again for every call,
 // keeps its speed (64-row blocks of [1024, 256] x [256, 1024] took 10.0 ms against 8.6 ms
 // unblocked at 1 thread), and at least a 256 KiB output tile. KILN_EPILOGUE_ROWS overrides it.
-int64_t block_rows(int64_t n) {
+// With b packed once (GemmPlan::packed_b) no block packs it again, and oneDNN's matmul
+// primitive keeps its speed down to small parts (1024x256x256 in 128-row parts 0.854 ms, 64-row
+// 0.867, whole 0.839; 1024x256x1024 3.36 / 3.34 / 3.34, docs/perf-models.md): 128 rows, so the
+// epilogue reads its block from L2 and 2 threads share 8 blocks of a 1024-row GEMM (below).
+// In GPT inference 64-, 128- and 256-row blocks were within 2% of each other.
+int64_t block_rows(const GemmPlan& plan) {
     if (const char* env = std::getenv("KILN_EPILOGUE_ROWS"); env && std::atoi(env) > 0)
         return std::atoi(env);
-    return std::max<int64_t>(256, 65536 / std::max<int64_t>(n, 1));
+    if (plan.packed_b) return 128;
+    return std::max<int64_t>(256, 65536 / std::max<int64_t>(plan.N, 1));
 }
 
 // How threads share the step. Several GEMMs (a batched matmul, attention's q @ k^T per head):
@@ -27,11 +33,15 @@ int64_t block_rows(int64_t n) {
 // (threading each small GEMM inside BLAS took attention scores from 0.95 to 1.9 ms at 2
 // threads). One GEMM: the blocks in order, BLAS threaded inside each, then the epilogue
 // spread over the block's rows. KILN_EPILOGUE_THREADS=blocks or =blas forces one order.
+// One GEMM on a packed b: each thread takes whole blocks too, BLAS and epilogue, one
+// sync per GEMM instead of two per block, and a thread the machine holds back (another process
+// on its core) delays the step by at most one block, where a GEMM split in one part per thread
+// waited for the held-back thread's whole half.
 bool threads_over_blocks(const GemmPlan& plan) {
     const char* env = std::getenv("KILN_EPILOGUE_THREADS");
     if (env && std::strcmp(env, "blocks") == 0) return true;
     if (env && std::strcmp(env, "blas") == 0) return false;
-    return plan.batches > 1;
+    return plan.batches > 1 || plan.packed_b;
 }
 
 }  // namespace
@@ -59,7 +69,7 @@ void run_gemm_with_epilogue(const Schedule& s, int k, EpilogueRowsFn epilogue,
     for (size_t a = 0; a < args.size(); ++a)
         buffers[a] = static_cast<float*>(env[size_t(args[a])].raw_data());
     float* out = static_cast<float*>(env[size_t(m)].raw_data());
-    int64_t rows = block_rows(plan.N), per_call = (plan.M + rows - 1) / rows,
+    int64_t rows = block_rows(plan), per_call = (plan.M + rows - 1) / rows,
             blocks = plan.batches * per_call;
     auto run_block = [&](int64_t block) {
         int64_t call = block / per_call, r0 = block % per_call * rows,

@@ -15,6 +15,15 @@
 #ifdef KILN_HAVE_DNNL
 #include <dnnl.h>
 #include <omp.h>
+
+#include <dnnl.hpp>
+#include <list>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "tensor/storage.h"
 #endif
 
 namespace kiln {
@@ -74,6 +83,193 @@ GemmLibrary choose_library(const GemmPlan& p) {
 }
 
 #ifdef KILN_HAVE_DNNL
+// ---- b packed once (GemmPlan::packed_b)
+//
+// dnnl_sgemm packs b into its kernel's layout on every call, and kiln calls it once per part:
+// per block of rows of a fused epilogue (codegen/cpu_epilogue.cpp) and per thread, so GPT's
+// [256, 1024] weight was packed 8 times per GEMM at 2 threads. oneDNN's matmul primitive
+// (brgemm) takes b already in its layout: one pack, kept, serves every part of every call.
+// Measured per GEMM on this machine (1 thread, alternating calls, weights packed once), in
+// 128-row parts: 1024x256x256 0.90 -> 0.82 ms, 1024x1024x256 3.72 -> 3.38, 1024x256x1024
+// 3.89 -> 3.36; whole: 0.85 -> 0.80, 3.33 -> 3.34, 3.72 -> 3.36 (docs/perf-models.md, "GPT
+// inference at 1 and 2 threads").
+//
+// What is packed: b of a plan with one GEMM of 64 rows or more (a batch folded into M counts)
+// and a's rows plain, whose storage (kiln-owned, so every in-place write bumps its version) was
+// multiplied at the same version and layout before: a weight over repeated calls. A training step's
+// weights change version every step and stay on dnnl_sgemm; so do activations (new storages).
+struct PackKey {
+    const Storage* storage;
+    int64_t offset, K, N, ld;
+    bool trans;
+    auto operator<=>(const PackKey&) const = default;
+};
+
+dnnl::engine& pack_engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+
+// b as oneDNN's [K, N] (row-major b, or b^T's storage read transposed).
+dnnl::memory::desc plain_b_desc(const GemmPlan& p) {
+    using dnnl::memory;
+    return memory::desc({p.K, p.N}, memory::data_type::f32,
+                        p.gb.trans ? memory::dims{1, p.gb.ld} : memory::dims{p.gb.ld, 1});
+}
+
+// A matmul primitive for `rows` x N x K parts with a's and c's leading dimensions, made
+// for one OpenMP thread (the caller has set it), with its own scratchpad per call: Debian's
+// oneDNN shares the library scratchpad between primitives (tensor/kernels_conv_dnnl.cpp,
+// run_prim), and kiln's threads run parts at once.
+struct PackPrim {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+    size_t scratch_bytes = 0;
+};
+const PackPrim& pack_prim(int64_t rows, int64_t N, int64_t K, int64_t lda, int64_t ldc) {
+    using dnnl::memory;
+    static std::mutex mu;
+    static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>,
+                    std::unique_ptr<PackPrim>>
+        cache;
+    std::lock_guard lock(mu);
+    auto& slot = cache[{rows, N, K, lda, ldc}];
+    if (!slot) {
+        auto f32 = memory::data_type::f32;
+        memory::desc a({rows, K}, f32, memory::dims{lda, 1}),
+            c({rows, N}, f32, memory::dims{ldc, 1});
+        memory::desc any({K, N}, f32, memory::format_tag::any);
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, any, c), attr, pack_engine());
+        slot = std::make_unique<PackPrim>(
+            PackPrim{dnnl::matmul(pd), a, pd.weights_desc(), c, pd.scratchpad_desc().get_size()});
+    }
+    return *slot;
+}
+
+}  // namespace
+
+struct detail::PackedWeights {
+    dnnl::memory::desc desc;  // b in the layout of the primitive made for the plan's M rows
+    dnnl::memory memory;      // over buffer
+    Tensor buffer;            // a block of kiln's pool
+};
+
+namespace {
+
+struct PackEntry {
+    std::weak_ptr<Storage> storage;  // expired: freed (its address may serve another storage)
+    uint64_t version = 0;
+    std::shared_ptr<const detail::PackedWeights> packed;  // null: seen once at this version
+};
+struct PackCache {
+    std::mutex mu;
+    std::list<std::pair<PackKey, PackEntry>> lru;  // most recently used first
+    size_t bytes = 0;
+    int64_t hits = 0, packs = 0;
+    std::atomic<int64_t> packed_parts{0};
+};
+PackCache& pack_cache() {
+    static PackCache* c = new PackCache;  // leaked: a matmul may run while statics are destroyed
+    return *c;
+}
+constexpr size_t kPackCacheBytes = size_t(512) << 20;
+// A GEMM of fewer rows reads b about once whatever its layout, and its packed copy would only
+// add b's size to the memory held (a backward's g @ W^T for a batch of 4 rows:
+// memory/leaves_take_gradients_nothing_else_holds_and_copy_the_others).
+constexpr int64_t kPackMinRows = 64;
+constexpr size_t kPackCacheEntries = 4096;
+
+bool packing_enabled() {
+    const char* e = std::getenv("KILN_GEMM_PACK");
+    std::string_view v = e ? e : "";
+    KILN_CHECK(v.empty() || v == "0" || v == "1", "matmul: KILN_GEMM_PACK must be 0 or 1, got '", v,
+               "'");
+    return v != "0";
+}
+
+std::shared_ptr<const detail::PackedWeights> pack(const GemmPlan& p, const float* b) {
+    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+    const PackPrim& prim = pack_prim(p.M, p.N, p.K, p.ga.ld, std::max<int64_t>(p.N, 1));
+    auto w = std::make_shared<detail::PackedWeights>();
+    w->desc = prim.b;
+    w->buffer = empty({int64_t((prim.b.get_size() + 3) / 4)}, DType::float32);
+    w->memory = dnnl::memory(prim.b, pack_engine(), w->buffer.raw_data());
+    dnnl::memory plain(plain_b_desc(p), pack_engine(), const_cast<float*>(b));
+    dnnl::stream stream(pack_engine());
+    dnnl::reorder(plain, w->memory).execute(stream, plain, w->memory);
+    stream.wait();
+    return w;
+}
+
+// The plan's b, packed, where it was seen before at this version (and packed now if not yet).
+std::shared_ptr<const detail::PackedWeights> find_packed_b(const GemmPlan& p) {
+    const std::shared_ptr<Storage>& storage = p.b.impl()->storage;
+    if (p.batches != 1 || p.ga.trans || p.M < kPackMinRows || p.N < 1 || p.K < 1 || !storage ||
+        !storage->owned || storage->fake || storage->device != cpu || !packing_enabled())
+        return nullptr;
+    const float* b = static_cast<const float*>(storage->data) + batch_offset(p, p.b, 0);
+    PackKey key{storage.get(), b - static_cast<const float*>(storage->data), p.K, p.N, p.gb.ld,
+                p.gb.trans};
+    PackCache& c = pack_cache();
+    std::unique_lock lock(c.mu);
+    auto it = c.lru.begin();
+    for (; it != c.lru.end(); ++it)
+        if (it->first == key) break;
+    auto held = it == c.lru.end() ? nullptr : it->second.storage.lock();
+    if (it == c.lru.end() || held.get() != storage.get() ||
+        it->second.version != storage->version) {
+        if (it != c.lru.end()) {  // stale: another version, or a freed storage's address
+            if (it->second.packed) c.bytes -= it->second.packed->desc.get_size();
+            c.lru.erase(it);
+        }
+        c.lru.emplace_front(key, PackEntry{storage, storage->version, nullptr});
+        // Bounded: entries of freed storages go first, then the least recently used.
+        for (auto e = c.lru.begin(); e != c.lru.end();)
+            if (e->second.storage.expired()) {
+                if (e->second.packed) c.bytes -= e->second.packed->desc.get_size();
+                e = c.lru.erase(e);
+            } else {
+                ++e;
+            }
+        while (c.lru.size() > kPackCacheEntries || c.bytes > kPackCacheBytes) {
+            if (c.lru.back().second.packed) c.bytes -= c.lru.back().second.packed->desc.get_size();
+            c.lru.pop_back();
+        }
+        return nullptr;
+    }
+    c.lru.splice(c.lru.begin(), c.lru, it);
+    if (!it->second.packed) {
+        // Packed under the lock: two threads planning the same b pack it once.
+        it->second.packed = pack(p, b);
+        c.bytes += it->second.packed->desc.get_size();
+        ++c.packs;
+    }
+    ++c.hits;
+    return it->second.packed;
+}
+
+// rows x N on the packed b through the primitive; false (nothing run) where the primitive
+// made for these rows wants b in another layout than the one packed.
+bool packed_part(const GemmPlan& p, int64_t rows, const float* a, float* c, int64_t ldc) {
+    const PackPrim& prim = pack_prim(rows, p.N, p.K, p.ga.ld, ldc);
+    if (!(prim.b == p.packed_b->desc)) return false;
+    static thread_local dnnl::stream stream(pack_engine());
+    static thread_local std::vector<char> scratch;
+    if (scratch.size() < prim.scratch_bytes) scratch.resize(prim.scratch_bytes);
+    dnnl::memory am(prim.a, pack_engine(), const_cast<float*>(a)), cm(prim.c, pack_engine(), c);
+    dnnl::memory sm({{int64_t(prim.scratch_bytes)}, dnnl::memory::data_type::u8, {1}},
+                    pack_engine(), scratch.data());
+    prim.prim.execute(stream, {{DNNL_ARG_SRC, am},
+                               {DNNL_ARG_WEIGHTS, p.packed_b->memory},
+                               {DNNL_ARG_DST, cm},
+                               {DNNL_ARG_SCRATCHPAD, sm}});
+    stream.wait();
+    pack_cache().packed_parts.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
 // One dnnl_sgemm (row-major) on the calling thread alone. OpenMP's thread count belongs to the
 // calling thread (as for the convolutions, tensor/kernels_conv_dnnl.cpp), so each GEMM part
 // sets 1: kiln's pool, not an OpenMP team, runs a GEMM's parts (onednn_gemm), so no OpenMP
@@ -85,6 +281,7 @@ void onednn_part(const GemmPlan& p, int64_t m, int64_t n, const float* a, const 
                  int64_t ldc) {
     if (omp_get_max_threads() != 1) omp_set_num_threads(1);
     t_gemm_threads = omp_get_max_threads();
+    if (p.packed_b && n == p.N && packed_part(p, m, a, c, ldc)) return;
     dnnl_status_t status = dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', m, n, p.K,
                                       1.f, a, p.ga.ld, b, p.gb.ld, 0.f, c, ldc);
     KILN_CHECK(status == dnnl_success, "matmul: oneDNN's dnnl_sgemm failed (status ", int(status),
@@ -99,9 +296,13 @@ void onednn_gemm(const GemmPlan& p, int64_t rows, const float* a, const float* b
     int threads = in_parallel_for() ? 1 : num_threads();
     if (threads <= 1 || rows * p.N * p.K < 2 * kOneDnnMinWork) {
         onednn_part(p, rows, p.N, a, b, c, ldc);
-    } else if (p.N <= rows) {
+    } else if (p.N <= rows || p.packed_b) {
+        // A packed b is read whole, by parts of rows; none packs it again, so the parts are
+        // small (parallel_for's 4 per thread, at least 64 rows), taken by whichever thread is
+        // free: a thread held back by another process delays the GEMM by one part, not half.
         int64_t row_stride = p.ga.trans ? 1 : p.ga.ld;
-        parallel_for(rows, std::max<int64_t>(1, rows / threads), [&](int64_t i0, int64_t i1) {
+        int64_t grain = p.packed_b ? std::min<int64_t>(64, rows) : rows / threads;
+        parallel_for(rows, std::max<int64_t>(1, grain), [&](int64_t i0, int64_t i1) {
             onednn_part(p, i1 - i0, p.N, a + i0 * row_stride, b, c + i0 * ldc, ldc);
         });
     } else {
@@ -129,6 +330,25 @@ int detail::onednn_gemm_threads() {
     return t_gemm_threads;
 #else
     return 0;
+#endif
+}
+
+detail::GemmPackStats detail::gemm_pack_stats() {
+#ifdef KILN_HAVE_DNNL
+    PackCache& c = pack_cache();
+    std::lock_guard lock(c.mu);
+    return {c.hits, c.packs, c.packed_parts.load(), int64_t(c.lru.size())};
+#else
+    return {};
+#endif
+}
+
+void detail::gemm_pack_clear() {
+#ifdef KILN_HAVE_DNNL
+    PackCache& c = pack_cache();
+    std::lock_guard lock(c.mu);
+    c.lru.clear();
+    c.bytes = 0;
 #endif
 }
 
@@ -173,6 +393,9 @@ GemmPlan plan_gemm(const Tensor& in_a, const Tensor& in_b) {
     if (b_vec) p.out_shape.erase(p.out_shape.end() - 1);
     if (can_fold_batch(p)) p.M *= p.batches, p.batches = 1;
     p.library = choose_library(p);
+#ifdef KILN_HAVE_DNNL
+    if (p.library == GemmLibrary::onednn) p.packed_b = find_packed_b(p);
+#endif
     return p;
 }
 

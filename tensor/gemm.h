@@ -3,6 +3,7 @@
 // epilogue after each block (codegen/cpu_epilogue.cpp, docs/codegen.md).
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "tensor/tensor.h"
 
@@ -21,6 +22,10 @@ struct GemmOperand {
 enum class GemmLibrary { blas, onednn };
 const char* gemm_library_name(GemmLibrary lib);  // "openblas" (any BLAS kiln opened), "onednn"
 
+namespace detail {
+struct PackedWeights;  // b in oneDNN's matmul layout (tensor/gemm.cpp, packed_b)
+}
+
 struct GemmPlan {
     Tensor a, b;                  // broadcast to [batch..., M, K] and [batch..., K, N]; copied only
                                   // when neither of the last two strides is 1
@@ -31,6 +36,10 @@ struct GemmPlan {
     Shape full_shape;  // [batch..., M, N] before folding: the output BLAS writes
     Shape out_shape;   // what matmul returns (1-D operands' dims dropped)
     GemmLibrary library = GemmLibrary::blas;
+    // b packed once for oneDNN's matmul primitive, kept between calls: set where b (one matrix,
+    // a's rows plain) was multiplied at the same storage version before, so a weight of
+    // repeated inference calls is packed once instead of by every dnnl_sgemm. Null otherwise.
+    std::shared_ptr<const detail::PackedWeights> packed_b;
 };
 
 // Checks the operands as matmul does. A batch of `a` times one matrix `b` (a Linear's x @ W^T
@@ -60,6 +69,14 @@ namespace detail {
 // The OpenMP thread count the calling thread's last dnnl_sgemm ran with (0 before any, or
 // without oneDNN): always 1, kiln's threads split a GEMM (for tests).
 int onednn_gemm_threads();
+// The packed-b cache (GemmPlan::packed_b): hits (a plan given packed b), packs made, and GEMM
+// parts run on the packed b through oneDNN's matmul primitive. KILN_GEMM_PACK=0 (read at every
+// plan) turns packing off.
+struct GemmPackStats {
+    int64_t hits = 0, packs = 0, packed_parts = 0, entries = 0;
+};
+GemmPackStats gemm_pack_stats();
+void gemm_pack_clear();
 }  // namespace detail
 
 }  // namespace kiln

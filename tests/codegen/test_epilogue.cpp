@@ -11,10 +11,11 @@
 
 #include "codegen/cpu_backend.h"
 #include "kiln.h"
-#include "tests/scoped_env.h"
+#include "tensor/gemm.h"
 #include "tensor/parallel.h"
 #include "tests/codegen/compare.h"
 #include "tests/codegen/lgraph_builder.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
@@ -296,6 +297,43 @@ BOOST_AUTO_TEST_CASE(in_place_consumers_of_a_matmul_compile_and_match_eager) {
         Tensor x = randn({m, 16}), w = randn({16, 24}), bias = randn({24});
         BOOST_TEST(allclose(f(x, w, bias), fn(x, w, bias), 1e-5, 1e-5));
     }
+}
+
+// A weight the compiled graph multiplies again is packed once (GemmPlan::packed_b), and then
+// the GEMM runs in 128-row blocks over the threads, each block's epilogue right after it
+// (cpu_epilogue.cpp, block_rows / threads_over_blocks): calls after the first equal eager with
+// packing off, for row counts that leave a partial last block, at 1 and 2 threads, and after
+// the weight is written in place (the next call packs the new values).
+BOOST_AUTO_TEST_CASE(epilogues_on_a_packed_weight_equal_eager) {
+    GraphBuilder b;
+    int x = b.input({s0, 256}, "x"), w = b.input({384, 256}, "w"), bias = b.input({384}, "bias");
+    b.output(gelu_erf(b, b.binary(OpId::add, b.matmul(x, b.permute(w, {1, 0})), bias)));
+    CompiledCpuGraph f = compile_cpu(b.graph);
+    BOOST_TEST(fused_steps(f.schedule()) == 1);
+    manual_seed(61);
+    Tensor weight = randn({384, 256}) * 0.1, bb = randn({384});
+    for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        for (int64_t m : {1000, 129, 64}) {
+            Tensor xm = randn({m, 256});
+            std::vector<Tensor> in = {xm, weight, bb};
+            std::vector<Tensor> want;
+            {
+                ScopedEnv off("KILN_GEMM_PACK", "0");
+                want = run_eager(b.graph, in);
+            }
+            int64_t parts = kiln::detail::gemm_pack_stats().packed_parts;
+            for (int call = 0; call < 3; ++call)
+                BOOST_TEST(relative_error(f.run(in)[0], want[0]) <= 5e-5,
+                           "m=" << m << " threads=" << threads << " call " << call);
+#ifdef KILN_HAVE_DNNL
+            if (m * 384 * 256 >= (int64_t(1) << 19))  // oneDNN's GEMMs: the packed path ran
+                BOOST_TEST(kiln::detail::gemm_pack_stats().packed_parts > parts, "m=" << m);
+#endif
+            weight.copy_(weight * -0.5);  // in place: the packed weight is stale
+        }
+    }
+    set_num_threads(0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "models/gpt.h"
+#include "tensor/gemm.h"
 #include "tensor/parallel.h"
 #include "tests/scoped_env.h"
 
@@ -122,6 +123,40 @@ BOOST_AUTO_TEST_CASE(compiled_gpt_on_each_gemm_library_agrees) {
             BOOST_TEST(allclose(got[i], want[i], 1e-3, 1e-6),
                        "gradient " << i << ", " << threads << " threads");
     }
+}
+
+// Compiled inference calls after the second run their Linear GEMMs on weights packed once
+// (tensor/gemm.cpp, GemmPlan::packed_b): each call's logits equal eager's with packing off
+// (dnnl_sgemm), at 1 and 2 threads, and so do they after every weight is written in place
+// (a load_state_dict-style copy_), which must not leave the old packed weights in use.
+BOOST_AUTO_TEST_CASE(compiled_inference_on_packed_weights_equals_eager) {
+    manual_seed(54);
+    models::Gpt net(
+        {.vocab_size = 64, .max_positions = 64, .layers = 2, .d_model = 128, .heads = 2});
+    net.eval();
+    Tensor tokens = randint(0, 64, {4, 64});
+    auto forward = [&](const Tensor& t) { return net.forward(t); };
+    auto compiled = compile(forward);
+    autograd::NoGradGuard no_grad;
+    auto eager = [&] {
+        kiln_test::ScopedEnv env("KILN_GEMM_PACK", "0");
+        return net.forward(tokens);
+    };
+    for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        for (int round = 0; round < 2; ++round) {
+            Tensor want = eager();
+            int64_t parts = detail::gemm_pack_stats().packed_parts;
+            for (int call = 0; call < 4; ++call)
+                BOOST_TEST(allclose(compiled(tokens), want, 1e-4, 1e-5),
+                           threads << " threads, round " << round << ", call " << call);
+#ifdef KILN_HAVE_DNNL
+            BOOST_TEST(detail::gemm_pack_stats().packed_parts > parts);  // packing was used
+#endif
+            for (Tensor& p : net.parameters()) p.copy_(p * 0.5 + 0.01);  // new weights, in place
+        }
+    }
+    set_num_threads(0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -193,4 +193,54 @@ BOOST_AUTO_TEST_CASE(gather_and_scatter_add_over_threads_equal_direct_loops) {
     set_num_threads(0);
 }
 
+// An index that repeats one value along the dims after `dim` (stride 0 there: embedding's
+// and index_select's expanded [N, 1]) takes gather's row path (kernels_index.cpp,
+// gather_rows): its values equal direct loops over the materialized index, in each dim of a
+// 3-D input with more than one outer row, at 1 and 2 threads, for float32, int64 and bool; a
+// bad index among the rows raises naming the lowest row's value, as the general path does.
+BOOST_AUTO_TEST_CASE(gather_of_an_index_expanded_along_the_inner_dims_copies_rows) {
+    manual_seed(45);
+    Shape shape{3, 200, 40};
+    Tensor x = randn(shape);
+    for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        for (int64_t dim = 0; dim < 2; ++dim) {  // dim 2 has no inner dims: the general path
+            Shape ishape = shape, one = shape;
+            ishape[size_t(dim)] = 150;
+            for (size_t d = size_t(dim) + 1; d < one.size(); ++d) one[d] = 1;
+            one[size_t(dim)] = 150;
+            Tensor index = randint(0, shape[size_t(dim)], one).expand(ishape);
+            BOOST_TEST(index.strides()[2] == 0);
+            Tensor dense = index.contiguous();  // the same values, the general path
+            for (DType dt : {DType::float32, DType::int64, DType::boolean}) {
+                Tensor xd = dt == DType::boolean ? x > 0.0 : x.to(dt);
+                Tensor got = gather(xd, dim, index), want = gather(xd, dim, dense);
+                BOOST_TEST(got.shape() == ishape);
+                BOOST_TEST(equal(got, want),
+                           "dim " << dim << ", " << dt << ", " << threads << " threads");
+            }
+        }
+        // Out of range in two rows of different ranges at 2 threads (3000 rows): the lower
+        // row's value is named, whichever thread finds its bad row first.
+        Tensor wide = randn({3, 1000, 40});
+        std::vector<int64_t> iv(3000, 0);
+        iv[1000] = -1;
+        iv[999] = 1001;
+        Tensor bad = tensor(iv, {3, 1000, 1}).expand({3, 1000, 40});
+        try {
+            gather(wide, 1, bad);
+            BOOST_ERROR("no error for out-of-range indices");
+        } catch (const Error& e) {
+            std::string what = e.what();
+            BOOST_TEST(what.find("gather: index 1001 is out of bounds for dim 1 with size 1000") !=
+                           std::string::npos,
+                       what);
+        }
+    }
+    Tensor w = arange(15).reshape({5, 3}).to(float32);  // embedding's own call
+    BOOST_TEST(embedding(ints({4, 0, 4}, {3}), w).to_vector<float>() ==
+               (std::vector<float>{12, 13, 14, 0, 1, 2, 12, 13, 14}));
+    set_num_threads(0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

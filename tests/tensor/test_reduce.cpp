@@ -320,6 +320,116 @@ BOOST_AUTO_TEST_CASE(the_gemm_library_is_chosen_per_shape) {
     }
 }
 
+#ifdef KILN_HAVE_DNNL
+// A b multiplied again at the same version is packed once for oneDNN's matmul primitive
+// (GemmPlan::packed_b, tensor/gemm.cpp): the first call plans no packed b, the second packs
+// it, later ones reuse it, and every call equals naive loops, at 1 and 2 threads (2: parts of
+// rows run the primitive at once), for b plain, transposed (a Linear's W^T) and offset (a
+// slice of a bigger weight: in_proj's q, k, v rows).
+BOOST_AUTO_TEST_CASE(a_b_multiplied_again_is_packed_once_and_matches_naive_loops) {
+    using kiln::detail::gemm_pack_stats;
+    kiln::detail::gemm_pack_clear();
+    Ref a = random_ref({256, 128}, -1, 1), w = random_ref({96, 128}, -1, 1);
+    Ref wt{{128, 96}, {}};  // w^T
+    for (int64_t k = 0; k < 128; ++k)
+        for (int64_t n = 0; n < 96; ++n) wt.v.push_back(w.v[size_t(n * 128 + k)]);
+    Ref want = matmul_ref(a, wt);
+    Tensor x = make(a);
+    for (int threads : {1, 2}) {
+        kiln::set_num_threads(threads);
+        Tensor weight = make(w);                  // new storages: nothing of them packed yet
+        Tensor big = kiln::zeros({3 * 96, 128});  // w as rows 96..191 of a bigger weight
+        big.slice(0, 96, 192).copy_(weight);
+        struct Case {
+            const char* name;
+            Tensor b;
+        };
+        const Case cases[] = {{"transposed", weight.t()},
+                              {"plain", weight.t().contiguous()},
+                              {"offset, transposed", big.slice(0, 96, 192).t()}};
+        for (const Case& c : cases) {
+            std::string what = std::string(c.name) + ", " + std::to_string(threads) + " threads";
+            auto before = gemm_pack_stats();
+            check_close(kiln::matmul(x, c.b), want, 1e-4, 1e-5, what + ", first call");
+            auto first = gemm_pack_stats();
+            BOOST_TEST(first.packs == before.packs, what);  // seen once: not packed
+            BOOST_TEST(first.packed_parts == before.packed_parts, what);
+            for (int call = 2; call <= 3; ++call) {
+                check_close(kiln::matmul(x, c.b), want, 1e-4, 1e-5,
+                            what + ", call " + std::to_string(call));
+                auto now = gemm_pack_stats();
+                BOOST_TEST(now.packs == before.packs + 1, what);  // packed at the second, once
+                BOOST_TEST(now.packed_parts >= first.packed_parts + (call - 1) * threads, what);
+            }
+        }
+    }
+    // A GEMM of fewer than 64 rows reads b about once: never packed (its copy would only add
+    // b's size to the memory held).
+    Tensor few = make(random_ref({4, 512}, -1, 1)), square = make(random_ref({512, 512}, -1, 1));
+    auto before = gemm_pack_stats();
+    for (int call = 0; call < 3; ++call) (void)kiln::matmul(few, square);
+    BOOST_TEST(gemm_pack_stats().packs == before.packs);
+    kiln::set_num_threads(0);
+}
+
+// A packed b is good only while its storage keeps the version it was packed at: an in-place
+// write (copy_, add_), the storage freed and its memory serving another tensor, each gives
+// the new values, never the packed old ones. KILN_GEMM_PACK=0 packs nothing; another value
+// is an error naming it.
+BOOST_AUTO_TEST_CASE(a_packed_b_written_in_place_or_freed_is_packed_again) {
+    using kiln::detail::gemm_pack_stats;
+    kiln::detail::gemm_pack_clear();
+    kiln::set_num_threads(2);
+    Ref a = random_ref({256, 128}, -1, 1), w1 = random_ref({128, 96}, -1, 1),
+        w2 = random_ref({128, 96}, -1, 1);
+    Tensor x = make(a);
+    Tensor b = make(w1);
+    for (int i = 0; i < 3; ++i)
+        check_close(kiln::matmul(x, b), matmul_ref(a, w1), 1e-4, 1e-5, "w1");
+    BOOST_TEST(kiln::plan_gemm(x, b).packed_b);
+    b.copy_(make(w2));  // in place: the packed w1 is stale
+    for (int i = 0; i < 3; ++i)
+        check_close(kiln::matmul(x, b), matmul_ref(a, w2), 1e-4, 1e-5, "after copy_");
+    {
+        kiln::autograd::NoGradGuard no_grad;
+        b.add_(kiln::ones({128, 96}));
+    }
+    Ref w3 = w2;
+    for (double& v : w3.v) v += 1;
+    for (int i = 0; i < 3; ++i)
+        check_close(kiln::matmul(x, b), matmul_ref(a, w3), 1e-4, 1e-5, "after add_");
+    // Freed, then the same pool block and maybe the same Storage address serve new values.
+    for (int round = 0; round < 3; ++round) {
+        Ref w = random_ref({128, 96}, -1, 1);
+        Tensor fresh = make(w);
+        for (int i = 0; i < 2; ++i)
+            check_close(kiln::matmul(x, fresh), matmul_ref(a, w), 1e-4, 1e-5,
+                        "a new b, round " + std::to_string(round));
+    }
+    {
+        kiln_test::ScopedEnv env("KILN_GEMM_PACK", "0");
+        auto before = gemm_pack_stats();
+        Tensor c = make(w1);
+        for (int i = 0; i < 3; ++i)
+            check_close(kiln::matmul(x, c), matmul_ref(a, w1), 1e-4, 1e-5, "off");
+        BOOST_TEST(gemm_pack_stats().packs == before.packs);
+        BOOST_TEST(gemm_pack_stats().packed_parts == before.packed_parts);
+    }
+    {
+        kiln_test::ScopedEnv env("KILN_GEMM_PACK", "yes");
+        try {
+            (void)kiln::matmul(x, b);
+            BOOST_FAIL("KILN_GEMM_PACK=yes should raise");
+        } catch (const kiln::Error& e) {
+            std::string what = e.what();
+            BOOST_TEST(what.find("KILN_GEMM_PACK must be 0 or 1, got 'yes'") != std::string::npos,
+                       what);
+        }
+    }
+    kiln::set_num_threads(0);
+}
+#endif
+
 BOOST_AUTO_TEST_CASE(matmul_of_expanded_and_empty_operands) {
     Ref row = random_ref({1, 3, 4}, -1, 1), b = random_ref({2, 4, 5}, -1, 1);
     Ref a{{2, 3, 4}, row.v};
