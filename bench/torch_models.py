@@ -7,7 +7,9 @@ peak RSS is its own. Prints one JSON object; bench/compare_models.py joins it wi
     python3 bench/torch_models.py [--quick] [--cuda]
 On the GPU the training step also runs "graphed" (the eager step captured whole with
 torch.cuda.graph) and "compiled_graphed" (the torch.compile'd model's step captured the same
-way), beside bench_models' modes of those names.
+way), beside bench_models' modes of those names. One part alone, with one more mode,
+"reduce-overhead" (torch.compile(mode="reduce-overhead"): PyTorch's CUDA graphs per graph):
+    python3 bench/torch_models.py --part gpt reduce-overhead train 1 cuda
 
 PyTorch is a benchmark reference only: nothing in kiln's build or tests needs it.
 """
@@ -54,6 +56,8 @@ def run_part(model, mode, task, threads, device="cpu"):
     net, x, target = net.to(device), x.to(device), target.to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     fwd = torch.compile(net) if mode in ("compiled", "compiled_graphed") else net
+    if mode == "reduce-overhead":  # torch.compile's own CUDA graphs (cudagraph trees), per graph
+        fwd = torch.compile(net, mode="reduce-overhead")
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     if task == "infer":
         net.eval()
