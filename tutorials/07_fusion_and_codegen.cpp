@@ -16,7 +16,9 @@
 // Where there is a GPU, the lesson then runs fn on CUDA tensors: the same schedule written
 // as a CUDA kernel (the tutorial's Triton kernel, here CUDA C++ built by NVRTC), walked
 // through line by line, and mode = "reduce-overhead": a CUDA graph's warm-up, capture and
-// replays, with the launch overhead it saves. Without a GPU it prints why not.
+// replays, with the launch overhead it saves; then a whole training step (forward,
+// backward, SGD) captured as one CUDA graph by cuda::GraphedStep (torch.cuda.graph). Without
+// a GPU it prints why not.
 //
 // Build and run: make demo, or build/tutorial_07_fusion_and_codegen (tutorials/README.md).
 #include <unistd.h>
@@ -34,6 +36,8 @@
 #include "codegen/cuda_backend.h"
 #include "kiln.h"
 #include "tensor/cuda.h"
+#include "tensor/cuda_graph_step.h"
+#include "tensor/cuda_runtime.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -175,6 +179,65 @@ void cuda_part(Check& check, Backend watched_inductor, const jit::Graph*& graph)
     std::printf("  compiled, default mode     %8.1f us  (16 launches)\n", plain_us);
     std::printf("  compiled, reduce-overhead  %8.1f us  (1 graph launch)\n", graphed_us);
     std::printf("  launch overhead saved by the graph: %.1f us per call\n", plain_us - graphed_us);
+
+    // --- The whole training step as one CUDA graph. reduce-overhead captures each compiled
+    // graph; a training step also runs autograd's engine, gradient accumulation and the
+    // optimizer between them, each a launch or more from the host. cuda::GraphedStep
+    // (PyTorch's torch.cuda.graph, "whole-network capture") captures all of it: forward,
+    // loss.backward() and SGD. Its inputs are static tensors the loop refills in place with
+    // copy_; its output (the loss) is one tensor each replay rewrites. Calls 1 and 2 run
+    // eagerly (the optimizer's momentum buffers are made), call 3 captures and replays,
+    // later calls only replay: one launch per training step. Here a twin model trained
+    // eagerly from the same start must end with the same weights (docs/cuda.md, "Whole-step
+    // capture").
+    auto make_mlp = [] {
+        manual_seed(7);
+        auto net = nn::sequential(nn::Linear(64, 64), nn::ReLU(), nn::Linear(64, 64), nn::ReLU(),
+                                  nn::Linear(64, 1));
+        net->to(Device{DeviceType::cuda, 0});
+        return net;
+    };
+    auto net_eager = make_mlp(), net_graphed = make_mlp();
+    optim::SGD opt_eager(net_eager->parameters(), 0.05, 0.9),
+        opt_graphed(net_graphed->parameters(), 0.05, 0.9);
+    Device gpu{DeviceType::cuda, 0};
+    Tensor xs = zeros({128, 64}, {.device = gpu}), ys = zeros({128, 1}, {.device = gpu});
+    auto train_step = [&](nn::Module& net, optim::SGD& opt) {
+        opt.zero_grad();
+        Tensor loss = nn::functional::mse_loss(net(xs), ys);
+        loss.backward();
+        opt.step();
+        return loss;
+    };
+    cuda::GraphedStep whole_step([&] { return train_step(*net_graphed, opt_graphed); },
+                                 {.warmup = 2});
+    bool losses_equal = true;
+    int64_t ops_per_replay = -1;
+    for (int step = 1; step <= 6; ++step) {
+        Tensor xb = randn({128, 64}), yb = randn({128, 1});
+        {
+            NoGradGuard no_grad;
+            xs.copy_(xb.cuda()), ys.copy_(yb.cuda());
+        }
+        Tensor want = train_step(*net_eager, opt_eager).detach().cpu();
+        int64_t ops = cuda::detail::operations_issued();
+        Tensor got = whole_step()[0].cpu();
+        if (step == 6) ops_per_replay = cuda::detail::operations_issued() - ops;
+        losses_equal = losses_equal && allclose(got, want, 1e-4, 1e-5);
+    }
+    bool weights_equal = true;
+    auto pe = net_eager->parameters(), pg = net_graphed->parameters();
+    for (size_t i = 0; i < pe.size(); ++i)
+        weights_equal =
+            weights_equal && allclose(pg[i].detach().cpu(), pe[i].detach().cpu(), 1e-4, 1e-5);
+    std::printf(
+        "whole training step as one CUDA graph: %lld calls, %lld replays, %lld device "
+        "operations in the last call\n",
+        (long long)whole_step.calls(), (long long)whole_step.replays(), (long long)ops_per_replay);
+    check(whole_step.captured() && whole_step.replays() == 4,
+          "calls 1 and 2 run eagerly, call 3 captures and replays, calls 4 to 6 replay");
+    check(losses_equal && weights_equal,
+          "the graphed training step's losses and weights equal the eager twin's");
 }
 
 int main() {
