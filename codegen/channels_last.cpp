@@ -258,7 +258,9 @@ std::string ChannelsLast::note() const {
 }
 
 ChannelsLast channels_last(LGraph& graph) {
-    if (graph.device.type != DeviceType::cpu || !enabled()) return {};
+    // Without oneDNN's convolutions (KILN_CONV=im2col, a build without it) NHWC buys nothing.
+    if (graph.device.type != DeviceType::cpu || !enabled() || !detail::conv_onednn_enabled())
+        return {};
     std::map<int, LValue> values;
     for (const LValue& v : graph.inputs) values[v.id] = v;
     for (const LNode& n : graph.nodes) values[n.out.id] = n.out;

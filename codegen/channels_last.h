@@ -19,7 +19,8 @@ struct ChannelsLast {
     std::string note() const;
 };
 
-// The rewrite, in place. CPU float32 graphs only; KILN_CONV_NHWC=0 leaves the graph alone.
+// The rewrite, in place. CPU float32 convolutions on oneDNN only (not under KILN_CONV=im2col);
+// KILN_CONV_NHWC=0 leaves the graph alone.
 // - Each conv2d (with a 4-D input) and its two gradients get attrs.keepdim: their activations
 //   are NHWC (tensor/kernels_conv_dnnl.cpp) and their outputs keep the value id with the
 //   NHWC shape.
