@@ -114,9 +114,9 @@ bool copy_transposed(T* out, const Tensor& src) {
     const Shape& shape = src.shape();
     const Shape& strides = src.strides();
     int64_t rank = src.dim(), last = rank - 1, p = -1;
-    if (rank < 2 || strides[last] == 1 || shape[last] < 16) return false;
+    if (rank < 2 || strides[last] == 1 || shape[last] < 4) return false;
     for (int64_t d = last - 1; d >= 0; --d)
-        if (strides[d] == 1 && shape[d] >= 16) p = d;
+        if (strides[d] == 1 && shape[d] >= 4) p = d;
     if (p < 0) return false;
     int64_t dst_p = 1;  // out's stride along p
     for (int64_t d = p + 1; d < rank; ++d) dst_p *= shape[d];

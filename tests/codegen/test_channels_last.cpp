@@ -256,7 +256,7 @@ BOOST_AUTO_TEST_CASE(transposing_copies_equal_element_copies) {
                         out.push_back(d[size_t(i0 * st[perm[0]] + i1 * st[perm[1]] + i2 * st[perm[2]] + i3 * st[perm[3]])]);
         return out;
     };
-    const Shape shapes[] = {{2, 17, 5, 33}, {1, 16, 1, 16}, {3, 40, 2, 19}, {2, 3, 31, 64}};
+    const Shape shapes[] = {{2, 17, 5, 33}, {1, 16, 1, 16}, {3, 40, 2, 19}, {2, 3, 31, 64}, {2, 7, 5, 6}};
     for (const Shape& s : shapes)
         for (const Shape& perm : {Shape{0, 2, 3, 1}, Shape{0, 3, 1, 2}, Shape{3, 1, 2, 0}}) {
             Tensor base = randn({s[0] + 1, s[1], s[2], s[3]}).slice(0, 1, s[0] + 1);  // an offset
