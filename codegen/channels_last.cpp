@@ -53,7 +53,7 @@ bool convertible_conv(const LNode& n, const std::map<int, LValue>& values) {
 }
 
 class Rewriter {
-public:
+   public:
     explicit Rewriter(const LGraph& g) : in_(g) {
         for (const LValue& v : g.inputs) {
             values_[v.id] = v;
@@ -87,7 +87,7 @@ public:
         return stats_;
     }
 
-private:
+   private:
     const LGraph& in_;
     std::map<int, LValue> values_;  // id -> the value as the new graph has it
     std::map<int, LValue> nchw_;    // id -> the value as the old graph had it
@@ -221,7 +221,7 @@ private:
             !(nhwc_.count(n.inputs[0]) || inputs4_.count(n.inputs[0])))
             return false;
         const Shape where{0, 3, 1, 2};  // NCHW dim d is NHWC dim where[d]
-        std::set<int64_t> reduced;     // NCHW dims
+        std::set<int64_t> reduced;      // NCHW dims
         for (int64_t d : n.attrs.dims) reduced.insert(d < 0 ? d + 4 : d);
         if (n.attrs.dims.empty()) reduced = {0, 1, 2, 3};
         if (!n.attrs.keepdim) {  // the kept dims must keep their order

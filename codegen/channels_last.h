@@ -13,9 +13,10 @@ namespace kiln::codegen {
 
 // What changed, for explain and KILN_LOGS=passes (one line; empty when nothing did).
 struct ChannelsLast {
-    int convs = 0;        // conv2d / conv2d_input_grad / conv2d_weight_grad nodes made NHWC
-    int nodes = 0;        // pointwise and reduction nodes that run on NHWC values
-    int layout_ops = 0;   // permutes added between the two layouts (reshapes where only size-1 dims move)
+    int convs = 0;  // conv2d / conv2d_input_grad / conv2d_weight_grad nodes made NHWC
+    int nodes = 0;  // pointwise and reduction nodes that run on NHWC values
+    // Permutes added between the two layouts (not the reshapes where only size-1 dims move).
+    int layout_ops = 0;
     std::string note() const;
 };
 

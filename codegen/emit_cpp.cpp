@@ -106,8 +106,8 @@ void CppKernelEmitter::emit() {
                 << " && row_size >= " << kSplitRowSize << ") return " << name
                 << "_split(args, parallel);  // few long rows\n";
         os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
-            << (tile_ ? kTileGrain : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, " << name
-            << "_body);\n";
+            << (tile_ ? kTileGrain : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
+            << name << "_body);\n";
     }
     os_ << "}\n";
     if (k_.epilogue_of >= 0) emit_epilogue_rows(name);

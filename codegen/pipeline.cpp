@@ -10,9 +10,9 @@
 #include <mutex>
 #include <set>
 
+#include "codegen/channels_last.h"
 #include "codegen/emit_cpp.h"
 #include "codegen/emit_cuda.h"
-#include "codegen/channels_last.h"
 #include "codegen/fuse_conv.h"
 #include "codegen/lower_graph.h"
 #include "codegen/toolchain.h"

@@ -498,8 +498,7 @@ Tensor input_grad_nchw(std::span<const Tensor> in, const Attrs& a, bool nhwc_out
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
         Tensor gy = activation(g), wc = f32(w);
-        Tensor gx =
-            empty_output({g.size(0), w.size(1) * p.groups, a.dims[0], a.dims[1]}, nhwc_out);
+        Tensor gx = empty_output({g.size(0), w.size(1) * p.groups, a.dims[0], a.dims[1]}, nhwc_out);
         Layouts layouts{.x = nhwc_out, .y = channels_last(gy)};
         run_prim(cached_prim(Kind::input_grad,
                              geometry(gx.shape(), wc.shape(), gy.shape(), p, false, {}, layouts)),

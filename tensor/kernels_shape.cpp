@@ -124,29 +124,31 @@ bool copy_transposed(T* out, const Tensor& src) {
     int64_t P = shape[p], L = shape[last], step = strides[last];
     int64_t blocks = (P + 15) / 16;
     const T* base = ptr<T>(src);
-    parallel_for(outer * blocks, std::max<int64_t>(1, kParallelGrain / (16 * L)), [&](int64_t b, int64_t e) {
-        for (int64_t task = b; task < e; ++task) {
-            int64_t o = task / blocks, i0 = task % blocks * 16, i1 = std::min(P, i0 + 16);
-            int64_t src_off = 0, dst_off = 0, dst_stride = 1;  // unravel o over the dims but p, last
-            for (int64_t d = last, rest = o; d >= 0; --d) {
-                if (d != p && d != last) {
-                    int64_t k = rest % shape[d];
-                    rest /= shape[d];
-                    src_off += k * strides[d];
-                    dst_off += k * dst_stride;
+    parallel_for(
+        outer * blocks, std::max<int64_t>(1, kParallelGrain / (16 * L)), [&](int64_t b, int64_t e) {
+            for (int64_t task = b; task < e; ++task) {
+                int64_t o = task / blocks, i0 = task % blocks * 16, i1 = std::min(P, i0 + 16);
+                // o unravelled over the dims but p and last
+                int64_t src_off = 0, dst_off = 0, dst_stride = 1;
+                for (int64_t d = last, rest = o; d >= 0; --d) {
+                    if (d != p && d != last) {
+                        int64_t k = rest % shape[d];
+                        rest /= shape[d];
+                        src_off += k * strides[d];
+                        dst_off += k * dst_stride;
+                    }
+                    dst_stride *= shape[d];
                 }
-                dst_stride *= shape[d];
-            }
-            for (int64_t j0 = 0; j0 < L; j0 += 16) {
-                int64_t j1 = std::min(L, j0 + 16);
-                for (int64_t i = i0; i < i1; ++i) {
-                    const T* in = base + src_off + i;
-                    T* to = out + dst_off + i * dst_p;
-                    for (int64_t j = j0; j < j1; ++j) to[j] = in[j * step];
+                for (int64_t j0 = 0; j0 < L; j0 += 16) {
+                    int64_t j1 = std::min(L, j0 + 16);
+                    for (int64_t i = i0; i < i1; ++i) {
+                        const T* in = base + src_off + i;
+                        T* to = out + dst_off + i * dst_p;
+                        for (int64_t j = j0; j < j1; ++j) to[j] = in[j * step];
+                    }
                 }
             }
-        }
-    });
+        });
     return true;
 }
 

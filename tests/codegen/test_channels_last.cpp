@@ -64,9 +64,11 @@ struct Net {
             return conv2d(a, p[i], {}, {stride, stride}, {pad, pad});
         };
         Tensor stem = conv(x, 0, 2, 1);
-        Tensor h = max_pool2d(relu(bn(stem, 0)), {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+        Tensor h =
+            max_pool2d(relu(bn(stem, 0)), {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
         Tensor b = relu(bn(conv(relu(bn(conv(h, 1, 1, 1), 1)), 2, 1, 1), 2) + h);
-        Tensor d = relu(bn(conv(relu(bn(conv(b, 3, 2, 1), 3)), 4, 1, 1), 4) + bn(conv(b, 5, 2, 0), 5));
+        Tensor d =
+            relu(bn(conv(relu(bn(conv(b, 3, 2, 1), 3)), 4, 1, 1), 4) + bn(conv(b, 5, 2, 0), 5));
         Tensor pooled = avg_pool2d(d, {.kernel = {2, 2}, .stride = {2, 2}});
         Tensor logits = matmul(pooled.reshape({pooled.size(0), -1}), p[18]);
         return {(logits * logits).mean() + (stem * stem).mean() * 0.01, stem};
@@ -123,11 +125,13 @@ BOOST_AUTO_TEST_CASE(conv_net_training_step_compiled_equals_eager) {
         BOOST_TEST(stem_c.shape() == (Shape{2, 8, 7, 6}));
         BOOST_TEST(max_diff(stem_c, stem_e) < 1e-4);
         BOOST_TEST(max_diff(stem_c.contiguous(), stem_e) < 1e-4);
-        BOOST_TEST(max_diff(stem_c.sum({1}), stem_e.sum({1})) < 1e-3);  // eager ops read its strides
+        BOOST_TEST(max_diff(stem_c.sum({1}), stem_e.sum({1})) <
+                   1e-3);  // eager ops read its strides
         std::vector<Tensor> got = grads(xc);
         for (size_t i = 0; i < want.size(); ++i) {
             double scale = 1 + want[i].abs().amax().item<double>();
-            BOOST_TEST(max_diff(got[i], want[i]) < 2e-4 * scale, "gradient " << i << ", NHWC " << nhwc);
+            BOOST_TEST(max_diff(got[i], want[i]) < 2e-4 * scale,
+                       "gradient " << i << ", NHWC " << nhwc);
         }
         for (size_t i = 0; i < st_e.size(); ++i)
             BOOST_TEST(max_diff(st_c[i], st_e[i]) < 1e-5, "running statistic " << i);
@@ -144,8 +148,7 @@ BOOST_AUTO_TEST_CASE(returned_conv_values_and_views_read_as_eager) {
     return;
 #endif
     manual_seed(62);
-    Tensor w = randn({6, 4, 3, 3}) * 0.3, w2 = randn({5, 6, 1, 1}) * 0.3,
-           x = randn({3, 4, 9, 17});
+    Tensor w = randn({6, 4, 3, 3}) * 0.3, w2 = randn({5, 6, 1, 1}) * 0.3, x = randn({3, 4, 9, 17});
     auto fn = [&](const Tensor& a) {
         Tensor y = conv2d(a, w, {}, {1, 2}, {1, 1});
         Tensor r = relu(y);
@@ -209,11 +212,10 @@ BOOST_AUTO_TEST_CASE(conv_ops_on_nhwc_activations_equal_the_nchw_ops) {
     BOOST_CHECK_EXCEPTION(yn.sum().backward(), Error, [](const Error& e) {
         return std::string(e.what()).find("no derivative") != std::string::npos;
     });
-    BOOST_CHECK_EXCEPTION(eager(OpId::conv2d, {randn({2, 6, 7}), w, b}, an), Error,
-                          [](const Error& e) {
-                              return std::string(e.what()).find("4-D NHWC activation") !=
-                                     std::string::npos;
-                          });
+    BOOST_CHECK_EXCEPTION(
+        eager(OpId::conv2d, {randn({2, 6, 7}), w, b}, an), Error, [](const Error& e) {
+            return std::string(e.what()).find("4-D NHWC activation") != std::string::npos;
+        });
 }
 
 // Batch norm's statistics over NHWC values: a column sum, a column sum of squares around the
@@ -248,15 +250,18 @@ BOOST_AUTO_TEST_CASE(transposing_copies_equal_element_copies) {
     // The permuted copy of a contiguous 4-D tensor's data `d` of shape `s`, by hand.
     auto by_hand = [](const auto& d, const Shape& s, const Shape& perm) {
         std::remove_cvref_t<decltype(d)> out;
-        Shape o{s[perm[0]], s[perm[1]], s[perm[2]], s[perm[3]]}, st{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+        Shape o{s[perm[0]], s[perm[1]], s[perm[2]], s[perm[3]]},
+            st{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
         for (int64_t i0 = 0; i0 < o[0]; ++i0)
             for (int64_t i1 = 0; i1 < o[1]; ++i1)
                 for (int64_t i2 = 0; i2 < o[2]; ++i2)
                     for (int64_t i3 = 0; i3 < o[3]; ++i3)
-                        out.push_back(d[size_t(i0 * st[perm[0]] + i1 * st[perm[1]] + i2 * st[perm[2]] + i3 * st[perm[3]])]);
+                        out.push_back(d[size_t(i0 * st[perm[0]] + i1 * st[perm[1]] +
+                                               i2 * st[perm[2]] + i3 * st[perm[3]])]);
         return out;
     };
-    const Shape shapes[] = {{2, 17, 5, 33}, {1, 16, 1, 16}, {3, 40, 2, 19}, {2, 3, 31, 64}, {2, 7, 5, 6}};
+    const Shape shapes[] = {
+        {2, 17, 5, 33}, {1, 16, 1, 16}, {3, 40, 2, 19}, {2, 3, 31, 64}, {2, 7, 5, 6}};
     for (const Shape& s : shapes)
         for (const Shape& perm : {Shape{0, 2, 3, 1}, Shape{0, 3, 1, 2}, Shape{3, 1, 2, 0}}) {
             Tensor base = randn({s[0] + 1, s[1], s[2], s[3]}).slice(0, 1, s[0] + 1);  // an offset
