@@ -20,8 +20,10 @@ struct ChannelsLast {
     std::string note() const;
 };
 
-// The rewrite, in place. CPU float32 convolutions on oneDNN only (not under KILN_CONV=im2col);
-// KILN_CONV_NHWC=0 leaves the graph alone.
+// The rewrite, in place. CPU float32 convolutions on oneDNN only (not under KILN_CONV=im2col),
+// in graphs whose largest conv activation has at least 2^20 elements and no symbolic size
+// (ResNet-18 224x224 gains, 32x32 loses: channels_last.cpp); KILN_CONV_NHWC=always rewrites
+// any such graph, KILN_CONV_NHWC=0 none.
 // - Each conv2d (with a 4-D input) and its two gradients get attrs.keepdim: their activations
 //   are NHWC (tensor/kernels_conv_dnnl.cpp) and their outputs keep the value id with the
 //   NHWC shape.

@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(conv_net_training_step_compiled_equals_eager) {
     loss_e.backward();
     std::vector<Tensor> want = grads(xe);
     zero();
-    for (const char* nhwc : {"1", "0"}) {
+    for (const char* nhwc : {"always", "0"}) {
         Env env("KILN_CONV_NHWC", nhwc);
         Tensor xc = x0.clone().requires_grad_();
         std::vector<Tensor> st_c;
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(conv_net_training_step_compiled_equals_eager) {
         codegen::CompiledGraphInfo bwd = codegen::last_compiled();
         BOOST_REQUIRE(bwd.id > before + 1);
         BOOST_TEST(bwd.graph.find("conv2d_weight_grad") != std::string::npos);
-        bool on = std::string(nhwc) == "1";
+        bool on = std::string(nhwc) == "always";
         BOOST_TEST(has_channels_last_note(bwd) == on, joined(bwd.conv_fusions));
         BOOST_TEST(max_diff(loss_c, loss_e) < 1e-4 * (1 + loss_e.abs().item<double>()));
         BOOST_TEST(stem_c.shape() == (Shape{2, 8, 7, 6}));
@@ -157,6 +157,33 @@ BOOST_AUTO_TEST_CASE(returned_conv_values_and_views_read_as_eager) {
         return std::make_tuple(y, y.transpose(1, 3), z.slice(1, 1, 4), pooled, r * 2.0);
     };
     NoGradGuard no_grad;
+    {  // by default a graph this small keeps NCHW (its largest activation is under 2^20)
+        // (a weight gradient's size, 2^20 elements here, is no activation's)
+        Tensor big_w = randn({1024, 1024, 1, 1});
+        Tensor small_x = randn({1, 1024, 2, 2}), small_g = randn({1, 1024, 2, 2});
+        Attrs a{.shape = {1, 1, 1, 1, 0, 0, 1, 1}, .dim = 1};
+        auto wg = [&](const Tensor& xx, const Tensor& gg) {
+            return dispatch(OpId::conv2d_weight_grad, {xx, gg}, a) * 2.0;
+        };
+        int before = codegen::last_compiled().id;
+        auto f = compile(wg, {.choose_faster = false});
+        Tensor got = f(small_x, small_g);
+        BOOST_TEST(got.shape() == big_w.shape());
+        codegen::CompiledGraphInfo info = codegen::last_compiled();
+        BOOST_REQUIRE(info.id > before);
+        BOOST_TEST(!has_channels_last_note(info), joined(info.conv_fusions));
+        BOOST_TEST(max_diff(got, wg(small_x, small_g)) < 1e-3);
+    }
+    {
+        int before = codegen::last_compiled().id;
+        auto f = compile(fn, {.choose_faster = false});
+        Tensor y = std::get<0>(f(x));
+        codegen::CompiledGraphInfo info = codegen::last_compiled();
+        BOOST_REQUIRE(info.id > before);
+        BOOST_TEST(!has_channels_last_note(info), joined(info.conv_fusions));
+        BOOST_TEST(max_diff(y, std::get<0>(fn(x))) < 1e-4);
+    }
+    Env always("KILN_CONV_NHWC", "always");
     int before = codegen::last_compiled().id;
     auto f = compile(fn, {.choose_faster = false});
     auto got = f(x);
