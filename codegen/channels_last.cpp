@@ -10,6 +10,8 @@
 #include <set>
 #include <string_view>
 
+#include "tensor/parallel.h"
+
 namespace kiln::codegen {
 namespace {
 
@@ -286,7 +288,11 @@ ChannelsLast channels_last(LGraph& graph) {
         }
     }
     if (largest < 0) return {};
-    if (m != "always" && (symbolic || largest < kMinActivation)) return {};
+    // At 2 threads the tiled NHWC batch-norm kernels split the channels of each cache line
+    // between threads and the step measured 1.15-1.3x slower than NCHW (whose rows split
+    // cleanly), though oneDNN's share fell 461 -> 323 ms: kiln's thread count when the graph
+    // compiles decides (docs/perf-models.md, "Channels-last training graphs").
+    if (m != "always" && (symbolic || largest < kMinActivation || num_threads() > 1)) return {};
     LGraph out;
     ChannelsLast stats = Rewriter(graph).run(out);
     graph = std::move(out);
