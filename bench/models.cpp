@@ -282,12 +282,12 @@ std::string run_part(const Part& p) {
                   "\"threads\": %d, \"first_call_s\": %.3f, \"ms\": %.3f, "
                   "\"first_call_cpu_s\": %.3f, \"cpu_ms\": %.3f, \"main_cpu_ms\": %.3f, "
                   "\"peak_rss_mb\": %.1f, \"steps_peak_rss_mb\": %.1f, \"live_before_mb\": %.1f, "
-                  "\"steps_peak_live_mb\": %.1f%s}",
+                  "\"steps_peak_live_mb\": %.1f, \"min_ms\": %.3f%s}",
                   p.model.c_str(), p.device.c_str(), p.mode.c_str(), p.task.c_str(), p.threads,
                   first_s, ms[ms.size() / 2], first_cpu_s, cpu_ms[cpu_ms.size() / 2],
                   main_cpu_ms[main_cpu_ms.size() / 2], process_peak,
                   reset ? peak_rss_since_reset_mb() : -1.0, double(live_before) / 1e6,
-                  double(pool_stats().peak_live_bytes) / 1e6, paths);
+                  double(pool_stats().peak_live_bytes) / 1e6, ms.front(), paths);
     std::string out = buf;
     if (!steps.empty()) out.insert(out.size() - 1, steps);
     return out;

@@ -132,7 +132,8 @@ def run_part(model, mode, task, threads, device="cpu"):
             steps_peak_mb = next(float(line.split()[1]) / 1024.0 for line in f if line.startswith("VmHWM:"))
     extra = {"steps_ms": steps} if os.environ.get("KILN_BENCH_STEPS") == "1" else {}
     return {"model": model, "device": device, "mode": mode, "task": task, "threads": threads, "first_call_s": round(first_s, 3),
-            "ms": round(times[len(times) // 2], 3), "cpu_ms": round(cpu[len(cpu) // 2], 3),
+            "ms": round(times[len(times) // 2], 3), "min_ms": round(times[0], 3),
+            "cpu_ms": round(cpu[len(cpu) // 2], 3),
             "main_cpu_ms": round(main_cpu[len(main_cpu) // 2], 3), "peak_rss_mb": round(process_peak_mb, 1),
             "steps_peak_rss_mb": round(steps_peak_mb, 1), "torch": torch.__version__, "cudnn_tf32": tf32, **extra}
 

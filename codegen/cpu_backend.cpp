@@ -156,6 +156,20 @@ CompiledCpuGraph::CompiledCpuGraph(Schedule schedule, std::string source,
     for (const LValue& v : schedule_.graph.inputs) num_value_ids_ = std::max(num_value_ids_, v.id + 1);
     for (const LNode& n : schedule_.graph.nodes) num_value_ids_ = std::max(num_value_ids_, n.out.id + 1);
     release_ = detail::release_plan(schedule_);
+    // An input read only by permutes the host makes (an NHWC copy, codegen/channels_last.h)
+    // is handed to them as it comes: a channels-last input's copy is then a free view.
+    std::map<int, bool> host_layout_only;
+    for (const LNode& n : schedule_.graph.nodes)
+        for (int v : n.inputs) {
+            bool host = n.op == OpId::permute && n.attrs.keepdim;
+            auto [it, first] = host_layout_only.emplace(v, host);
+            if (!first) it->second = it->second && host;
+        }
+    for (int id : schedule_.graph.outputs) host_layout_only[id] = false;
+    for (const LValue& v : schedule_.graph.inputs) {
+        auto it = host_layout_only.find(v.id);
+        any_layout_input_.push_back(it != host_layout_only.end() && it->second);
+    }
 }
 
 // The per-call cost matters for small graphs (a JIT cache hit runs this): values live in a
@@ -170,7 +184,8 @@ std::vector<Tensor> CompiledCpuGraph::run(std::span<const Tensor> inputs) const 
     std::vector<Tensor> big_env(size_t(num_value_ids_) > small_env.size() ? size_t(num_value_ids_) : 0);
     std::span<Tensor> env = big_env.empty() ? std::span<Tensor>(small_env.data(), size_t(num_value_ids_)) : std::span<Tensor>(big_env);
     std::span<Tensor> owned = jit::take_handed_over(inputs);  // AOT's saved tensors, freed after their last reader
-    for (size_t i = 0; i < inputs.size(); ++i) env[graph.inputs[i].id] = contiguous_input(inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i)
+        env[graph.inputs[i].id] = any_layout_input_[i] ? inputs[i] : contiguous_input(inputs[i]);
     for (Tensor& t : owned) t = Tensor();  // env holds them now, and drops each after its last reader
     std::array<float*, 16> small_buffers;
     std::vector<float*> big_buffers;

@@ -53,6 +53,8 @@ class CompiledCpuGraph {
         epilogues_;  // per kernel: `<name>_rows` of a matmul's epilogue, else nullptr
     std::vector<std::vector<int>> kernel_args_; // per kernel: Kernel::args(), computed once
     std::vector<std::vector<int>> release_;     // per kernel: values dropped after it (release_plan)
+    // per input: read only by layout changes the host makes (codegen/channels_last.h)
+    std::vector<bool> any_layout_input_;
     int num_value_ids_ = 0;                     // value ids are < this
 };
 

@@ -106,8 +106,8 @@ void CppKernelEmitter::emit() {
                 << " && row_size >= " << kSplitRowSize << ") return " << name
                 << "_split(args, parallel);  // few long rows\n";
         os_ << "    parallel(" << product_cpp(k_.domain, 0, outer_) << ", std::max<int64_t>("
-            << (tile_ ? kTile : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, " << name
-            << "_body);\n";
+            << (tile_ ? kTileGrain : 1) << ", 32768 / std::max<int64_t>(row_size, 1)), &args, "
+            << name << "_body);\n";
     }
     os_ << "}\n";
     if (k_.epilogue_of >= 0) emit_epilogue_rows(name);
@@ -201,8 +201,11 @@ std::string CppKernelEmitter::reduction_identity(OpId op, DType d) const {
     return kiln::reduction_identity(op, d);
 }
 
-// In lanes, a per-row value is broadcast to a batch.
+// In lanes, a per-row value is broadcast to a batch; in a tile, lane t's element of its array.
 std::string CppKernelEmitter::operand(int v, bool lanes) const {
+    if (tile_ && per_row(v))
+        return lanes ? "B::load_unaligned(" + s_.value_name(v) + "_tile + t)"
+                     : s_.value_name(v) + "_tile[t]";
     if (per_row(v) && lanes)
         return (dtype(v) == DType::boolean ? "BB(" : "B(") + s_.value_name(v) + ")";
     return s_.value_name(v);
@@ -367,8 +370,10 @@ void CppKernelEmitter::emit_store(const std::string& ind, int v, bool vec) {
 // ---- tiles of rows (lanes across rows)
 
 // Whether every load and store is contiguous along the last row dim, or one value along
-// it (some contiguous), and the kernel is one pass (its reductions and element stores read
-// no per-row value) followed by per-row values.
+// it (some contiguous), and every per-row value the element code reads is a float32 value
+// of the kernel (kept in an array, one element a row). Any number of passes: batch norm's
+// statistics over NHWC values (codegen/channels_last.h) are a column sum, a column sum of
+// squares around the mean, and an element pass reading both.
 bool CppKernelEmitter::tile_fits() const {
     if (outer_ < 1) return false;
     bool contiguous = false;
@@ -395,27 +400,22 @@ bool CppKernelEmitter::tile_fits() const {
     reads.insert(reads.end(), pass.begin(), pass.end());
     for (int index : reads)
         for (int v : node(index).inputs)
-            if (per_row(v)) return false;
+            if (per_row(v) && dtype(v) != DType::float32) return false;
     return contiguous;
 }
 
 // A column sum walks each row (a column) with a large stride; a tile walks kTile columns
 // side by side instead, so each step along the row reads consecutive memory, W lanes at a
-// time, as eager's reduce_columns does.
+// time, as eager's reduce_columns does. Each per-row value lives in an array of the tile's
+// rows (operand(): lane t's element), filled by its pass or, for math on them, lane by lane.
 void CppKernelEmitter::emit_tile_rows() {
     int o = outer_ - 1;
     std::string size_o = to_cpp(size_expr(k_.domain[o]));
-    std::vector<int> reductions, stores;
-    for (int index : k_.nodes)
-        if (is_reduction(index)) reductions.push_back(index);
-    for (int v : k_.stores)
-        if (!per_row(v)) stores.push_back(v);
-    std::string names;
-    std::vector<int> body = pass_body(reductions, stores, names);
     os_ << "    const int64_t row_size = " << product_cpp(k_.domain, outer_, rank_) << ";\n";
-    for (int r : reductions)
-        os_ << "    " << cpp_type(node(r).out.dtype) << " " << s_.value_name(node(r).out.id)
-            << "_tile[" << kTile << "];\n";
+    for (int index : k_.nodes)
+        if (per_row(node(index).out.id))
+            os_ << "    " << cpp_type(node(index).out.dtype) << " "
+                << s_.value_name(node(index).out.id) << "_tile[" << kTile << "];\n";
     os_ << "    for (int64_t row = begin; row < end;) {  // rows i" << o
         << " = first .. first + lanes - 1\n";
     os_ << "        [[maybe_unused]] int64_t rest = row;\n";
@@ -423,36 +423,51 @@ void CppKernelEmitter::emit_tile_rows() {
     if (o > 0) emit_split("        ", "rest", 'i', o - 1, 0);
     os_ << "        const int64_t lanes = std::min<int64_t>({" << kTile << ", end - row, " << size_o
         << " - first});\n";
-    for (int r : reductions)
-        os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
-            << "_tile[t] = " << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
-    os_ << "        // pass along the rows\n";
-    os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
-    os_ << "            int64_t t = 0;\n";
-    if (float32_) {
-        os_ << "            for (; t + W <= lanes; t += W) {\n";
+    for (const Step& step : row_steps()) {
+        if (!step.pass) {  // math on per-row values, lane by lane
+            os_ << "        for (int64_t t = 0; t < lanes; ++t) {\n";
+            os_ << "            const int64_t i" << o << " = first + t;\n";
+            row_scope_loads_.clear();
+            emit_per_row_node("            ", step.node);
+            std::string name = s_.value_name(node(step.node).out.id);
+            os_ << "            " << name << "_tile[t] = " << name << ";\n";
+            os_ << "        }\n";
+            continue;
+        }
+        std::string names;
+        std::vector<int> body = pass_body(step.reductions, step.stores, names);
+        for (int r : step.reductions)
+            os_ << "        for (int64_t t = 0; t < lanes; ++t) " << s_.value_name(node(r).out.id)
+                << "_tile[t] = " << reduction_identity(node(r).op, node(r).out.dtype) << ";\n";
+        os_ << "        // pass along the rows computing" << names << "\n";
+        os_ << "        for (int64_t j = 0; j < row_size; ++j) {\n";
+        os_ << "            int64_t t = 0;\n";
+        if (float32_) {
+            os_ << "            for (; t + W <= lanes; t += W) {\n";
+            os_ << "                const int64_t i" << o << " = first + t;\n";
+            emit_element("                ", body, step.reductions, step.stores, true);
+            os_ << "            }\n";
+        }
+        os_ << "            for (; t < lanes; ++t) {\n";
         os_ << "                const int64_t i" << o << " = first + t;\n";
-        emit_element("                ", body, reductions, stores, true);
+        emit_element("                ", body, step.reductions, step.stores, false);
         os_ << "            }\n";
+        os_ << "        }\n";
+        bool stored = false;
+        for (int r : step.reductions)
+            stored = stored || std::count(k_.stores.begin(), k_.stores.end(), node(r).out.id);
+        if (!stored) continue;
+        os_ << "        for (int64_t t = 0; t < lanes; ++t) {  // per-row values\n";
+        os_ << "            const int64_t i" << o << " = first + t;\n";
+        for (int r : step.reductions) {
+            std::string name = s_.value_name(node(r).out.id);
+            if (!std::count(k_.stores.begin(), k_.stores.end(), node(r).out.id)) continue;
+            os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = "
+                << name << "_tile[t];\n";
+            emit_row_store("            ", node(r).out.id);
+        }
+        os_ << "        }\n";
     }
-    os_ << "            for (; t < lanes; ++t) {\n";
-    os_ << "                const int64_t i" << o << " = first + t;\n";
-    emit_element("                ", body, reductions, stores, false);
-    os_ << "            }\n";
-    os_ << "        }\n";
-    os_ << "        for (int64_t t = 0; t < lanes; ++t) {  // per-row values\n";
-    os_ << "            const int64_t i" << o << " = first + t;\n";
-    row_scope_loads_.clear();
-    for (int r : reductions) {
-        std::string name = s_.value_name(node(r).out.id);
-        os_ << "            const " << cpp_type(node(r).out.dtype) << " " << name << " = " << name
-            << "_tile[t];\n";
-        emit_row_store("            ", node(r).out.id);
-    }
-    for (int index : k_.nodes)
-        if (!is_reduction(index) && per_row(node(index).out.id))
-            emit_per_row_node("            ", index);
-    os_ << "        }\n";
     os_ << "        row += lanes;\n";
     os_ << "    }\n";
 }

@@ -29,6 +29,9 @@ class CppKernelEmitter : KernelEmitterCore {
     // up to kTile consecutive rows at once, lanes across rows, accumulators in arrays.
     bool tile_ = false;
     static constexpr int kTile = 128;
+    // The fewest rows a thread takes: batch norm's 64 channels over NHWC are one tile, and
+    // with kTile as the grain one thread walked them all at 2 threads.
+    static constexpr int kTileGrain = 16;
     // A pass's vector accumulators per reduction: kAccumulators batches a step, each adding
     // into its own, so the adds (or NaN-propagating maxima) overlap instead of each waiting
     // for the one before; combined in a fixed order after the pass.

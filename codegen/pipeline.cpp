@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "codegen/channels_last.h"
 #include "codegen/emit_cpp.h"
 #include "codegen/emit_cuda.h"
 #include "codegen/fuse_conv.h"
@@ -148,6 +149,10 @@ Plan plan_graph(const jit::Graph& graph, int id) {
     const bool cuda = plan.device.type == DeviceType::cuda;
     // 1. fuse_conv: a conv2d and the per-channel chain after it -> conv2d_fused (fuse_conv.cpp).
     ConvFusion fusion = fuse_conv(*lowered.graph);
+    // The convolutions left (a training graph's, and their gradients) and the ops between them
+    // on NHWC values (channels_last.cpp).
+    if (std::string note = channels_last(fusion.graph).note(); !note.empty())
+        fusion.notes.push_back(note);
     plan.conv_fusions = fusion.notes;
     log.done("1_conv_fused", [&] { return lines(fusion.notes) + fusion.graph.print(); });
     try {

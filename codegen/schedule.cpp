@@ -221,6 +221,9 @@ struct Scheduler {
         }
         if (op.kind == OpKind::reduction)
             return reduction_dtype_ok(n) ? Plan::reduction : Plan::fallback;
+        // A layout change of a channels-last graph input (codegen/channels_last.h): the host
+        // makes it, free when the input arrives channels-last.
+        if (n.op == OpId::permute && n.attrs.keepdim) return Plan::fallback;
         if (op.kind == OpKind::view) return Plan::view;
         if (op.kind == OpKind::matmul) {  // the blas kernel is cblas_sgemm
             bool f32 = n.out.dtype == DType::float32;
@@ -250,6 +253,8 @@ struct Scheduler {
                    a_dtype(n.out.dtype) +
                    "; generated reductions give eager's result dtype (sum of int64 or bool: int64, "
                    "else the input's)";
+        if (n.op == OpId::permute && n.attrs.keepdim)
+            return "an input's NHWC copy, made on the host (free when it arrives channels-last)";
         if (op.kind == OpKind::view) return "a view the kernels cannot index as strides over one buffer";
         return "a pointwise form generated kernels do not take";
     }

@@ -93,10 +93,11 @@ std::string attrs_print(OpId op, const Attrs& a) {
             break;
         case OpId::conv2d:
         case OpId::conv2d_weight_grad:
-            sep() << "window=" << a.shape << ", groups=" << a.dim;
+            sep() << "window=" << a.shape << ", groups=" << a.dim << (a.keepdim ? ", nhwc" : "");
             break;
         case OpId::conv2d_input_grad:
-            sep() << "window=" << a.shape << ", groups=" << a.dim << ", size=" << a.dims;
+            sep() << "window=" << a.shape << ", groups=" << a.dim << ", size=" << a.dims
+                  << (a.keepdim ? ", nhwc" : "");
             break;
         case OpId::conv2d_fused:
             sep() << "window=" << a.shape << ", groups=" << a.dim << ", post_ops=" << a.dims;

@@ -189,6 +189,13 @@ Prim make_prim(Kind kind, const Geometry& g) {
     Tag wtag = g.w.size() == 5 ? Tag::goihw : Tag::oihw;
     memory::desc x = md(g.x, Tag::nchw, any), w = md(g.w, wtag, any), y = md(g.y, Tag::nchw, any),
                  b = md(g.b, Tag::x, false);
+    // The gradients take channels-last activations as they are: left to choose, oneDNN 2.6
+    // picks nChw16c for them here and each call reorders in and out, while its NHWC kernels
+    // are as fast (docs/perf-models.md, "Channels-last training graphs").
+    if (kind != Kind::forward && !plain_layouts()) {
+        if (g.layouts.x) x = md(g.x, Tag::nhwc, false);
+        if (g.layouts.y) y = md(g.y, Tag::nhwc, false);
+    }
     memory::desc px = md(g.x, g.layouts.x ? Tag::nhwc : Tag::nchw, false),
                  pw = md(g.w, wtag, false),
                  py = md(g.y, g.layouts.y ? Tag::nhwc : Tag::nchw, false),
@@ -349,6 +356,21 @@ Tensor empty_output(const Shape& s, bool nhwc) {
     if (!nhwc) return empty(s, DType::float32);
     return empty({s[0], s[2], s[3], s[1]}, DType::float32).permute({0, 3, 1, 2});
 }
+#endif
+
+// attrs.keepdim on conv2d and its two gradients (set by the inductor after autograd,
+// codegen/channels_last.h): their activations (input, output gradient, input gradient) are
+// NHWC tensors [N, H, W, C]. Each is seen as the [N, C, H, W] view of its NHWC memory, which
+// oneDNN reads and writes without a reorder; other paths take the view as any strided tensor.
+Tensor nchw_view(const Tensor& nhwc, const char* op) {
+    KILN_CHECK(nhwc.dim() == 4, op, ": expected a 4-D NHWC activation [N, H, W, C], got shape ",
+               nhwc.shape());
+    return nhwc.contiguous().permute({0, 3, 1, 2});
+}
+// The NHWC tensor [N, H, W, C] of an [N, C, H, W] result (free when it is channels-last).
+Tensor nhwc_of(const Tensor& nchw) { return nchw.permute({0, 2, 3, 1}).contiguous(); }
+
+#ifdef KILN_HAVE_DNNL
 
 Shape out_shape(const Shape& x, const Shape& w, const ConvParams& p) {
     return {x[0], w[0], window_out_size(x[2], p.kh, p.sh, p.ph, p.dh),
@@ -391,10 +413,29 @@ int detail::onednn_conv_threads() {
 #endif
 }
 
+namespace {
+Tensor conv2d_nchw(std::span<const Tensor> in, const Attrs& a, bool nhwc_out);
+Tensor input_grad_nchw(std::span<const Tensor> in, const Attrs& a, bool nhwc_out);
+Tensor weight_grad_nchw(std::span<const Tensor> in, const Attrs& a);
+Attrs without_nhwc(Attrs a) {
+    a.keepdim = false;
+    return a;
+}
+}  // namespace
+
 Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
     KILN_CHECK(in.size() == 2 || in.size() == 3,
                "conv2d: expected (input, weight) or (input, weight, bias), got ", in.size(),
                " tensors");
+    if (!a.keepdim) return conv2d_nchw(in, a, false);
+    std::vector<Tensor> v(in.begin(), in.end());
+    v[0] = nchw_view(in[0], "conv2d");
+    return nhwc_of(conv2d_nchw(v, without_nhwc(a), true));
+}
+
+namespace {
+// conv2d on [N, C, H, W] tensors; `nhwc_out`: oneDNN writes the output channels-last.
+Tensor conv2d_nchw(std::span<const Tensor> in, const Attrs& a, bool nhwc_out) {
     ConvParams p = conv_params(a, "conv2d");
     KILN_CHECK(in[0].dim() == 4, "conv2d: expected a 4-D input [N, C, H, W], got shape ",
                in[0].shape());
@@ -404,10 +445,10 @@ Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
         Tensor x = activation(in[0]), w = f32(in[1]);
-        Tensor y = empty(out_shape(x.shape(), w.shape(), p), DType::float32);
+        Tensor y = empty_output(out_shape(x.shape(), w.shape(), p), nhwc_out);
         const Prim& prim =
             cached_prim(Kind::forward, geometry(x.shape(), w.shape(), y.shape(), p, bias.defined(),
-                                                {}, {.x = channels_last(x)}));
+                                                {}, {.x = channels_last(x), .y = nhwc_out}));
         if (bias.defined())
             run_prim(prim, std::vector<Tensor>{x, w, y, f32(bias)});
         else
@@ -415,10 +456,20 @@ Tensor forward_conv2d(std::span<const Tensor> in, const Attrs& a) {
         return y;
     }
 #endif
+    (void)nhwc_out;
     return conv2d_im2col(in[0], in[1], bias, {p.sh, p.sw}, {p.ph, p.pw}, {p.dh, p.dw}, p.groups);
+}
+}  // namespace
+
+// The NHWC form (attrs.keepdim) is made after autograd: it has no derivative.
+void check_no_nhwc(const Attrs& a, const char* op) {
+    KILN_CHECK(!a.keepdim, op,
+               " with NHWC activations has no derivative: the inductor makes it after autograd "
+               "(codegen/channels_last.h)");
 }
 
 std::vector<Tensor> backward_conv2d(const BackwardArgs& b) {
+    check_no_nhwc(b.attrs, "conv2d");
     const Tensor &x = b.inputs[0], &w = b.inputs[1];
     Attrs ig = b.attrs;
     ig.dims = {b.input_shapes[0][2], b.input_shapes[0][3]};
@@ -430,6 +481,15 @@ std::vector<Tensor> backward_conv2d(const BackwardArgs& b) {
 }
 
 Tensor forward_conv2d_input_grad(std::span<const Tensor> in, const Attrs& a) {
+    KILN_CHECK(in.size() == 2, "conv2d_input_grad: expected (grad_out, weight), got ", in.size(),
+               " tensors");
+    if (!a.keepdim) return input_grad_nchw(in, a, false);
+    Tensor v[2] = {nchw_view(in[0], "conv2d_input_grad"), in[1]};
+    return nhwc_of(input_grad_nchw(v, without_nhwc(a), true));
+}
+
+namespace {
+Tensor input_grad_nchw(std::span<const Tensor> in, const Attrs& a, bool nhwc_out) {
     [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_input_grad");  // checks the attributes
     KILN_CHECK(a.dims.size() == 2,
                "conv2d_input_grad: expected the input's size (H, W) in attrs.dims");
@@ -437,19 +497,23 @@ Tensor forward_conv2d_input_grad(std::span<const Tensor> in, const Attrs& a) {
     if (Tensor gx = cudnn_conv2d_input_grad(in, a); gx.defined()) return gx;
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
-        Tensor gy = f32(g), wc = f32(w);
-        Tensor gx = empty({g.size(0), w.size(1) * p.groups, a.dims[0], a.dims[1]}, DType::float32);
-        run_prim(
-            cached_prim(Kind::input_grad, geometry(gx.shape(), wc.shape(), gy.shape(), p, false)),
-            std::vector<Tensor>{gy, wc, gx});
+        Tensor gy = activation(g), wc = f32(w);
+        Tensor gx = empty_output({g.size(0), w.size(1) * p.groups, a.dims[0], a.dims[1]}, nhwc_out);
+        Layouts layouts{.x = nhwc_out, .y = channels_last(gy)};
+        run_prim(cached_prim(Kind::input_grad,
+                             geometry(gx.shape(), wc.shape(), gy.shape(), p, false, {}, layouts)),
+                 std::vector<Tensor>{gy, wc, gx});
         return gx;
     }
 #endif
+    (void)nhwc_out;
     return input_grad_im2col(g, w, a);
 }
+}  // namespace
 
 // conv2d_input_grad is linear in each input: its gradients are the forward and the weight gradient.
 std::vector<Tensor> backward_conv2d_input_grad(const BackwardArgs& b) {
+    check_no_nhwc(b.attrs, "conv2d_input_grad");
     Attrs f = b.attrs;
     f.dims = {};
     std::vector<Tensor> out(2);
@@ -459,23 +523,35 @@ std::vector<Tensor> backward_conv2d_input_grad(const BackwardArgs& b) {
 }
 
 Tensor forward_conv2d_weight_grad(std::span<const Tensor> in, const Attrs& a) {
+    KILN_CHECK(in.size() == 2, "conv2d_weight_grad: expected (input, grad_out), got ", in.size(),
+               " tensors");
+    if (!a.keepdim) return weight_grad_nchw(in, a);
+    Tensor v[2] = {nchw_view(in[0], "conv2d_weight_grad"), nchw_view(in[1], "conv2d_weight_grad")};
+    return weight_grad_nchw(v, without_nhwc(a));
+}
+
+namespace {
+Tensor weight_grad_nchw(std::span<const Tensor> in, const Attrs& a) {
     [[maybe_unused]] ConvParams p = conv_params(a, "conv2d_weight_grad");
     const Tensor &x = in[0], &g = in[1];
     if (Tensor gw = cudnn_conv2d_weight_grad(in, a); gw.defined()) return gw;
 #ifdef KILN_HAVE_DNNL
     if (onednn_usable(in)) {
-        Tensor xc = f32(x), gy = f32(g);
+        Tensor xc = activation(x), gy = activation(g);
         Tensor gw = empty({g.size(1), x.size(1) / p.groups, p.kh, p.kw}, DType::float32);
-        run_prim(
-            cached_prim(Kind::weight_grad, geometry(xc.shape(), gw.shape(), gy.shape(), p, false)),
-            std::vector<Tensor>{xc, gy, gw});
+        Layouts layouts{.x = channels_last(xc), .y = channels_last(gy)};
+        run_prim(cached_prim(Kind::weight_grad,
+                             geometry(xc.shape(), gw.shape(), gy.shape(), p, false, {}, layouts)),
+                 std::vector<Tensor>{xc, gy, gw});
         return gw;
     }
 #endif
     return weight_grad_im2col(x, g, a);
 }
+}  // namespace
 
 std::vector<Tensor> backward_conv2d_weight_grad(const BackwardArgs& b) {
+    check_no_nhwc(b.attrs, "conv2d_weight_grad");
     Attrs f = b.attrs, ig = b.attrs;
     ig.dims = {b.input_shapes[0][2], b.input_shapes[0][3]};
     std::vector<Tensor> out(2);

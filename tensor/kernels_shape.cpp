@@ -105,6 +105,53 @@ void copy_rows(T* out, const Tensor& src) {
     });
 }
 
+// A copy whose source walks its last dim with a stride but some other dim p contiguously (a
+// permutation of a contiguous tensor: NHWC <-> NCHW, codegen/channels_last.h): copy_rows
+// would read one element a cache line; this copies 16 x 16 tiles of (p, last dim) instead,
+// reading and writing whole lines. Returns false when the source is not such a view.
+template <class T>
+bool copy_transposed(T* out, const Tensor& src) {
+    const Shape& shape = src.shape();
+    const Shape& strides = src.strides();
+    int64_t rank = src.dim(), last = rank - 1, p = -1;
+    if (rank < 2 || strides[last] == 1 || shape[last] < 4) return false;
+    for (int64_t d = last - 1; d >= 0; --d)
+        if (strides[d] == 1 && shape[d] >= 4) p = d;
+    if (p < 0) return false;
+    int64_t dst_p = 1;  // out's stride along p
+    for (int64_t d = p + 1; d < rank; ++d) dst_p *= shape[d];
+    int64_t outer = src.numel() / (shape[p] * shape[last]);
+    int64_t P = shape[p], L = shape[last], step = strides[last];
+    int64_t blocks = (P + 15) / 16;
+    const T* base = ptr<T>(src);
+    parallel_for(
+        outer * blocks, std::max<int64_t>(1, kParallelGrain / (16 * L)), [&](int64_t b, int64_t e) {
+            for (int64_t task = b; task < e; ++task) {
+                int64_t o = task / blocks, i0 = task % blocks * 16, i1 = std::min(P, i0 + 16);
+                // o unravelled over the dims but p and last
+                int64_t src_off = 0, dst_off = 0, dst_stride = 1;
+                for (int64_t d = last, rest = o; d >= 0; --d) {
+                    if (d != p && d != last) {
+                        int64_t k = rest % shape[d];
+                        rest /= shape[d];
+                        src_off += k * strides[d];
+                        dst_off += k * dst_stride;
+                    }
+                    dst_stride *= shape[d];
+                }
+                for (int64_t j0 = 0; j0 < L; j0 += 16) {
+                    int64_t j1 = std::min(L, j0 + 16);
+                    for (int64_t i = i0; i < i1; ++i) {
+                        const T* in = base + src_off + i;
+                        T* to = out + dst_off + i * dst_p;
+                        for (int64_t j = j0; j < j1; ++j) to[j] = in[j * step];
+                    }
+                }
+            }
+        });
+    return true;
+}
+
 }  // namespace
 
 void strided_copy(const Tensor& dst, const Tensor& src) {
@@ -117,6 +164,7 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
     }
     visit_dtype(src.dtype(), [&](auto tag) {
         using T = decltype(tag);
+        if (dst.is_contiguous() && copy_transposed<T>(ptr<T>(dst), src)) return;
         if (dst.is_contiguous() && src.dim() >= 1) return copy_rows<T>(ptr<T>(dst), src);
         auto d = xt_view<T>(dst);
         auto s = xt_view<T>(src);
