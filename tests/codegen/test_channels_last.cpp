@@ -75,6 +75,19 @@ struct Net {
     }
 };
 
+// Compiles fn (generated kernels always: no per-graph choice), calls it and fn itself on x,
+// and returns both results with the graph that call compiled.
+template <class Fn>
+auto compiled_and_eager(Fn fn, const Tensor& x) {
+    int before = codegen::last_compiled().id;
+    auto f = compile(fn, {.choose_faster = false});
+    auto got = f(x);
+    auto want = fn(x);
+    codegen::CompiledGraphInfo info = codegen::last_compiled();
+    BOOST_REQUIRE(info.id > before);
+    return std::make_tuple(got, want, info);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(channels_last)
@@ -184,12 +197,7 @@ BOOST_AUTO_TEST_CASE(returned_conv_values_and_views_read_as_eager) {
         BOOST_TEST(max_diff(y, std::get<0>(fn(x))) < 1e-4);
     }
     Env always("KILN_CONV_NHWC", "always");
-    int before = codegen::last_compiled().id;
-    auto f = compile(fn, {.choose_faster = false});
-    auto got = f(x);
-    auto want = fn(x);
-    codegen::CompiledGraphInfo info = codegen::last_compiled();
-    BOOST_REQUIRE(info.id > before);
+    auto [got, want, info] = compiled_and_eager(fn, x);
     BOOST_TEST(has_channels_last_note(info), joined(info.conv_fusions));
     BOOST_TEST(max_diff(std::get<0>(got), std::get<0>(want)) < 1e-4);
     BOOST_TEST(max_diff(std::get<1>(got), std::get<1>(want)) < 1e-4);
@@ -258,12 +266,7 @@ BOOST_AUTO_TEST_CASE(multi_pass_column_reductions_run_in_tiles_equal_to_eager) {
             Tensor var = (centered * centered).mean({0, 1, 2}, true);
             return std::make_tuple(relu(centered * rsqrt(var + 1e-5) * g + beta), mean);
         };
-        int before = codegen::last_compiled().id;
-        auto f = compile(fn, {.choose_faster = false});
-        auto got = f(x);
-        auto want = fn(x);
-        codegen::CompiledGraphInfo info = codegen::last_compiled();
-        BOOST_REQUIRE(info.id > before);
+        auto [got, want, info] = compiled_and_eager(fn, x);
         BOOST_TEST(info.source.find("in tiles of") != std::string::npos, "C = " << c);
         BOOST_TEST(max_diff(std::get<0>(got), std::get<0>(want)) < 1e-4, "C = " << c);
         BOOST_TEST(max_diff(std::get<1>(got), std::get<1>(want)) < 1e-5, "C = " << c);
