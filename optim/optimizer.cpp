@@ -154,7 +154,9 @@ void Adam::step() {
                 fv.push_back(s.exp_avg_sq), fs.push_back(s.step);
             continue;
         }
-        s.step.add_(ones({}, {.dtype = float64}));
+        // Counted where it lives (a CUDA count counts on the GPU: no copy from host memory, so
+        // a CUDA graph can capture this path too).
+        s.step.add_(ones({}, {.dtype = float64, .device = s.step.device()}));
         if (weight_decay != 0) g = g + p.detach() * weight_decay;
         s.exp_avg.add_(g - s.exp_avg, 1 - beta1);           // lerp toward g, as torch's lerp_
         s.exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);

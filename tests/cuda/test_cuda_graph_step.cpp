@@ -19,9 +19,11 @@
 #include "models/gpt.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_graph_step.h"
+#include "tensor/cuda_optim.h"
 #include "tensor/cuda_runtime.h"
 #include "tests/codegen/compare.h"
 #include "tests/cuda/needs_gpu.h"
+#include "tests/scoped_env.h"
 
 using namespace kiln;
 using kiln_test::kCuda;
@@ -242,6 +244,20 @@ BOOST_AUTO_TEST_CASE(adam_step_captured_equals_eager,
         DType::int64, false, 1e-6);
 }
 
+// Adam's per-tensor path (the reference, KILN_FUSED_OPTIM=0) captured too: its step count
+// lives on the GPU and is counted there, so the capture takes no copy from host memory.
+BOOST_AUTO_TEST_CASE(adam_per_tensor_step_captured_equals_eager,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
+    kiln_test::ScopedEnv per_tensor("KILN_FUSED_OPTIM", "0");
+    MakeOpt adam = [](std::vector<Tensor> p) {
+        return std::make_unique<optim::Adam>(p, 1e-2, std::pair{0.9, 0.999}, 1e-8, 1e-3);
+    };
+    int64_t launches = cuda::fused_optim_launches();
+    check_graphed_equals_eager("MLP, Adam, per-tensor", mlp(), adam, mse(), regression_batches(6),
+                               DType::float32, false, 1e-6);
+    BOOST_TEST(cuda::fused_optim_launches() == launches, "the per-tensor path ran");
+}
+
 // The layers of the benchmark models inside a captured step, each of which once made a
 // copy from host memory or a host read per step: a CNN (conv2d, batch norm in training mode
 // with its running statistics, max_pool2d, a class loss, whose classes come from arange) and
@@ -259,8 +275,7 @@ BOOST_AUTO_TEST_CASE(cnn_and_gpt_steps_captured_equal_eager,
                      *utf::precondition(kiln_test::NeedsGpu{"cuda_graph_step"})) {
     MakeNet cnn = []() -> std::shared_ptr<nn::Module> {
         return nn::sequential(nn::Conv2d(3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, /*bias=*/false),
-                              nn::BatchNorm2d(8),
-                              nn::ReLU(), nn::MaxPool2d({2, 2}), nn::Flatten(),
+                              nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d({2, 2}), nn::Flatten(),
                               nn::Linear(8 * 4 * 4, 10));
     };
     manual_seed(12);
