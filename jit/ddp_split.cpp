@@ -51,16 +51,23 @@ std::vector<int> assign_ops(const Graph& g, std::span<const Tensor> examples, co
     for (int i = 0; i < g.num_inputs(); ++i)
         for (size_t k = 0; k < ddp.params.size(); ++k)
             if (examples[i].same(ddp.params[k])) param_of[i] = int(k);
-    std::vector<bool> counted(g.num_inputs(), false);
+    // A parameter's gradient is complete when the backward reaches its first reader in forward
+    // order (a tied weight, GPT's token embedding that the LM head reads again at the end, gets
+    // its last contribution there): its bucket counts at that op, not at its last reader, or
+    // the whole graph would join the bucket of the tied weight.
+    std::vector<int> first_reader(g.num_inputs(), -1);
+    for (int v = g.num_inputs(); v < int(nodes.size()) - 1; ++v)
+        for (int a : nodes[v].args)
+            if (a < g.num_inputs() && first_reader[a] < 0) first_reader[a] = v;
     std::vector<int> piece_of(nodes.size(), -1);
     pieces.assign(1, {});
     const bool by_bucket = ddp.bucket_of.size() == ddp.params.size() && !ddp.params.empty();
     size_t piece_bucket = 0;  // by_bucket: the latest DDP bucket the current subgraph holds
     for (int v = int(nodes.size()) - 2; v >= g.num_inputs(); --v) {
-        std::vector<int> fresh;  // parameters this op is the last reader of
+        std::vector<int> fresh;  // parameters this op is the first reader of
         size_t bytes = 0, bucket = 0;
         for (int a : nodes[v].args)
-            if (a < g.num_inputs() && param_of[a] >= 0 && !counted[a] &&
+            if (a < g.num_inputs() && param_of[a] >= 0 && first_reader[a] == v &&
                 std::find(fresh.begin(), fresh.end(), a) == fresh.end()) {
                 fresh.push_back(a), bytes += examples[a].nbytes();
                 if (by_bucket) bucket = std::max(bucket, ddp.bucket_of[size_t(param_of[a])]);
@@ -69,10 +76,7 @@ std::vector<int> assign_ops(const Graph& g, std::span<const Tensor> examples, co
             by_bucket ? bucket > piece_bucket : double(pieces.back().bytes + bytes) > ddp.cap_bytes;
         if (!fresh.empty() && pieces.back().bytes > 0 && next) pieces.emplace_back();
         if (!fresh.empty()) piece_bucket = std::max(piece_bucket, bucket);
-        for (int a : fresh) {
-            counted[a] = true;
-            pieces.back().params.push_back(ddp.names[param_of[a]]);
-        }
+        for (int a : fresh) pieces.back().params.push_back(ddp.names[param_of[a]]);
         pieces.back().bytes += bytes;
         piece_of[v] = int(pieces.size()) - 1;
     }

@@ -50,7 +50,7 @@ struct DDPSplit {
     struct Piece {
         std::shared_ptr<const Graph> graph;
         std::vector<std::string>
-            params;        // DDP names, in the order the walk met them (last use first)
+            params;        // DDP names, in the order the walk met their first readers
         size_t bytes = 0;  // their size
     };
     std::vector<Piece> pieces;
@@ -59,8 +59,9 @@ struct DDPSplit {
 };
 
 // Cuts `graph` at bucket boundaries and compiles each subgraph with `backend`: walking the ops
-// from the last back, each op joins the current subgraph, and the DDP parameters it reads are
-// added to that subgraph's bucket; an op that reads a parameter of a later DDP bucket than
+// from the last back, each op joins the current subgraph, and the DDP parameters it is the
+// first reader of (in forward order: where a tied parameter's gradient is complete) are added
+// to that subgraph's bucket; an op that reads a parameter of a later DDP bucket than
 // the subgraph's (bucket_of), or, without bucket_of, whose parameters would take the bucket
 // past cap_bytes (when it already holds some), starts the next subgraph. The result runs the
 // subgraphs in order, passing values between them. A graph whose parameters fit one bucket, or with

@@ -7,6 +7,7 @@
 #include "jit/ddp_split.h"
 #include "jit/explain.h"
 #include "kiln.h"
+#include "models/gpt.h"
 
 using namespace kiln;
 
@@ -138,6 +139,53 @@ BOOST_AUTO_TEST_CASE(a_graph_that_reads_no_parameter_of_the_ddp_stays_whole) {
     BOOST_CHECK_MESSAGE(e.ddp_splits.at(0).find("left whole, it reads no parameter of the DDP") !=
                             std::string::npos,
                         e.ddp_splits.at(0));
+}
+
+// GPT's LM head reads the tied token embedding (the first parameter, so the last DDP bucket)
+// at the very end. The split counts a parameter at its first reader, where its gradient is
+// complete: the head joins the last subgraph with ln_f, and the embedding's bucket is the
+// first subgraph's. (Counting at the last reader left the whole graph one subgraph.)
+BOOST_AUTO_TEST_CASE(a_tied_weight_read_again_at_the_end_does_not_keep_the_graph_whole) {
+    manual_seed(0);
+    auto net = std::make_shared<models::Gpt>(
+        models::GptConfig{.vocab_size = 16, .max_positions = 8, .layers = 2, .d_model = 8, .heads = 2});
+    auto buckets = buckets_of(*net, 0);
+    // DDP's order: parameters reversed, a bucket per block of layers (cap ~ one block).
+    const size_t n = buckets->params.size();
+    buckets->bucket_of.resize(n);
+    size_t bucket = 0, bytes = 0;
+    for (size_t k = n; k-- > 0;) {
+        if (bytes >= 1200) ++bucket, bytes = 0;
+        buckets->bucket_of[k] = bucket, bytes += buckets->params[k].nbytes();
+    }
+    BOOST_REQUIRE_EQUAL(buckets->names[0], "wte.weight");
+    auto f = compile(*net, {.backend = "aot_eager"});
+    Tensor idx = randint(0, 16, {2, 8});
+    Tensor out;
+    {
+        jit::ActiveDDPScope active(buckets);
+        out = f(idx);
+    }
+    BOOST_CHECK_GE(compiled_nodes(out), 3);
+    (out * out).sum().backward();
+    std::vector<Tensor> grads;
+    for (Tensor p : net->parameters()) grads.push_back(p.grad().clone()), p.zero_grad();
+    Tensor want = (*net)(idx);
+    (want * want).sum().backward();
+    BOOST_CHECK(allclose(out, want, 1e-5, 1e-6));
+    auto params = net->parameters();
+    for (size_t k = 0; k < params.size(); ++k)
+        BOOST_CHECK_MESSAGE(allclose(grads[k], params[k].grad(), 1e-5, 1e-6), buckets->names[k]);
+
+    std::shared_ptr<const jit::DDPSplit> split;
+    f.core().with_entries(
+        [&](const auto& entries) { split = jit::ddp_split_of(*entries.at(0)->root->graph); });
+    BOOST_REQUIRE(split);
+    BOOST_REQUIRE_GE(split->pieces.size(), 3u);
+    const auto& first = split->pieces.front().params;
+    BOOST_CHECK_MESSAGE(std::find(first.begin(), first.end(), "wte.weight") != first.end(), split->str());
+    const auto& last = split->pieces.back().params;
+    BOOST_CHECK_MESSAGE(std::find(last.begin(), last.end(), "ln_f.weight") != last.end(), split->str());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
