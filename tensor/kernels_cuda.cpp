@@ -8,6 +8,7 @@
 // View ops need no kernel: their CPU forward only rewrites shape and strides, and the copies
 // they may need (contiguous, cat, slice_backward) go through strided_copy, which comes here.
 #include <cmath>
+#include <optional>
 
 #include "autograd/node.h"
 #include "codegen/emit_eager_cuda.h"
@@ -188,8 +189,41 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     return result == dt ? out : contiguous_as(out, result);  // bool amax/amin: any/all
 }
 
-// matmul through cuBLAS: the operands broadcast to the batch shape and made contiguous,
-// then one strided-batched GEMM.
+// One operand of a GEMM as cuBLAS can read it in place: its last two dims a row-major matrix
+// (ld = the row stride) or a transposed one (`trans`, ld = the column stride), its batch dims
+// one stride apart (0: the same matrix for every batch). PyTorch's at::cuda::blas reads
+// transposed and expanded operands the same way instead of copying them.
+struct GemmOperand {
+    bool trans = false;
+    int64_t ld = 0, batch_stride = 0;
+};
+
+std::optional<GemmOperand> gemm_operand(const Tensor& x) {
+    const Shape& size = x.shape();
+    const Shape& stride = x.strides();
+    const int64_t d = x.dim(), rows = size[d - 2], cols = size[d - 1];
+    GemmOperand g;
+    if ((cols == 1 || stride[d - 1] == 1) && stride[d - 2] >= std::max<int64_t>(cols, 1))
+        g.ld = stride[d - 2];
+    else if ((rows == 1 || stride[d - 2] == 1) && stride[d - 1] >= std::max<int64_t>(rows, 1))
+        g.trans = true, g.ld = stride[d - 1];
+    else
+        return std::nullopt;
+    // The batch dims (those of size > 1) must step by one stride: s, s * size, ... or all 0.
+    int64_t expect = -1;
+    for (int64_t i = d - 3; i >= 0; --i) {
+        if (size[i] == 1) continue;
+        if (expect < 0) g.batch_stride = stride[i];
+        else if (stride[i] != expect) return std::nullopt;
+        expect = stride[i] * size[i];
+    }
+    return g;
+}
+
+// matmul through cuBLAS: the operands broadcast to the batch shape and read in place where
+// their strides allow (transposed, expanded), copied contiguous where not; a 2-d right operand
+// under a batch of row-major left matrices is one GEMM with the batch folded into the rows
+// (Linear on [batch, tokens, features]), else one strided-batched GEMM.
 Tensor matmul(std::span<const Tensor> in) {
     Tensor a = in[0], b = in[1];
     KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", a.shape(), " and ", b.shape());
@@ -206,14 +240,24 @@ Tensor matmul(std::span<const Tensor> in) {
     ea.insert(ea.end(), {M, K});
     eb.insert(eb.end(), {K, N});
     oshape.insert(oshape.end(), {M, N});
-    a = contiguous_as(a.detach().expand(ea), a.dtype());
-    b = contiguous_as(b.detach().expand(eb), b.dtype());
     Tensor out = empty(oshape, a.dtype(), a.device());
-    int64_t batches = shape_numel(batch);
     if (out.numel() > 0 && K == 0) cuda::detail::memset_zero(out.raw_data(), out.nbytes());
-    else if (out.numel() > 0)
-        cuda::detail::gemm(a.dtype() == DType::float64, false, false, M, N, K, a.raw_data(), K, M * K, b.raw_data(), N, K * N,
-                           out.raw_data(), N, M * N, batches);
+    if (out.numel() > 0 && K > 0) {  // every size >= 1: a contiguous operand is always readable
+        a = a.detach().expand(ea);
+        b = b.detach().expand(eb);
+        std::optional<GemmOperand> ga = gemm_operand(a), gb = gemm_operand(b);
+        if (!ga) a = contiguous_as(a, a.dtype()), ga = gemm_operand(a);
+        if (!gb) b = contiguous_as(b, b.dtype()), gb = gemm_operand(b);
+        int64_t batches = shape_numel(batch);
+        bool f64 = a.dtype() == DType::float64;
+        if (batches > 1 && gb->batch_stride == 0 && !ga->trans && ga->ld == K && ga->batch_stride == M * K)
+            // The same right matrix for every batch, the left ones back to back: one GEMM.
+            cuda::detail::gemm(f64, false, gb->trans, batches * M, N, K, a.raw_data(), K, 0, b.raw_data(), gb->ld, 0,
+                               out.raw_data(), N, 0, 1);
+        else
+            cuda::detail::gemm(f64, ga->trans, gb->trans, M, N, K, a.raw_data(), ga->ld, ga->batch_stride,
+                               b.raw_data(), gb->ld, gb->batch_stride, out.raw_data(), N, M * N, batches);
+    }
     if (a_vec) oshape.erase(oshape.end() - 2);
     if (b_vec) oshape.erase(oshape.end() - 1);
     return out.detach().reshape(oshape);

@@ -4,6 +4,7 @@
 // skipped with a message naming why (kiln::cuda::unavailable_reason), and the case that
 // needs none checks that CUDA calls raise clear errors and leave the process usable.
 #include <boost/test/unit_test.hpp>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -285,6 +286,59 @@ BOOST_AUTO_TEST_CASE(matmul_through_cublas_matches_blas, *utf::precondition(kiln
     Tensor a = randn({6, 4}), b = randn({5, 4});
     check_same(matmul(a.cuda(), b.cuda().t()), matmul(a, b.t()), "matmul of a transposed view", 1e-4);
     BOOST_CHECK_THROW(matmul(randn({2, 3}).cuda(), randn({4, 2}).cuda()), Error);
+}
+
+// cuBLAS reads transposed, sliced and expanded operands in place (tensor/kernels_cuda.cpp's
+// gemm_operand) and folds a batch of row-major left matrices over one right matrix into one
+// GEMM; every layout equals the CPU's matmul of the same values.
+BOOST_AUTO_TEST_CASE(matmul_reads_transposed_sliced_and_expanded_operands_in_place,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
+    manual_seed(3);
+    auto both = [](const Tensor& cpu, const std::function<Tensor(const Tensor&)>& view) {
+        return std::pair{view(cpu), view(cpu.cuda())};
+    };
+    using View = std::function<Tensor(const Tensor&)>;
+    struct Case {
+        const char* what;
+        Shape a;
+        View va;
+        Shape b;
+        View vb;
+    };
+    View same = [](const Tensor& t) { return t; };
+    std::vector<Case> cases = {
+        {"[B,T,K] @ weight.t() (Linear)", {3, 5, 7}, same, {4, 7}, [](const Tensor& t) { return t.t(); }},
+        {"[B,T,K] @ [K,N]", {3, 5, 7}, same, {7, 4}, same},
+        {"transposed left", {7, 5}, [](const Tensor& t) { return t.t(); }, {7, 4}, same},
+        {"both transposed", {7, 5}, [](const Tensor& t) { return t.t(); }, {4, 7}, [](const Tensor& t) { return t.t(); }},
+        {"batched, right transposed (q @ k^T)", {2, 3, 5, 6}, same, {2, 3, 5, 6},
+         [](const Tensor& t) { return t.transpose(-2, -1); }},
+        {"batched, left transposed", {2, 6, 5}, [](const Tensor& t) { return t.transpose(-2, -1); }, {2, 6, 4}, same},
+        {"sliced columns (ld > cols)", {5, 9}, [](const Tensor& t) { return t.narrow(1, 1, 7); }, {7, 4}, same},
+        {"sliced rows of a batch", {3, 8, 7}, [](const Tensor& t) { return t.narrow(1, 2, 5); }, {7, 4}, same},
+        {"expanded left batch", {1, 5, 7}, [](const Tensor& t) { return t.expand({3, 5, 7}); }, {3, 7, 4}, same},
+        {"expanded right batch", {3, 5, 7}, same, {1, 7, 4}, [](const Tensor& t) { return t.expand({3, 7, 4}); }},
+        {"broadcast batch dims", {2, 1, 5, 7}, same, {3, 7, 4}, same},
+        {"permuted batch (not one stride)", {5, 3, 7}, [](const Tensor& t) { return t.permute({1, 0, 2}); }, {7, 4}, same},
+        {"2-d left, batched right", {5, 7}, same, {3, 7, 4}, same},
+        {"one row, one column", {3, 1, 7}, same, {7, 1}, same},
+        {"expanded rows (stride 0)", {1, 7}, [](const Tensor& t) { return t.expand({5, 7}); }, {7, 4}, same},
+    };
+    for (DType dt : {DType::float32, DType::float64})
+        for (const Case& c : cases) {
+            auto [a, ag] = both(randn(c.a).to(dt), c.va);
+            auto [b, bg] = both(randn(c.b).to(dt), c.vb);
+            check_same(matmul(ag, bg), matmul(a, b), std::string("matmul, ") + c.what,
+                       dt == DType::float32 ? 1e-4 : 1e-10);
+        }
+    // Gradients through the transposed views (Linear's backward reads them).
+    Tensor x = randn({3, 5, 7}), w = randn({4, 7});
+    Tensor xg = x.cuda().requires_grad_(), wg = w.cuda().requires_grad_();
+    Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_();
+    matmul(xg, wg.t()).sum().backward();
+    matmul(xc, wc.t()).sum().backward();
+    check_same(xg.grad(), xc.grad(), "matmul's input gradient", 1e-4);
+    check_same(wg.grad(), wc.grad(), "matmul's weight gradient", 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(autograd_on_cuda_tensors_gives_the_cpu_gradients, *utf::precondition(kiln_test::NeedsGpu{"cuda"})) {
