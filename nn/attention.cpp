@@ -77,15 +77,30 @@ AttentionOutput MultiheadAttention::attention_batch_first(const Tensor& q, const
     KILN_CHECK(k.dim() == 3 && v.dim() == 3 && k.shape() == v.shape() && k.size(0) == q.size(0) && k.size(-1) == embed_dim,
                "MultiheadAttention: expected key and value [B, S, ", embed_dim, "] matching the query's batch, got ", k.shape(), " and ",
                v.shape());
-    std::vector<Tensor> w = chunk(in_proj_weight, 3, 0), b;
-    if (in_proj_bias.defined()) b = chunk(in_proj_bias, 3, 0);
+    std::vector<Tensor> w, b;
     auto project = [&](const Tensor& x, int i) {
+        if (w.empty()) w = chunk(in_proj_weight, 3, 0);
+        if (b.empty() && in_proj_bias.defined()) b = chunk(in_proj_bias, 3, 0);
         Tensor y = matmul(x, w[size_t(i)].t());
         if (!b.empty()) y = y + b[size_t(i)];
         int64_t B = x.size(0), L = x.size(1);
         return y.reshape({B, L, num_heads, embed_dim / num_heads}).transpose(1, 2);  // [B, heads, L, d]
     };
-    Tensor qh = project(q, 0), kh = project(k, 1), vh = project(v, 2);
+    Tensor qh, kh, vh;
+    if (q.same(k) && k.same(v)) {
+        // Self-attention: one GEMM against the whole in_proj_weight (PyTorch's
+        // in_projection_packed), then the [B, L, 3 * E] result viewed as q, k and v: one
+        // launch for three on a GPU, one wider GEMM on the CPU.
+        Tensor y = matmul(q, in_proj_weight.t());
+        if (in_proj_bias.defined()) y = y + in_proj_bias;
+        int64_t B = q.size(0), L = q.size(1);
+        Tensor heads = y.reshape({B, L, 3, num_heads, embed_dim / num_heads});
+        qh = heads.select(2, 0).transpose(1, 2);  // [B, heads, L, d]
+        kh = heads.select(2, 1).transpose(1, 2);
+        vh = heads.select(2, 2).transpose(1, 2);
+    } else {
+        qh = project(q, 0), kh = project(k, 1), vh = project(v, 2);
+    }
     Tensor mask = o.attn_mask;
     bool causal = o.is_causal;
     if (o.key_padding_mask.defined()) {

@@ -183,7 +183,7 @@ class ProgramGenerator {
             return r.call(OpId::slice, {v}, {.dim = 0, .start = 1, .end = shape[0], .step = 1 + int64_t(pick(2))});
         }
         int64_t rank = int64_t(shape.size());
-        switch (pick(3)) {
+        switch (pick(5)) {
             case 0: {  // swap the last two dims
                 Shape dims;
                 for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
@@ -191,6 +191,17 @@ class ProgramGenerator {
                 return r.call(OpId::permute, {v}, {.dims = dims});
             }
             case 1: return r.call(OpId::reshape, {v}, {.shape = {shape_numel(shape)}});
+            case 2: {  // merge the leading dims (of a strided view: index math only where they chain)
+                int64_t last = shape.back();
+                return r.call(OpId::reshape, {v}, {.shape = {shape_numel(shape) / std::max<int64_t>(last, 1), last}});
+            }
+            case 3: {  // split the last dim in two, or add a size-1 dim before it
+                Shape to(shape.begin(), shape.end() - 1);
+                int64_t last = shape.back();
+                if (last % 2 == 0 && last > 0) to.insert(to.end(), {2, last / 2});
+                else to.insert(to.end(), {1, last});
+                return r.call(OpId::reshape, {v}, {.shape = to});
+            }
             default: {  // a keepdim row value broadcast back over its row
                 int reduced = r.call(OpId::sum, {v}, {.dims = {-1}, .keepdim = true});
                 return r.call(OpId::expand, {reduced}, {.shape = shape});

@@ -188,6 +188,38 @@ BOOST_AUTO_TEST_CASE(a_transposed_matmul_result_comes_out_contiguous) {
         (!want[0].is_contiguous() && !want[3].is_contiguous()));  // eager's are strided views
 }
 
+// Reshapes of strided views that strides express (codegen/schedule.cpp's strided_regroup)
+// are read in place by the generated kernels: values equal eager's, forward and backward, and
+// no reshape is left to an eager kernel.
+BOOST_AUTO_TEST_CASE(reshapes_of_strided_views_compile_to_index_math_and_equal_eager) {
+    ScopedEnv always_kernels("KILN_CHOOSE", "0");
+    auto fn = [](Tensor x, Tensor y, Tensor z) {
+        Tensor heads = x.reshape({2, 8, 3, 2, 16});
+        Tensor k = heads.select(2, 1) * 2.0;                           // [2, 8, 2, 16]
+        Tensor v = heads.select(2, 2).transpose(1, 2).exp();            // [2, 2, 8, 16]
+        Tensor split = y.narrow(1, 0, 6).reshape({4, 2, 3}).sin();      // a slice split in two
+        Tensor merged = z.narrow(2, 1, 4).reshape({24, 4}).softmax(1);  // two dims that chain
+        Tensor loss = k.sum() + v.sum() + split.sum() + (merged * merged).sum();
+        return std::vector<Tensor>{k, v, split, merged, loss};
+    };
+    auto f = compile(fn);
+    Tensor x = randn({2, 8, 96}).requires_grad_(), y = randn({4, 12}).requires_grad_(),
+           z = randn({4, 6, 5}).requires_grad_();
+    std::vector<Tensor> got = f(x, y, z);
+    BOOST_TEST(!last_compiled().interpreted);
+    BOOST_TEST(last_compiled().schedule.find("a view the kernels cannot index") == std::string::npos,
+               last_compiled().schedule);
+    got.back().backward();
+    std::vector<Tensor> grads{x.grad().clone(), y.grad().clone(), z.grad().clone()};
+    for (Tensor t : {x, y, z}) t.zero_grad();
+    std::vector<Tensor> want = fn(x, y, z);
+    want.back().backward();
+    for (size_t i = 0; i < want.size(); ++i) BOOST_TEST(allclose(got[i], want[i], 1e-5, 1e-6), i);
+    BOOST_TEST(allclose(grads[0], x.grad(), 1e-5, 1e-6));
+    BOOST_TEST(allclose(grads[1], y.grad(), 1e-5, 1e-6));
+    BOOST_TEST(allclose(grads[2], z.grad(), 1e-5, 1e-6));
+}
+
 // Cross-entropy's int64 target checks (ignore_index) are per-row values of log_softmax's row
 // kernel: scalar code between the passes, so the passes along the row stay vector code (the
 // whole kernel was scalar, calling expf per element: GPT's [1024, 1024] logits). Values equal

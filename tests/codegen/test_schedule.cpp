@@ -97,6 +97,45 @@ BOOST_AUTO_TEST_CASE(reshape_of_a_strided_view_falls_back_to_eager) {
     BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
 }
 
+// A reshape that strides can express stays index math (PyTorch's view rule): one head of a
+// packed q/k/v projection (a slice, then dropping its size-1 dim), a slice split in two, and
+// two dims merged whose strides chain.
+BOOST_AUTO_TEST_CASE(reshape_of_a_strided_view_is_index_math_when_strides_express_it) {
+    GraphBuilder b;
+    int x = b.input({2, 8, 96}, "x");
+    int heads = b.reshape(x, {2, 8, 3, 2, 16});
+    int k = b.reshape(b.slice(heads, 2, 1, 2), {2, 8, 2, 16});
+    int y = b.input({4, 12}, "y");
+    int split = b.reshape(b.slice(y, 1, 0, 6), {4, 2, 3});
+    int z = b.input({4, 6, 5}, "z");
+    int merged = b.reshape(b.slice(z, 2, 0, 4), {24, 4});
+    b.output(b.unary(OpId::neg, k));
+    b.output(b.unary(OpId::neg, split));
+    b.output(b.unary(OpId::neg, merged));
+    Schedule sched = schedule(b.graph);
+    for (const Kernel& kernel : sched.kernels) BOOST_TEST(kernel.kind != KernelKind::fallback);
+    auto strides = [&](int v) {
+        std::string out;
+        for (const SizeExpr& e : sched.values.at(v).access.strides) out += (out.empty() ? "" : ",") + to_cpp(e);
+        return out;
+    };
+    BOOST_TEST(sched.values.at(k).home == Home::view);
+    BOOST_TEST(strides(k) == "768,96,16,1");
+    BOOST_TEST(to_cpp(sched.values.at(k).access.offset) == "32");
+    BOOST_TEST(strides(split) == "12,3,1");
+    BOOST_TEST(strides(merged) == "5,1");
+}
+
+// Dims whose strides do not chain cannot merge: the reshape still runs eagerly.
+BOOST_AUTO_TEST_CASE(a_reshape_merging_dims_that_do_not_chain_falls_back) {
+    GraphBuilder b;
+    int x = b.input({2, 8, 2, 16}, "x");
+    b.output(b.unary(OpId::neg, b.reshape(b.permute(x, {0, 2, 1, 3}), {2, 2, 128})));
+    Schedule sched = schedule(b.graph);
+    BOOST_REQUIRE(sched.kernels.size() == 2u);
+    BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+}
+
 BOOST_AUTO_TEST_CASE(matmul_is_blas_then_its_epilogue_kernel) {
     GraphBuilder b;
     int x = b.input({16, 8}, "x"), w = b.input({8, 4}, "w"), bias = b.input({4}, "bias");
