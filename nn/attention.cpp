@@ -87,10 +87,17 @@ AttentionOutput MultiheadAttention::attention_batch_first(const Tensor& q, const
         return y.reshape({B, L, num_heads, embed_dim / num_heads}).transpose(1, 2);  // [B, heads, L, d]
     };
     Tensor qh, kh, vh;
-    if (q.same(k) && k.same(v)) {
-        // Self-attention: one GEMM against the whole in_proj_weight (PyTorch's
-        // in_projection_packed), then the [B, L, 3 * E] result viewed as q, k and v: one
-        // launch for three on a GPU, one wider GEMM on the CPU.
+    bool records_gradients =
+        autograd::grad_enabled() &&
+        (q.requires_grad() || in_proj_weight.requires_grad() ||
+         (in_proj_bias.defined() && in_proj_bias.requires_grad()));
+    if (q.same(k) && k.same(v) && !records_gradients) {
+        // Self-attention without a gradient (inference): one GEMM against the whole
+        // in_proj_weight (PyTorch's in_projection_packed), the [B, L, 3 * E] result viewed
+        // as q, k and v: one launch for three on a GPU, one wider GEMM on the CPU. Training
+        // keeps three projections: the packed form's backward scatters q's, k's and v's
+        // gradients into zeros of the whole [B, L, 3 * E] and adds them, which measured 6%
+        // slower on CPU GPT training at 1 thread (docs/perf-models.md, 2026-11-27).
         Tensor y = matmul(q, in_proj_weight.t());
         if (in_proj_bias.defined()) y = y + in_proj_bias;
         int64_t B = q.size(0), L = q.size(1);
