@@ -7,6 +7,8 @@
 // --graph: each rank's whole step (forward, backward with the bucketed all-reduces, SGD) is
 // captured as one CUDA graph (cuda::GraphedStep) during the untimed warm-up steps and
 // replayed; allreduce_wait_ms and buffer_sync_ms are then -1 (no host code runs per step).
+// --no-sync: no all-reduce at all (DDP's no_sync() around every step), to tell the cost of
+// communication from the cost of running N ranks on one host.
 // Efficiency at N ranks = step time at 1 / step time at N (1.0: perfect). docs/distributed.md.
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "kiln.h"
@@ -31,7 +34,7 @@ struct Args {
     int64_t batch = 32, image = 224, seq = 128;
     int steps = 10, warmup = 3;
     double bucket_cap_mb = 25, first_bucket_cap_mb = 1, last_bucket_cap_mb = 1;
-    bool compiled = false, worker = false, graph = false;
+    bool compiled = false, worker = false, graph = false, no_sync = false;
 };
 
 std::shared_ptr<nn::Module> make_model(const Args& a) {
@@ -67,6 +70,10 @@ int worker(const Args& a) {
         options.forward = [f](const Tensor& t) { return (*f)(t); };
     }
     nn::DistributedDataParallel ddp(net, options);
+    // --no-sync: every step under DDP's no_sync(), so no bucket is copied or all-reduced: the
+    // step's cost at N ranks without communication, beside the same run with it.
+    std::optional<nn::DistributedDataParallel::NoSync> local_only;
+    if (a.no_sync) local_only.emplace(ddp);
     optim::SGD opt(ddp.parameters(), 0.01, 0.9);
     std::vector<double> waits, buffer_syncs;
     auto train = [&] {
@@ -133,6 +140,8 @@ int main(int argc, char** argv) {
     app.add_option("--last-bucket-cap-mb", a.last_bucket_cap_mb,
                    "DDP's last bucket (the first layers')");
     app.add_flag("--compiled", a.compiled, "a compiled model inside DDP");
+    app.add_flag("--no-sync", a.no_sync,
+                 "every step under DDP's no_sync(): no all-reduce (the cost of N ranks without communication)");
     app.add_flag(
         "--graph", a.graph,
         "capture each rank's whole step as one CUDA graph (cuda::GraphedStep) and replay it");
@@ -156,7 +165,8 @@ int main(int argc, char** argv) {
             << " --seq " << a.seq << " --steps " << a.steps << " --warmup " << a.warmup
             << " --bucket-cap-mb " << a.bucket_cap_mb << " --first-bucket-cap-mb "
             << a.first_bucket_cap_mb << " --last-bucket-cap-mb " << a.last_bucket_cap_mb
-            << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "");
+            << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "")
+            << (a.no_sync ? " --no-sync" : "");
         FILE* p = popen(cmd.str().c_str(), "r");
         char line[512] = {};
         std::string got;
@@ -178,9 +188,10 @@ int main(int argc, char** argv) {
             eff << (eff.tellp() ? ", " : "") << "\"" << n << "\": " << times[0].second / ms;
     std::printf(
         "{\"bench\": \"ddp\", \"model\": \"%s\", \"device\": \"%s\", \"compiled\": %s, "
-        "\"graph\": %s, \"batch_per_rank\": %lld, "
+        "\"graph\": %s, \"no_sync\": %s, \"batch_per_rank\": %lld, "
         "\"runs\": [%s], \"scaling_efficiency\": {%s}}\n",
         a.model.c_str(), a.device.c_str(), a.compiled ? "true" : "false",
-        a.graph ? "true" : "false", (long long)a.batch, runs.str().c_str(), eff.str().c_str());
+        a.graph ? "true" : "false", a.no_sync ? "true" : "false", (long long)a.batch,
+        runs.str().c_str(), eff.str().c_str());
     return 0;
 }
