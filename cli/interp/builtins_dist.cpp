@@ -84,6 +84,38 @@ Value b_ddp(Bound& b) {
     return ModulePtr(std::make_shared<nn::DistributedDataParallel>(m, o));
 }
 
+// ddp.no_sync(): a context manager; while inside, backward accumulates gradients locally and
+// the first backward after it all-reduces what accumulated (nn/ddp.h, PyTorch's no_sync()).
+struct NoSyncObj : Object {
+    std::shared_ptr<nn::DistributedDataParallel> ddp;
+    std::vector<std::unique_ptr<nn::DistributedDataParallel::NoSync>> guards;  // one per __enter__
+    explicit NoSyncObj(std::shared_ptr<nn::DistributedDataParallel> d) : ddp(std::move(d)) {}
+    std::string type_name() const override { return "no_sync"; }
+    std::string repr() const override { return "<DistributedDataParallel.no_sync>"; }
+    std::optional<Value> attr(Interp&, const ObjectPtr& self, const std::string& name) override {
+        if (name == "__enter__" || name == "__exit__")
+            return Value(std::make_shared<BoundMethod>(BoundMethod{Value(self), find_builtin("no_sync." + name)}));
+        return std::nullopt;
+    }
+};
+Value m_no_sync(Bound& b) {
+    auto ddp = std::dynamic_pointer_cast<nn::DistributedDataParallel>(*b.self.as<ModulePtr>());
+    if (!ddp)
+        b.in.raise("AttributeError", "no_sync() belongs to DistributedDataParallel; this module is a " +
+                                         (*b.self.as<ModulePtr>())->type_name());
+    return std::make_shared<NoSyncObj>(ddp);
+}
+Value m_no_sync_enter(Bound& b) {
+    auto g = b.self.object<NoSyncObj>();
+    g->guards.push_back(std::make_unique<nn::DistributedDataParallel::NoSync>(*g->ddp));
+    return None{};
+}
+Value m_no_sync_exit(Bound& b) {
+    auto g = b.self.object<NoSyncObj>();
+    if (!g->guards.empty()) g->guards.pop_back();
+    return false;  // never swallows an exception
+}
+
 const Builtin kDist[] = {
     {"dist.init_process_group",
      "backend=None, init_method=None, rank=-1, world_size=-1, timeout=None", b_init_process_group,
@@ -101,6 +133,11 @@ const Builtin kDist[] = {
     {"parallel.DistributedDataParallel",
      "module, device_ids=None, bucket_cap_mb=25, broadcast_buffers=True", b_ddp,
      "gradients averaged over ranks during backward (nn/ddp.h)"},
+    {"Module.no_sync", "", m_no_sync,
+     "DistributedDataParallel: with ddp.no_sync(): backward accumulates locally, the next "
+     "backward after it all-reduces"},
+    {"no_sync.__enter__", "", m_no_sync_enter, "stop all-reducing"},
+    {"no_sync.__exit__", "*exc", m_no_sync_exit, "all-reduce again"},
 };
 
 }  // namespace

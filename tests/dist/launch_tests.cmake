@@ -33,6 +33,15 @@ add_test(NAME dist.launch_help_names_kn COMMAND $<TARGET_FILE:kiln_cli> launch -
 set_tests_properties(dist.launch_help_names_kn PROPERTIES PASS_REGULAR_EXPRESSION
                      "a \\.kn, \\.kiln or \\.py PROGRAM runs as a kiln script")
 kiln_launch_test(dist.2ranks.lesson_11_script ${CMAKE_CURRENT_SOURCE_DIR}/tutorials/script/11_data_parallel.kn)
+# ddp.no_sync() in kiln script, on 2 processes and on one: every rank prints both checks.
+kiln_launch_test(dist.2ranks.no_sync_script ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/no_sync.kn)
+add_test(NAME dist.no_sync_script COMMAND $<TARGET_FILE:kiln_cli> run ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/no_sync.kn)
+foreach(t dist.2ranks.no_sync_script dist.no_sync_script)
+  set_tests_properties(${t} PROPERTIES
+    PASS_REGULAR_EXPRESSION "own: yes.*accumulated sum: yes.*belongs to DistributedDataParallel"
+    FAIL_REGULAR_EXPRESSION ": no\n|no error|Error:")
+endforeach()
+
 set_tests_properties(dist.2ranks.lesson_11_script PROPERTIES PASS_REGULAR_EXPRESSION
                      "on 2 process.*equals one process's trained on the whole batch: yes")
 # Without mpirun (--mpi off) the launcher signals each rank itself. Through mpirun the signal
