@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs one bench_models part in many fresh processes, variants interleaved (A B T A B T ...),
+"""Runs one bench_models part in many fresh processes, variants interleaved (A B T, B T A, ...),
 and prints each variant's distribution over processes with the load average at each run: for
 telling a change from this shared machine's between-process spread (docs/perf-models.md).
 
@@ -61,7 +61,11 @@ def main():
     part = [a.model, a.mode, a.task, str(a.threads)]
     runs = {label: [] for label, _ in variants}
     for r in range(a.rounds):
-        for label, spec in variants:
+        # Each round starts one variant later (A B T, B T A, T A B, ...): a variant that always
+        # ran right after another measured up to 10% apart from it with the same kernels
+        # (docs/perf-models.md, "Self-attention's packed projection"), so no variant keeps a place.
+        shift = r % len(variants)
+        for label, spec in variants[shift:] + variants[:shift]:
             cmd, env = command(spec, part, a.threads, a.reps)
             before = load1()
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)

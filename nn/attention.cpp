@@ -97,8 +97,8 @@ AttentionOutput MultiheadAttention::attention_batch_first(const Tensor& q, const
         // as q, k and v: one launch for three on a GPU, one wider GEMM on the CPU. Training
         // keeps three projections: the packed form's backward scatters q's, k's and v's
         // gradients into zeros of the whole [B, L, 3 * E] and adds them (three more passes
-        // over it); CPU GPT training measured 5-8% slower with it, though by no more than the
-        // process order alone moved the same comparison (docs/perf-models.md, 2026-11-27).
+        // over it); CPU GPT training measured slower with it in three interleaved rounds of
+        // four (median 325 against 307 ms: docs/perf-models.md, 2026-11-27).
         Tensor y = matmul(q, in_proj_weight.t());
         if (in_proj_bias.defined()) y = y + in_proj_bias;
         int64_t B = q.size(0), L = q.size(1);
