@@ -204,3 +204,85 @@ int transpose_gemm_outputs(LGraph& graph) {
 }
 
 }  // namespace kiln::codegen
+
+namespace kiln::codegen {
+
+int slice_backwards_to_cat(LGraph& graph) {
+    std::map<int, int> uses, producer;  // value id -> readers (outputs count); -> node index
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        for (int in : graph.nodes[i].inputs) ++uses[in];
+        producer[graph.nodes[i].out.id] = int(i);
+    }
+    for (int id : graph.outputs) ++uses[id];
+    struct Piece {
+        int64_t start, end;
+        int grad;  // the slice's gradient: the cat's operand
+    };
+    std::vector<bool> dead(graph.nodes.size(), false);
+    int rewritten = 0;
+    // Latest first: an add tree's root is seen before its inner adds, which it then takes.
+    for (size_t i = graph.nodes.size(); i-- > 0;) {
+        LNode& root = graph.nodes[i];
+        if (dead[i] || root.op != OpId::add || root.inputs.size() != 2 ||
+            root.attrs.scalar_pos != ScalarPos::none)
+            continue;
+        const Shape& shape = root.out.shape;
+        std::vector<Piece> pieces;
+        std::vector<int> taken;  // node indices the cat replaces
+        int64_t dim = -1;
+        bool ok = true;
+        std::vector<int> todo = root.inputs;
+        while (ok && !todo.empty()) {
+            int v = todo.back();
+            todo.pop_back();
+            auto p = producer.find(v);
+            if (p == producer.end() || uses[v] != 1) { ok = false; break; }
+            const LNode& n = graph.nodes[size_t(p->second)];
+            if (n.out.shape != shape || n.out.dtype != root.out.dtype || dead[size_t(p->second)]) {
+                ok = false;
+                break;
+            }
+            if (n.op == OpId::add && n.inputs.size() == 2 && n.attrs.scalar_pos == ScalarPos::none) {
+                todo.insert(todo.end(), n.inputs.begin(), n.inputs.end());
+                taken.push_back(p->second);
+                continue;
+            }
+            if (n.op != OpId::slice_backward || n.attrs.step != 1 || n.attrs.shape != shape) {
+                ok = false;
+                break;
+            }
+            int64_t rank = int64_t(shape.size()), d = n.attrs.dim < 0 ? n.attrs.dim + rank : n.attrs.dim;
+            if (d < 0 || d >= rank || (dim >= 0 && d != dim) || is_symbol(shape[size_t(d)])) {
+                ok = false;
+                break;
+            }
+            dim = d;
+            int64_t size = shape[size_t(d)];
+            auto clamp = [size](int64_t x) { return x < 0 ? std::max(x, -size) + size : std::min(x, size); };
+            int64_t start = clamp(n.attrs.start), end = std::max(clamp(n.attrs.end), start);
+            pieces.push_back({start, end, n.inputs[0]});
+            taken.push_back(p->second);
+        }
+        if (!ok || pieces.size() < 2) continue;
+        // The slices must tile the dim exactly: sorted, each starting where the last ended.
+        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.start < b.start; });
+        int64_t at = 0;
+        for (const Piece& q : pieces) ok = ok && q.start == at, at = q.end;
+        if (!ok || at != shape[size_t(dim)]) continue;
+        LNode cat{OpId::cat, {.dim = dim}, {}, root.out};
+        for (const Piece& q : pieces)
+            if (q.end > q.start) cat.inputs.push_back(q.grad);
+        if (cat.inputs.empty()) continue;
+        for (int k : taken) dead[size_t(k)] = true;
+        root = std::move(cat);
+        ++rewritten;
+    }
+    if (!rewritten) return 0;
+    std::vector<LNode> nodes;
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
+    graph.nodes = std::move(nodes);
+    return rewritten;
+}
+
+}  // namespace kiln::codegen

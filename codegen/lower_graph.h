@@ -29,4 +29,11 @@ Lowered lower(const jit::Graph& graph);
 // docs/perf-models.md, "GPT at 2 threads". Returns how many it rewrote.
 int transpose_gemm_outputs(LGraph& graph);
 
+// add(slice_backward(g0), add(slice_backward(g1), ...)) -> cat(g0, g1, ...) when the slices
+// (step 1, one dim) tile that dim exactly and each slice_backward and inner add is read only
+// by the tree: the gradient of values cut from one tensor (chunk, split, select of each
+// index) is written once, instead of each piece scattered into zeros of the whole and the
+// zeros added (Inductor lowers slice_scatter sums the same way). Returns how many it rewrote.
+int slice_backwards_to_cat(LGraph& graph);
+
 }  // namespace kiln::codegen

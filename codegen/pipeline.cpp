@@ -141,6 +141,8 @@ Plan plan_graph(const jit::Graph& graph, int id) {
     // A transposed GEMM result becomes the GEMM of the transposed operands (lower_graph.h).
     if (lowered.graph && lowered.graph->device.type == DeviceType::cpu)
         transpose_gemm_outputs(*lowered.graph);
+    // Gradients of slices that tile a dim are one cat, not zeros scattered and added (lower_graph.h).
+    if (lowered.graph) slice_backwards_to_cat(*lowered.graph);
     log.done("0_lowered", [&] {
         return lowered.graph ? lowered.graph->print() : "not lowered: " + lowered.why_not + "\n";
     });

@@ -220,6 +220,38 @@ BOOST_AUTO_TEST_CASE(reshapes_of_strided_views_compile_to_index_math_and_equal_e
     BOOST_TEST(allclose(grads[2], z.grad(), 1e-5, 1e-6));
 }
 
+// The backward of chunk (and of select at every index) is one cat in the compiled graph
+// (lower_graph.h's slice_backwards_to_cat); gradients equal eager's, with a narrow that leaves
+// a gap beside it (a slice_backward that stays).
+BOOST_AUTO_TEST_CASE(the_gradient_of_a_chunked_tensor_is_one_cat_and_equals_eager) {
+    ScopedEnv always_kernels("KILN_CHOOSE", "0");
+    auto fn = [](Tensor x, Tensor y) {
+        std::vector<Tensor> parts = chunk(x, 3, -1);
+        Tensor heads = y.reshape({4, 3, 5}), gap = y.narrow(1, 2, 6);
+        Tensor loss = (parts[0].sin() * parts[1] + parts[2].exp()).sum() +
+                      (heads.select(1, 0) * heads.select(1, 1) - heads.select(1, 2).cos()).sum() +
+                      (gap * gap).sum();
+        return std::vector<Tensor>{loss};
+    };
+    auto f = compile(fn);
+    Tensor x = randn({4, 9}).requires_grad_(), y = randn({4, 15}).requires_grad_();
+    f(x, y)[0].backward();
+    Tensor gx = x.grad().clone(), gy = y.grad().clone();
+    std::string schedules = last_compiled().schedule;
+    x.zero_grad(), y.zero_grad();
+    fn(x, y)[0].backward();
+    BOOST_TEST(allclose(gx, x.grad(), 1e-5, 1e-6));
+    BOOST_TEST(allclose(gy, y.grad(), 1e-5, 1e-6));
+    // The backward graph: two cats (chunk's, select's), one slice_backward (the narrow's).
+    auto count = [&](const std::string& what) {
+        size_t n = 0;
+        for (size_t at = schedules.find(what); at != std::string::npos; at = schedules.find(what, at + 1)) ++n;
+        return n;
+    };
+    BOOST_TEST(count("cat_") >= 2u, schedules);
+    BOOST_TEST(count("slice_backward_") == 1u, schedules);
+}
+
 // Cross-entropy's int64 target checks (ignore_index) are per-row values of log_softmax's row
 // kernel: scalar code between the passes, so the passes along the row stay vector code (the
 // whole kernel was scalar, calling expf per element: GPT's [1024, 1024] logits). Values equal

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "codegen/lower_graph.h"
 #include "codegen/schedule.h"
 #include "lgraph_builder.h"
 
@@ -134,6 +135,46 @@ BOOST_AUTO_TEST_CASE(a_reshape_merging_dims_that_do_not_chain_falls_back) {
     Schedule sched = schedule(b.graph);
     BOOST_REQUIRE(sched.kernels.size() == 2u);
     BOOST_TEST(sched.kernels[0].kind == KernelKind::fallback);
+}
+
+// The gradient of three slices that tile a dim (chunk's, or select's of each index) is one
+// cat of their gradients, not three zeros-and-scatter kernels and two adds.
+BOOST_AUTO_TEST_CASE(slice_backwards_that_tile_a_dim_become_one_cat) {
+    GraphBuilder b;
+    int g0 = b.input({4, 2, 5}, "g0"), g1 = b.input({4, 1, 5}, "g1"), g2 = b.input({4, 3, 5}, "g2");
+    auto scatter = [&](int g, int64_t start, int64_t end) {
+        return b.node(OpId::slice_backward, {g}, {.shape = {4, 6, 5}, .dim = 1, .start = start, .end = end, .step = 1},
+                      {4, 6, 5});
+    };
+    int sum = b.binary(OpId::add, b.binary(OpId::add, scatter(g1, 2, 3), scatter(g2, 3, 6)), scatter(g0, 0, 2));
+    b.output(b.unary(OpId::neg, sum));
+    LGraph g = b.graph;
+    BOOST_TEST(slice_backwards_to_cat(g) == 1);
+    BOOST_REQUIRE_EQUAL(g.nodes.size(), 2u);
+    BOOST_TEST((g.nodes[0].op == OpId::cat));
+    BOOST_TEST(g.nodes[0].attrs.dim == 1);
+    BOOST_TEST((g.nodes[0].inputs == std::vector<int>{g0, g1, g2}));  // in the dim's order
+    BOOST_TEST(g.nodes[0].out.id == sum);
+}
+
+// Slices that leave a gap, overlap, step, or whose pieces are read elsewhere stay as they are.
+BOOST_AUTO_TEST_CASE(slice_backwards_that_do_not_tile_a_dim_stay) {
+    auto build = [](int64_t second_start, int64_t step, bool read_elsewhere) {
+        GraphBuilder b;
+        int g0 = b.input({3, 2}, "g0"), g1 = b.input({3, 2}, "g1");
+        int a = b.node(OpId::slice_backward, {g0}, {.shape = {3, 4}, .dim = 1, .start = 0, .end = 2, .step = 1}, {3, 4});
+        int c = b.node(OpId::slice_backward, {g1},
+                       {.shape = {3, 4}, .dim = 1, .start = second_start, .end = second_start + 2 * step, .step = step}, {3, 4});
+        b.output(b.binary(OpId::add, a, c));
+        if (read_elsewhere) b.output(a);
+        return b.graph;
+    };
+    LGraph tiles = build(2, 1, false), overlap = build(1, 1, false), stepped = build(1, 2, false),
+           shared = build(2, 1, true);
+    BOOST_TEST(slice_backwards_to_cat(tiles) == 1);
+    BOOST_TEST(slice_backwards_to_cat(overlap) == 0);
+    BOOST_TEST(slice_backwards_to_cat(stepped) == 0);
+    BOOST_TEST(slice_backwards_to_cat(shared) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_is_blas_then_its_epilogue_kernel) {
