@@ -95,10 +95,9 @@ AttentionOutput MultiheadAttention::attention_batch_first(const Tensor& q, const
         // Self-attention without a gradient (inference): one GEMM against the whole
         // in_proj_weight (PyTorch's in_projection_packed), the [B, L, 3 * E] result viewed
         // as q, k and v: one launch for three on a GPU, one wider GEMM on the CPU. Training
-        // keeps three projections: the packed form's backward scatters q's, k's and v's
-        // gradients into zeros of the whole [B, L, 3 * E] and adds them (three more passes
-        // over it); CPU GPT training measured slower with it in three interleaved rounds of
-        // four (median 325 against 307 ms: docs/perf-models.md, 2026-11-27).
+        // keeps three projections: CPU GPT training measured slower with the packed form in
+        // seven interleaved rounds of eight, also once its backward wrote q's, k's and v's
+        // gradients as one cat (docs/perf-models.md, 2026-11-27).
         Tensor y = matmul(q, in_proj_weight.t());
         if (in_proj_bias.defined()) y = y + in_proj_bias;
         int64_t B = q.size(0), L = q.size(1);
