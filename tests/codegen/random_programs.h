@@ -133,7 +133,7 @@ class ProgramGenerator {
         int other = r.input(p.inputs.back(), "y" + std::to_string(p.inputs.size() - 1));
         bool swap = uniform() < 0.5;
         int a = swap ? other : v, b = swap ? v : other;
-        switch (pick(5)) {
+        switch (pick(6)) {
             case 0: return r.call(OpId::add, {a, b});
             case 1: return r.call(OpId::sub, {a, b});
             case 2: return r.call(OpId::mul, {a, b});
@@ -183,7 +183,7 @@ class ProgramGenerator {
             return r.call(OpId::slice, {v}, {.dim = 0, .start = 1, .end = shape[0], .step = 1 + int64_t(pick(2))});
         }
         int64_t rank = int64_t(shape.size());
-        switch (pick(5)) {
+        switch (pick(6)) {
             case 0: {  // swap the last two dims
                 Shape dims;
                 for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
@@ -194,6 +194,13 @@ class ProgramGenerator {
             case 2: {  // merge the leading dims (of a strided view: index math only where they chain)
                 int64_t last = shape.back();
                 return r.call(OpId::reshape, {v}, {.shape = {shape_numel(shape) / std::max<int64_t>(last, 1), last}});
+            }
+            case 4: {  // the last dim cut in two halves, combined: its gradient is one cat
+                int64_t last = shape.back();
+                if (last < 2 || last % 2) return unary(r, v);
+                int lo = r.call(OpId::slice, {v}, {.dim = -1, .start = 0, .end = last / 2, .step = 1});
+                int hi = r.call(OpId::slice, {v}, {.dim = -1, .start = last / 2, .end = last, .step = 1});
+                return r.call(OpId::mul, {r.call(OpId::sin, {lo}), hi});
             }
             case 3: {  // split the last dim in two, or add a size-1 dim before it
                 Shape to(shape.begin(), shape.end() - 1);

@@ -46,13 +46,15 @@ BOOST_AUTO_TEST_CASE(random_programs_forward_and_backward_match_eager) {
     ProgramGenerator generator(20240614);
     std::vector<Program> programs;
     std::vector<jit::aot::AotPlan> plans;
-    std::vector<std::vector<LGraph>> batches(kBatches);  // program i: halves 2k, 2k+1 of batch i % kBatches
+    std::vector<std::vector<LGraph>> batches(kBatches);
+    int cats = 0;  // slice gradients that tile a dim, made one cat  // program i: halves 2k, 2k+1 of batch i % kBatches
     for (int i = 0; i < kPrograms; ++i) {
         programs.push_back(generator.make());
         plans.push_back(jit::aot::plan(*programs.back().graph, programs.back().inputs));
         for (const auto& half : {plans.back().forward, plans.back().backward}) {
             Lowered lowered = lower(*half);
             BOOST_REQUIRE_MESSAGE(lowered.graph, lowered.why_not);
+            cats += slice_backwards_to_cat(*lowered.graph);  // as the pipeline does (lower_graph.h)
             batches[i % kBatches].push_back(*lowered.graph);
         }
     }
@@ -124,6 +126,7 @@ BOOST_AUTO_TEST_CASE(random_programs_forward_and_backward_match_eager) {
               << " judged against float64); " << calls
               << " compiler call(s) in " << seconds << " s\n";
     BOOST_TEST(failures == 0);
+    BOOST_TEST(cats > 0, cats << " backward graphs took a cat");  // 5 with this seed
 }
 
 BOOST_AUTO_TEST_SUITE_END()
