@@ -96,8 +96,8 @@ AttentionOutput MultiheadAttention::attention_batch_first(const Tensor& q, const
         // in_proj_weight (PyTorch's in_projection_packed), the [B, L, 3 * E] result viewed
         // as q, k and v: one launch for three on a GPU, one wider GEMM on the CPU. Training
         // keeps three projections: CPU GPT training measured slower with the packed form in
-        // seven interleaved rounds of eight, also once its backward wrote q's, k's and v's
-        // gradients as one cat (docs/perf-models.md, 2026-11-27).
+        // nine interleaved rounds of ten, four of them after its backward wrote q's, k's and
+        // v's gradients as one cat (docs/perf-models.md, 2026-11-27).
         Tensor y = matmul(q, in_proj_weight.t());
         if (in_proj_bias.defined()) y = y + in_proj_bias;
         int64_t B = q.size(0), L = q.size(1);
