@@ -1,7 +1,9 @@
 // A small sampling profiler for benches: with KILN_BENCH_SAMPLE=1, SIGPROF every 200 us of
 // CPU time records the stack (return addresses); at exit the hottest frames are printed to
 // stderr with their addresses relative to the executable, for `addr2line -f -C -e BINARY`.
-// Dev tool for finding host overhead where no system profiler is installed.
+// Dev tool for finding host overhead where no system profiler is installed. (On the CPU it
+// aborted GPT's step until oneDNN calls blocked signals: docs/robustness.md, "Signal handlers
+// and oneDNN's GEMM kernels".)
 #pragma once
 #include <execinfo.h>
 #include <signal.h>

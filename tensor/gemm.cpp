@@ -10,6 +10,7 @@
 
 #include "tensor/blas_library.h"
 #include "tensor/kernels.h"
+#include "tensor/onednn_signals.h"
 #include "tensor/parallel.h"
 
 #ifdef KILN_HAVE_DNNL
@@ -198,6 +199,7 @@ std::shared_ptr<const detail::PackedWeights> pack(const GemmPlan& p, const float
     w->memory = dnnl::memory(prim.b, pack_engine(), w->buffer.raw_data());
     dnnl::memory plain(plain_b_desc(p), pack_engine(), const_cast<float*>(b));
     dnnl::stream stream(pack_engine());
+    detail::OneDnnSignalsBlocked no_handler_inside_onednn;  // tensor/onednn_signals.h
     dnnl::reorder(plain, w->memory).execute(stream, plain, w->memory);
     stream.wait();
     return w;
@@ -281,6 +283,7 @@ void onednn_part(const GemmPlan& p, int64_t m, int64_t n, const float* a, const 
                  int64_t ldc) {
     if (omp_get_max_threads() != 1) omp_set_num_threads(1);
     t_gemm_threads = omp_get_max_threads();
+    detail::OneDnnSignalsBlocked no_handler_inside_onednn;  // tensor/onednn_signals.h
     if (p.packed_b && n == p.N && packed_part(p, m, a, c, ldc)) return;
     dnnl_status_t status = dnnl_sgemm(p.ga.trans ? 'T' : 'N', p.gb.trans ? 'T' : 'N', m, n, p.K,
                                       1.f, a, p.ga.ld, b, p.gb.ld, 0.f, c, ldc);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "tensor/conv_weight_cache.h"
+#include "tensor/onednn_signals.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 
@@ -333,6 +334,7 @@ void run_prim(const Prim& p, std::span<const Tensor> tensors) {
             args.emplace(a.id, want);
         }
     }
+    detail::OneDnnSignalsBlocked no_handler_inside_onednn;  // tensor/onednn_signals.h
     p.prim.execute(stream, args);
     for (auto& [a, plain] : outputs) a->reorder->execute(stream, args.at(a->id), plain);
     stream.wait();

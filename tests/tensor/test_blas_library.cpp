@@ -1,6 +1,8 @@
 // Opening the BLAS at run time (tensor/blas_library.h): OpenBLAS's core fits the CPU unless the
 // user chose one, nothing loads OpenBLAS before kiln does, a missing library is a clear error.
 // Each check runs this test binary again as a child process, since a process loads BLAS once.
+#include <signal.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -193,6 +195,39 @@ BOOST_AUTO_TEST_CASE(a_missing_library_is_an_error_naming_it) {
                c.output);
     BOOST_TEST(c.output.find("/nonexistent/libopenblas.so.0") != std::string::npos, c.output);
     BOOST_TEST(c.output.find("KILN_BLAS_LIB") != std::string::npos, c.output);
+}
+
+// oneDNN 2.6's JIT GEMM kernels point rsp at a heap buffer: a signal handler that ran on that
+// thread meanwhile wrote its frame into the heap, and the process aborted in a later free()
+// (tensor/onednn_signals.h; the REPL's Ctrl-C handler, a SIGPROF profiler). A SIGPROF every
+// 100 us of CPU time over GEMMs of GPT's shapes in all three transposes: the process lives,
+// the handler ran, and the products equal the reference ones.
+namespace {
+volatile sig_atomic_t g_prof_hits = 0;
+void on_prof(int) { g_prof_hits = g_prof_hits + 1; }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gemms_survive_a_signal_handler_running_meanwhile) {
+    struct sigaction sa{}, old_sa{};
+    sa.sa_handler = on_prof;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, &old_sa);
+    itimerval every{{0, 100}, {0, 100}}, off{}, old_timer{};
+    setitimer(ITIMER_PROF, &every, &old_timer);
+    manual_seed(4);
+    Tensor w = randn({768, 256}), x = randn({512, 256}), g = randn({512, 768});
+    Tensor y, gx, gw;
+    for (int i = 0; i < 40; ++i) {
+        y = matmul(x, w.t());
+        gx = matmul(g, w);
+        gw = matmul(g.t(), x);
+    }
+    setitimer(ITIMER_PROF, &off, nullptr);
+    sigaction(SIGPROF, &old_sa, nullptr);
+    BOOST_TEST(g_prof_hits > 0);
+    Tensor xd = x.to(DType::float64), wd = w.to(DType::float64), gd = g.to(DType::float64);
+    BOOST_TEST(allclose(y, matmul(xd, wd.t()).to(DType::float32), 1e-4, 1e-4));
+    BOOST_TEST(allclose(gw, matmul(gd.t(), xd).to(DType::float32), 1e-4, 1e-3));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
