@@ -5,6 +5,7 @@
 #include "codegen/schedule.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -392,36 +393,22 @@ struct Scheduler {
         s.values[n.out.id] = {Home::inlined, best, best_role == Role::per_row, {}};
     }
 
-    // A reshape of a strided view, when strides can express it (PyTorch's computeStride, the
-    // rule of Tensor.view): walking both shapes from the last dim, each run of input dims that
-    // are contiguous with one another must split or merge into whole output dims; a run ends
-    // where the next outer dim's stride breaks the chain. Concrete sizes only; a stride whose
-    // chain cannot be proved equal (symbolic strides) stops it, and the reshape then runs
-    // eagerly as before. E.g. one head slice of a packed q/k/v projection, [B, L, 1, H, d]
-    // with strides (3LD, 3D, D, d, 1), reshaped to [B, L, H, d].
+    // A reshape of a strided view, when strides can express it (view_strides, PyTorch's rule
+    // of Tensor.view, as eager reshape decides): concrete sizes and strides only; otherwise
+    // the reshape runs eagerly as before. E.g. one head slice of a packed q/k/v projection,
+    // [B, L, 1, H, d] with strides (3LD, 3D, D, d, 1), reshaped to [B, L, H, d].
     static bool strided_regroup(const Shape& from, const Shape& to, std::vector<SizeExpr>& strides) {
-        for (int64_t d : from) if (is_symbol(d) || d == 0) return false;
-        for (int64_t d : to) if (is_symbol(d) || d == 0) return false;
-        if (from.empty() || strides.size() != from.size()) return false;
-        std::vector<SizeExpr> out(to.size());
-        int64_t view_d = int64_t(to.size()) - 1;
-        SizeExpr base = strides.back();
-        int64_t tensor_numel = 1, view_numel = 1;
-        for (int64_t d = int64_t(from.size()) - 1; d >= 0; --d) {
-            tensor_numel *= from[size_t(d)];
-            bool chain_ends = d == 0 || (from[size_t(d) - 1] != 1 &&
-                                         !(strides[size_t(d) - 1] == SizeExpr{tensor_numel, {}} * base));
-            if (!chain_ends) continue;
-            while (view_d >= 0 && (view_numel < tensor_numel || to[size_t(view_d)] == 1)) {
-                out[size_t(view_d)] = SizeExpr{view_numel, {}} * base;
-                view_numel *= to[size_t(view_d)];
-                --view_d;
-            }
-            if (view_numel != tensor_numel) return false;
-            if (d > 0) base = strides[size_t(d) - 1], tensor_numel = 1, view_numel = 1;
+        for (int64_t d : from) if (is_symbol(d)) return false;
+        for (int64_t d : to) if (is_symbol(d)) return false;
+        Shape have;
+        for (const SizeExpr& e : strides) {
+            if (!e.syms.empty()) return false;
+            have.push_back(e.c);
         }
-        if (view_d != -1) return false;
-        strides = std::move(out);
+        std::optional<Shape> view = view_strides(from, have, to);
+        if (!view) return false;
+        strides.clear();
+        for (int64_t st : *view) strides.push_back(SizeExpr{st, {}});
         return true;
     }
 

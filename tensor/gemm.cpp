@@ -28,14 +28,14 @@
 #endif
 
 namespace kiln {
-namespace {
 
-// A 2-D [r, c] slice with strides (s0, s1) is usable if one stride is 1.
 bool gemm_layout(int64_t r, int64_t c, int64_t s0, int64_t s1, GemmOperand& g) {
     if (s1 == 1 && s0 >= std::max<int64_t>(c, 1)) return g = {false, s0}, true;
     if (s0 == 1 && s1 >= std::max<int64_t>(r, 1)) return g = {true, s1}, true;
     return false;
 }
+
+namespace {
 
 // Element offset of batch `idx` (row-major over p.batch) in t.
 int64_t batch_offset(const GemmPlan& p, const Tensor& t, int64_t idx) {

@@ -15,6 +15,10 @@ struct GemmOperand {
     bool trans = false;
     int64_t ld = 0;
 };
+// An [r, c] matrix with strides (s0, s1) as BLAS reads it in place, row-major (s1 == 1) or
+// transposed (s0 == 1); false when neither stride is 1 (the operand is copied first). The CPU
+// plan (plan_gemm) and CUDA's cuBLAS matmul (tensor/kernels_cuda.cpp) both use it.
+bool gemm_layout(int64_t r, int64_t c, int64_t s0, int64_t s1, GemmOperand& g);
 
 // Which library runs a plan's GEMMs: OpenBLAS (or the BLAS kiln opened, tensor/blas_library.h),
 // or oneDNN's dnnl_sgemm (float32, where kiln is built with oneDNN). plan_gemm chooses per

@@ -15,6 +15,7 @@
 #include "tensor/cuda.h"
 #include "tensor/cuda_prelude.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/gemm.h"
 #include "tensor/kernels.h"
 #include "tensor/philox.h"
 #include "tensor/reductions.h"
@@ -189,26 +190,21 @@ Tensor reduce(OpId op, const Tensor& x, const Attrs& a) {
     return result == dt ? out : contiguous_as(out, result);  // bool amax/amin: any/all
 }
 
-// One operand of a GEMM as cuBLAS can read it in place: its last two dims a row-major matrix
-// (ld = the row stride) or a transposed one (`trans`, ld = the column stride), its batch dims
-// one stride apart (0: the same matrix for every batch). PyTorch's at::cuda::blas reads
+// One operand of a GEMM as cuBLAS reads it in place: its last two dims as gemm_layout reads
+// them (tensor/gemm.h, the CPU plan's rule), its batch dims one stride apart (0: the same
+// matrix for every batch), which a strided-batched GEMM needs. PyTorch's at::cuda::blas reads
 // transposed and expanded operands the same way instead of copying them.
-struct GemmOperand {
-    bool trans = false;
-    int64_t ld = 0, batch_stride = 0;
+struct CublasOperand {
+    GemmOperand layout;
+    int64_t batch_stride = 0;
 };
 
-std::optional<GemmOperand> gemm_operand(const Tensor& x) {
+std::optional<CublasOperand> cublas_operand(const Tensor& x) {
     const Shape& size = x.shape();
     const Shape& stride = x.strides();
-    const int64_t d = x.dim(), rows = size[d - 2], cols = size[d - 1];
-    GemmOperand g;
-    if ((cols == 1 || stride[d - 1] == 1) && stride[d - 2] >= std::max<int64_t>(cols, 1))
-        g.ld = stride[d - 2];
-    else if ((rows == 1 || stride[d - 2] == 1) && stride[d - 1] >= std::max<int64_t>(rows, 1))
-        g.trans = true, g.ld = stride[d - 1];
-    else
-        return std::nullopt;
+    const int64_t d = x.dim();
+    CublasOperand g;
+    if (!gemm_layout(size[d - 2], size[d - 1], stride[d - 2], stride[d - 1], g.layout)) return std::nullopt;
     // The batch dims (those of size > 1) must step by one stride: s, s * size, ... or all 0.
     int64_t expect = -1;
     for (int64_t i = d - 3; i >= 0; --i) {
@@ -245,18 +241,19 @@ Tensor matmul(std::span<const Tensor> in) {
     if (out.numel() > 0 && K > 0) {  // every size >= 1: a contiguous operand is always readable
         a = a.detach().expand(ea);
         b = b.detach().expand(eb);
-        std::optional<GemmOperand> ga = gemm_operand(a), gb = gemm_operand(b);
-        if (!ga) a = contiguous_as(a, a.dtype()), ga = gemm_operand(a);
-        if (!gb) b = contiguous_as(b, b.dtype()), gb = gemm_operand(b);
+        std::optional<CublasOperand> ga = cublas_operand(a), gb = cublas_operand(b);
+        if (!ga) a = contiguous_as(a, a.dtype()), ga = cublas_operand(a);
+        if (!gb) b = contiguous_as(b, b.dtype()), gb = cublas_operand(b);
+        const GemmOperand &la = ga->layout, &lb = gb->layout;
         int64_t batches = shape_numel(batch);
         bool f64 = a.dtype() == DType::float64;
-        if (batches > 1 && gb->batch_stride == 0 && !ga->trans && ga->ld == K && ga->batch_stride == M * K)
+        if (batches > 1 && gb->batch_stride == 0 && !la.trans && la.ld == K && ga->batch_stride == M * K)
             // The same right matrix for every batch, the left ones back to back: one GEMM.
-            cuda::detail::gemm(f64, false, gb->trans, batches * M, N, K, a.raw_data(), K, 0, b.raw_data(), gb->ld, 0,
+            cuda::detail::gemm(f64, false, lb.trans, batches * M, N, K, a.raw_data(), K, 0, b.raw_data(), lb.ld, 0,
                                out.raw_data(), N, 0, 1);
         else
-            cuda::detail::gemm(f64, ga->trans, gb->trans, M, N, K, a.raw_data(), ga->ld, ga->batch_stride,
-                               b.raw_data(), gb->ld, gb->batch_stride, out.raw_data(), N, M * N, batches);
+            cuda::detail::gemm(f64, la.trans, lb.trans, M, N, K, a.raw_data(), la.ld, ga->batch_stride,
+                               b.raw_data(), lb.ld, gb->batch_stride, out.raw_data(), N, M * N, batches);
     }
     if (a_vec) oshape.erase(oshape.end() - 2);
     if (b_vec) oshape.erase(oshape.end() - 1);

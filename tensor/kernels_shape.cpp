@@ -52,32 +52,6 @@ Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
     return out;
 }
 
-// Strides that show a strided tensor in `want` shape without copying, if any (PyTorch's
-// computeStride): `want` must split or merge only dims that are contiguous with each other,
-// as squeeze/unsqueeze/select of a transposed or sliced tensor do.
-std::optional<Shape> view_strides(const Shape& have, const Shape& strides, const Shape& want) {
-    if (have.empty()) return Shape(want.size(), 1);
-    if (shape_numel(have) == 0) return std::nullopt;  // a copy of nothing is free
-    Shape out(want.size());
-    int64_t view_d = int64_t(want.size()) - 1;
-    int64_t chunk_stride = strides.back(), chunk_numel = 1, view_numel = 1;
-    for (int64_t d = int64_t(have.size()) - 1; d >= 0; --d) {
-        chunk_numel *= have[d];
-        // A chunk ends where the next-outer dim is not laid out right after this one.
-        if (d == 0 || (have[d - 1] != 1 && strides[d - 1] != chunk_numel * chunk_stride)) {
-            while (view_d >= 0 && (view_numel < chunk_numel || want[view_d] == 1)) {
-                out[view_d] = view_numel * chunk_stride;
-                view_numel *= want[view_d];
-                --view_d;
-            }
-            if (view_numel != chunk_numel) return std::nullopt;
-            if (d > 0) chunk_stride = strides[d - 1], chunk_numel = 1, view_numel = 1;
-        }
-    }
-    if (view_d != -1) return std::nullopt;
-    return out;
-}
-
 // The fast path of strided_copy into a contiguous destination: one odometer step per row of
 // the innermost dim, then a tight loop whose source stride is 1 (a row copy), 0 (a broadcast
 // fill) or anything else. xtensor's element-wise iterator costs ~5 ns/element; this runs at
@@ -153,6 +127,30 @@ bool copy_transposed(T* out, const Tensor& src) {
 }
 
 }  // namespace
+
+std::optional<Shape> view_strides(const Shape& have, const Shape& strides, const Shape& want) {
+    if (have.empty()) return Shape(want.size(), 1);
+    if (shape_numel(have) == 0) return std::nullopt;  // a copy of nothing is free
+    Shape out(want.size());
+    int64_t view_d = int64_t(want.size()) - 1;
+    int64_t chunk_stride = strides.back(), chunk_numel = 1, view_numel = 1;
+    for (int64_t d = int64_t(have.size()) - 1; d >= 0; --d) {
+        chunk_numel *= have[d];
+        // A chunk ends where the next-outer dim is not laid out right after this one.
+        if (d == 0 || (have[d - 1] != 1 && strides[d - 1] != chunk_numel * chunk_stride)) {
+            while (view_d >= 0 && (view_numel < chunk_numel || want[view_d] == 1)) {
+                out[view_d] = view_numel * chunk_stride;
+                view_numel *= want[view_d];
+                --view_d;
+            }
+            if (view_numel != chunk_numel) return std::nullopt;
+            if (d > 0) chunk_stride = strides[d - 1], chunk_numel = 1, view_numel = 1;
+        }
+    }
+    if (view_d != -1) return std::nullopt;
+    return out;
+}
+
 
 void strided_copy(const Tensor& dst, const Tensor& src) {
     KILN_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "strided_copy: ", dst.shape(), " ", dst.dtype(), " vs ", src.shape(), " ", src.dtype());

@@ -15,18 +15,23 @@ namespace kiln::detail {
 
 class OneDnnSignalsBlocked {
    public:
-    OneDnnSignalsBlocked() {
-        sigset_t all;
-        sigfillset(&all);
-        // Faults raised by the code itself must still reach their handlers (or kill).
-        for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT}) sigdelset(&all, s);
-        pthread_sigmask(SIG_BLOCK, &all, &saved_);
-    }
+    OneDnnSignalsBlocked() { pthread_sigmask(SIG_BLOCK, &asynchronous(), &saved_); }
     ~OneDnnSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
     OneDnnSignalsBlocked(const OneDnnSignalsBlocked&) = delete;
     OneDnnSignalsBlocked& operator=(const OneDnnSignalsBlocked&) = delete;
 
    private:
+    // Every signal but the faults raised by the code itself, which must still reach their
+    // handlers (or kill): built once.
+    static const sigset_t& asynchronous() {
+        static const sigset_t set = [] {
+            sigset_t all;
+            sigfillset(&all);
+            for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT}) sigdelset(&all, s);
+            return all;
+        }();
+        return set;
+    }
     sigset_t saved_;
 };
 

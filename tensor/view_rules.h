@@ -2,6 +2,7 @@
 // here and read by the JIT's shape rules (jit/sym_shapes.cpp: which symbol each dim is)
 // and by codegen's strided access (codegen/schedule.cpp: which stride each dim steps by).
 #pragma once
+#include <optional>
 #include <cstddef>
 #include <vector>
 
@@ -33,5 +34,12 @@ struct ViewRule {
 // The rule of `op` (with attributes `a`) for an input of `in_rank` dims and an output of
 // `out_rank`.
 ViewRule view_rule(OpId op, const Attrs& a, size_t in_rank, size_t out_rank);
+
+// Strides that show a tensor of shape `have` and `strides` in shape `want` without copying, if
+// any (PyTorch's computeStride, the rule of Tensor.view): `want` may split or merge only dims
+// that are contiguous with each other, as squeeze/unsqueeze/select of a transposed or sliced
+// tensor do. Eager reshape (tensor/kernels_shape.cpp) and the scheduler's views of generated
+// kernels (codegen/schedule.cpp) both use it.
+std::optional<Shape> view_strides(const Shape& have, const Shape& strides, const Shape& want);
 
 }  // namespace kiln

@@ -252,6 +252,41 @@ BOOST_AUTO_TEST_CASE(the_gradient_of_a_chunked_tensor_is_one_cat_and_equals_eage
     BOOST_TEST(count("slice_backward_") == 1u, schedules);
 }
 
+// The two view rewrites together with in-place ops, a graph break, dynamic shapes and
+// backward: a clone changed in place, chunked (its gradient one cat), a chunk's last dim split
+// (a reshape of a strided view: index math at a static size, an eager reshape once the batch
+// is symbolic), and a data-dependent branch between two graphs. Values and gradients equal
+// eager's at the first size and at the next two (the recompiled, symbolic entry).
+BOOST_AUTO_TEST_CASE(view_rewrites_with_inplace_breaks_dynamic_shapes_and_backward_equal_eager) {
+    ScopedEnv always_kernels("KILN_CHOOSE", "0");
+    auto fn = [](Tensor x, Tensor w) {
+        Tensor y = x.clone();
+        y.mul_(2.0);
+        std::vector<Tensor> parts = chunk(y, 2, -1);                // [n, 6] each, strided
+        Tensor split = parts[0].reshape({x.size(0), 2, 3}).sin();  // a strided view's reshape
+        Tensor z = split.reshape({x.size(0), 6}) * parts[1];
+        if (z.sum().item<float>() > 0) z = z * w;                   // a graph break
+        else z = z - w;
+        return std::vector<Tensor>{(z * z).sum()};
+    };
+    auto f = compile(fn);
+    for (int64_t n : {4, 6, 9}) {
+        manual_seed(n);
+        Tensor x = randn({n, 12}).requires_grad_(), w = randn({6}).requires_grad_();
+        f(x, w)[0].backward();
+        Tensor gx = x.grad().clone(), gw = w.grad().clone();
+        Tensor got = f(x, w)[0].detach();
+        x.zero_grad(), w.zero_grad();
+        Tensor want = fn(x, w)[0];
+        want.backward();
+        BOOST_TEST_CONTEXT("batch " << n) {
+            BOOST_TEST(allclose(got, want.detach(), 1e-5, 1e-5));
+            BOOST_TEST(allclose(gx, x.grad(), 1e-5, 1e-6));
+            BOOST_TEST(allclose(gw, w.grad(), 1e-5, 1e-6));
+        }
+    }
+}
+
 // Cross-entropy's int64 target checks (ignore_index) are per-row values of log_softmax's row
 // kernel: scalar code between the passes, so the passes along the row stay vector code (the
 // whole kernel was scalar, calling expf per element: GPT's [1024, 1024] logits). Values equal
