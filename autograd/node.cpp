@@ -130,6 +130,7 @@ void record_op(OpId op, std::span<const Tensor> inputs, const Attrs& attrs, cons
         bool keep = (is_x && info.saves_x) || (is_y && info.saves_y);
         if (attrs.scalar_pos != ScalarPos::none) keep = scalar_form_reads(op, scalar_left, is_x ? "x" : "y");
         if (op == OpId::where) keep = i == 0;
+        if (op == OpId::attention) keep = true;  // q, k and v: its gradient recomputes the weights
         node->saved_inputs.push_back(keep ? t.detach() : Tensor());
         if (keep) notify_saved(t);
     }

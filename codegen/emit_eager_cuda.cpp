@@ -250,4 +250,93 @@ std::string eager_cuda_index(DType dtype, bool scatter_add) {
     return s.str();
 }
 
+std::string eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
+    KILN_CHECK(dtype == DType::float32 || dtype == DType::float64,
+               "attention on CUDA: expected float32 or float64, got ", dtype);
+    KILN_CHECK(d > 0 && dv > 0 && d <= kAttentionMaxFeatures && dv <= kAttentionMaxFeatures,
+               "attention on CUDA: at most ", kAttentionMaxFeatures, " features, got q/k ", d,
+               " and v ", dv);
+    const char* t = type(dtype);
+    const int64_t bytes = dtype == DType::float64 ? 8 : 4;
+    // Key tiles of 32 while K's and V's tiles fit the 48 KB of static shared memory, else 16.
+    const int64_t bn = 32 * (d + dv) * bytes <= 48 * 1024 ? 32 : 16;
+    std::ostringstream s;
+    s << "#define T " << t << "\n#define D " << d << "\n#define DV " << dv << "\n#define BN " << bn
+      << "\n#define EXP " << (dtype == DType::float64 ? "exp" : "expf")
+      << "\n#define BM 32\n#define R 4\n#define DQ ((D + R - 1) / R)\n#define DO ((DV + R - 1) / R)\n"
+      << "struct AttentionArgs { long long B1, L, S, tiles; long long q[4], k[4], v[4], o[4]; "
+         "double scale; int causal; };\n"
+      << "extern \"C\" __global__ void __launch_bounds__(128) kiln_attention(AttentionArgs a, "
+         "const T* q, const T* k, const T* v, T* o) {\n"
+      << "    __shared__ T ks[BN][D];\n"
+      << "    __shared__ T vs[BN][DV];\n"
+      << "    const T neg_inf = -(T)1e300 * (T)1e300;\n"
+      << "    const int tid = threadIdx.x, row = tid / R, sub = tid % R;\n"
+      << "    const long long tile = blockIdx.x % a.tiles, b = blockIdx.x / a.tiles;\n"
+      << "    const long long b1 = b % a.B1, b0 = b / a.B1, i = tile * BM + row;\n"
+      << "    const bool active = i < a.L;\n"
+      << "    const T* qb = q + b0 * a.q[0] + b1 * a.q[1];\n"
+      << "    const T* kb = k + b0 * a.k[0] + b1 * a.k[1];\n"
+      << "    const T* vb = v + b0 * a.v[0] + b1 * a.v[1];\n"
+      << "    T qr[DQ], acc[DO];\n"
+      << "#pragma unroll\n"
+      << "    for (int c = 0; c < DQ; ++c) {\n"
+      << "        const int f = c * R + sub;\n"
+      << "        qr[c] = active && f < D ? qb[i * a.q[2] + f * a.q[3]] * (T)a.scale : (T)0;\n"
+      << "    }\n"
+      << "#pragma unroll\n"
+      << "    for (int c = 0; c < DO; ++c) acc[c] = 0;\n"
+      << "    T m = neg_inf, l = 0;\n"
+      << "    long long last = a.S;  // keys after the block's last query are masked for all of it\n"
+      << "    if (a.causal && (tile + 1) * BM < last) last = (tile + 1) * BM;\n"
+      << "    for (long long j0 = 0; j0 < last; j0 += BN) {\n"
+      << "        __syncthreads();  // the previous tile is read\n"
+      << "        for (int e = tid; e < BN * D; e += 128) {\n"
+      << "            const long long j = j0 + e / D;\n"
+      << "            ks[e / D][e % D] = j < a.S ? kb[j * a.k[2] + (e % D) * a.k[3]] : (T)0;\n"
+      << "        }\n"
+      << "        for (int e = tid; e < BN * DV; e += 128) {\n"
+      << "            const long long j = j0 + e / DV;\n"
+      << "            vs[e / DV][e % DV] = j < a.S ? vb[j * a.v[2] + (e % DV) * a.v[3]] : (T)0;\n"
+      << "        }\n"
+      << "        __syncthreads();\n"
+      << "        T s[BN], tile_max = neg_inf;\n"
+      << "#pragma unroll\n"
+      << "        for (int jj = 0; jj < BN; ++jj) {\n"
+      << "            T part = 0;\n"
+      << "#pragma unroll\n"
+      << "            for (int c = 0; c < DQ; ++c)\n"
+      << "                if (c * R + sub < D) part += qr[c] * ks[jj][c * R + sub];\n"
+      << "            part += __shfl_xor_sync(0xffffffffu, part, 1);\n"
+      << "            part += __shfl_xor_sync(0xffffffffu, part, 2);\n"
+      << "            const long long j = j0 + jj;\n"
+      << "            s[jj] = j < a.S && !(a.causal && j > i) ? part : neg_inf;\n"
+      << "            tile_max = s[jj] > tile_max ? s[jj] : tile_max;\n"
+      << "        }\n"
+      << "        const T m_new = tile_max > m ? tile_max : m;\n"
+      << "        if (m_new != neg_inf) {  // else every key so far is masked for this query\n"
+      << "            const T correction = EXP(m - m_new);\n"
+      << "            l *= correction;\n"
+      << "#pragma unroll\n"
+      << "            for (int c = 0; c < DO; ++c) acc[c] *= correction;\n"
+      << "#pragma unroll\n"
+      << "            for (int jj = 0; jj < BN; ++jj) {\n"
+      << "                const T p = EXP(s[jj] - m_new);\n"
+      << "                l += p;\n"
+      << "#pragma unroll\n"
+      << "                for (int c = 0; c < DO; ++c)\n"
+      << "                    if (c * R + sub < DV) acc[c] += p * vs[jj][c * R + sub];\n"
+      << "            }\n"
+      << "            m = m_new;\n"
+      << "        }\n"
+      << "    }\n"
+      << "    if (!active) return;\n"
+      << "    T* ob = o + b0 * a.o[0] + b1 * a.o[1] + i * a.o[2];\n"
+      << "#pragma unroll\n"
+      << "    for (int c = 0; c < DO; ++c)\n"
+      << "        if (c * R + sub < DV) ob[(c * R + sub) * a.o[3]] = l > 0 ? acc[c] / l : (T)0;\n"
+      << "}\n";
+    return s.str();
+}
+
 }  // namespace kiln::codegen

@@ -76,4 +76,17 @@ std::string eager_cuda_max_pool2d_index(DType dtype);
 // (bad may be null where the caller made the index in range: tensor/kernels.h, kIndexInRange).
 std::string eager_cuda_index(DType dtype, bool scatter_add);
 
+// Rows of attention at once (flash attention's online softmax): `kiln_attention(AttentionArgs
+// a, const T* q, const T* k, const T* v, T* o)` with struct AttentionArgs { long long B1, L, S,
+// tiles; long long q[4], k[4], v[4], o[4]; double scale; int causal; } (tensor/
+// kernels_cuda_attention.cpp): each array's element strides over (batch 0, batch 1, position,
+// feature). A block of 128 threads takes 32 queries of one batch entry (4 threads a query, each
+// holding every 4th feature of q and of the output) and walks the keys 32 (double: 16) at a
+// time through shared memory: scores, the running maximum and sum, and the output's
+// accumulators stay in registers, so no [L, S] matrix is written. `causal`: key j > query i is
+// masked (and the key tiles after a block's last query are not read). `d`: q's and k's
+// features, `dv`: v's, each at most kAttentionMaxFeatures (tensor/ops.h). T is `dtype`
+// (float32, float64).
+std::string eager_cuda_attention(DType dtype, int64_t d, int64_t dv);
+
 }  // namespace kiln::codegen

@@ -286,3 +286,38 @@ int slice_backwards_to_cat(LGraph& graph) {
 }
 
 }  // namespace kiln::codegen
+
+namespace kiln::codegen {
+
+int attention_heads_last(LGraph& graph) {
+    std::map<int, int> uses, producer;  // value id -> readers (outputs count); -> node index
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        for (int in : graph.nodes[i].inputs) ++uses[in];
+        producer[graph.nodes[i].out.id] = int(i);
+    }
+    for (int id : graph.outputs) ++uses[id];
+    std::vector<bool> dead(graph.nodes.size(), false);
+    int rewritten = 0;
+    for (LNode& t : graph.nodes) {
+        if (t.op != OpId::permute || t.attrs.dims != Shape{0, 2, 1, 3}) continue;
+        auto p = producer.find(t.inputs[0]);
+        if (p == producer.end() || uses[t.inputs[0]] != 1) continue;
+        LNode& a = graph.nodes[size_t(p->second)];
+        if (a.op != OpId::attention || a.attrs.keepdim || a.out.shape.size() != 4) continue;
+        // The attention moves to the permute's place (its operands exist there too) and takes
+        // the permute's value: its readers read it as they read the permute.
+        LNode moved{OpId::attention, a.attrs, a.inputs, t.out};
+        moved.attrs.keepdim = true;
+        dead[size_t(p->second)] = true;
+        t = std::move(moved);
+        ++rewritten;
+    }
+    if (!rewritten) return 0;
+    std::vector<LNode> nodes;
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
+    graph.nodes = std::move(nodes);
+    return rewritten;
+}
+
+}  // namespace kiln::codegen

@@ -36,4 +36,10 @@ int transpose_gemm_outputs(LGraph& graph);
 // zeros added (Inductor lowers slice_scatter sums the same way). Returns how many it rewrote.
 int slice_backwards_to_cat(LGraph& graph);
 
+// permute(attention(q, k, v), [0, 2, 1, 3]) -> attention(q, k, v) with attrs.keepdim: the
+// kernel writes [B, L, H, dv] itself (a strided store), so the heads' usual way back,
+// `out.transpose(1, 2).reshape({B, L, E})`, is a view instead of a copy. Only where the permute
+// is the attention's one reader. Returns how many it rewrote.
+int attention_heads_last(LGraph& graph);
+
 }  // namespace kiln::codegen

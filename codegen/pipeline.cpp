@@ -143,6 +143,8 @@ Plan plan_graph(const jit::Graph& graph, int id) {
         transpose_gemm_outputs(*lowered.graph);
     // Gradients of slices that tile a dim are one cat, not zeros scattered and added (lower_graph.h).
     if (lowered.graph) slice_backwards_to_cat(*lowered.graph);
+    // Attention writes the heads-last layout its reader permutes to (lower_graph.h).
+    if (lowered.graph) attention_heads_last(*lowered.graph);
     log.done("0_lowered", [&] {
         return lowered.graph ? lowered.graph->print() : "not lowered: " + lowered.why_not + "\n";
     });

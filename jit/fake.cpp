@@ -236,6 +236,25 @@ bool rule(OpId op, std::span<const Tensor> in, const Attrs& a, Shape& shape, DTy
             dtype = in[0].dtype();
             return true;
         }
+        case OpId::attention: {  // tensor/kernels_attention.cpp; bad shapes run for real (its errors)
+            const Tensor &q = in[0], &k = in[1], &v = in[2];
+            if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2 || q.size(-1) != k.size(-1) ||
+                k.size(-2) != v.size(-2) || !is_floating(q.dtype()) || q.dtype() != k.dtype() ||
+                q.dtype() != v.dtype() || q.device() != k.device() || q.device() != v.device())
+                return false;
+            auto batch_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
+            Shape batch = batch_of(q);
+            for (const Tensor* t : {&k, &v}) {  // broadcast, or the real run's error
+                Shape b = batch_of(*t);
+                if (b != batch) return false;
+            }
+            if (a.keepdim && batch.size() != 2) return false;
+            shape = a.keepdim ? Shape{batch[0], q.size(-2), batch[1], v.size(-1)} : batch;
+            if (!a.keepdim) shape.push_back(q.size(-2)), shape.push_back(v.size(-1));
+            dtype = q.dtype();
+            device = q.device();
+            return true;
+        }
         case OpId::gather:  // index values are checked by the kernel on the real run
             if (!index_fits(in[0], in[1], a.dim)) return false;
             shape = in[1].shape();

@@ -270,6 +270,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     KILN_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: k ", k.shape(), " and v ", v.shape(),
                " must have the same number of positions");
     KILN_CHECK(dropout_p >= 0 && dropout_p <= 1, "scaled_dot_product_attention: dropout_p must be between 0 and 1, got ", dropout_p);
+    // On CUDA, without a mask tensor, dropout or a gradient to record: the table op attention,
+    // one kernel with the weights never written (PyTorch's flash and memory-efficient
+    // kernels). The CPU keeps the composition, which the inductor fuses into its row kernels.
+    bool records_gradients = autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    if (q.device().type == DeviceType::cuda && !attn_mask.defined() && dropout_p == 0 && !records_gradients &&
+        q.size(-1) <= kAttentionMaxFeatures && v.size(-1) <= kAttentionMaxFeatures) {
+        KILN_CHECK(q.size(-1) == k.size(-1), "scaled_dot_product_attention: q ", q.shape(), " and k ", k.shape(),
+                   " must have the same last dim");
+        return kiln::attention(q, k, v, scale.value_or(1.0 / std::sqrt(double(q.size(-1)))), is_causal);
+    }
     Tensor w = attention_weights(q, k, attn_mask, is_causal, scale);
     if (dropout_p > 0) w = dropout(w, dropout_p, true);
     return matmul(w, v);

@@ -103,6 +103,10 @@ std::string attrs_print(OpId op, const Attrs& a) {
             sep() << "window=" << a.shape << ", groups=" << a.dim << ", post_ops=" << a.dims;
             break;
         case OpId::gather: case OpId::scatter_add: sep() << "dim=" << a.dim; break;
+        case OpId::attention:
+            sep() << "scale=" << a.scalar << ", causal=" << (a.dim ? "True" : "False")
+                  << (a.keepdim ? ", heads_last" : "");
+            break;
         default: break;
     }
     if (op_info(op).kind == OpKind::factory || op_info(op).kind == OpKind::random)

@@ -72,6 +72,10 @@ inline constexpr const char* kIndexUsers =
     " (index_select, embedding and the class losses index through gather and scatter_add)";
 Tensor cuda_unfold2d(const Tensor& x, const Shape& window, int64_t OH, int64_t OW, double pad);
 Tensor cuda_max_pool2d_index(const Tensor& x, const Shape& window, int64_t OH, int64_t OW);
+// attention on the device (kernels_cuda_attention.cpp): q [B0, B1, L, d], k [B0, B1, S, d], v
+// [B0, B1, S, dv], any strides (0 where broadcast), into `out` ([B0, B1, L, dv] through its
+// strides, any layout).
+void cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, double scale, bool causal);
 Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W,
                    int64_t OH, int64_t OW);
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);

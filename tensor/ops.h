@@ -194,6 +194,13 @@ Tensor where(const Tensor& cond, double a, const Tensor& b);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor softmax(const Tensor& x, int64_t dim);
+// The table op attention: softmax(q k^T * scale [causal: key j > query i masked]) v over the
+// last two dims, batch dims broadcast (tensor/kernels_attention.cpp). nn::functional::
+// scaled_dot_product_attention calls it where it applies (docs/models.md).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal);
+// The most features (q's and k's, v's) CUDA's attention kernel holds in registers; beyond, the
+// op runs the composition on either device.
+inline constexpr int64_t kAttentionMaxFeatures = 128;
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor sum_to(const Tensor& x, const Shape& shape);  // reduce broadcast dims back to `shape`

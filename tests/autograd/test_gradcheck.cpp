@@ -112,6 +112,12 @@ std::vector<Case> structural_cases() {
          {randn({1, 2, 4, 4}), randn({2, 2, 2, 2})}},
         {OpId::conv2d_weight_grad, "conv2d_weight_grad (stride 2, padding 1)", [](auto& in) { return dispatch(OpId::conv2d_weight_grad, {in[0], in[1]}, {.shape = {3, 3, 2, 2, 1, 1, 1, 1}, .dim = 1}); },
          {randn({2, 3, 5, 5}), randn({2, 4, 3, 3})}},
+        // attention: the weights recomputed from q and k, key batch broadcast; causal, and
+        // the heads-last result the inductor asks for.
+        {OpId::attention, "attention(q, k[1, ...], v, causal)", [](auto& in) { return attention(in[0], in[1], in[2], 0.6, true); },
+         {randn({2, 2, 4, 3}), randn({1, 2, 5, 3}), randn({2, 2, 5, 2})}},
+        {OpId::attention, "attention(heads last)", [](auto& in) { return dispatch(OpId::attention, {in[0], in[1], in[2]}, {.scalar = 0.6, .keepdim = true}); },
+         {randn({2, 2, 4, 3}), randn({2, 2, 3, 3}), randn({2, 2, 3, 2})}},
         // gather through index_select and embedding; scatter_add in both of its inputs.
         {OpId::gather, "gather(x, 1, index)", [](auto& in) { return gather(in[0], 1, tensor(std::vector<int64_t>{2, 0, 0, 1, 1, 1}, {2, 3})); },
          {randn({2, 3})}},

@@ -177,6 +177,32 @@ BOOST_AUTO_TEST_CASE(slice_backwards_that_do_not_tile_a_dim_stay) {
     BOOST_TEST(slice_backwards_to_cat(shared) == 0);
 }
 
+// attention's heads go back to [B, L, H, d] by a transpose that the kernel's store takes over:
+// the permute is gone, the attention writes heads-last, and the reshape after it reads it.
+BOOST_AUTO_TEST_CASE(attention_read_only_by_the_heads_permute_writes_heads_last) {
+    auto build = [](bool read_elsewhere, Shape dims) {
+        GraphBuilder b;
+        int q = b.input({2, 4, 6, 8}, "q"), k = b.input({2, 4, 5, 8}, "k"), v = b.input({2, 4, 5, 3}, "v");
+        int a = b.node(OpId::attention, {q, k, v}, {.dim = 1, .scalar = 0.25}, {2, 4, 6, 3});
+        int t = b.permute(a, dims);
+        b.output(b.unary(OpId::neg, b.reshape(t, {2, 6, 12})));
+        if (read_elsewhere) b.output(a);
+        return std::pair{b.graph, t};
+    };
+    auto [g, t] = build(false, {0, 2, 1, 3});
+    BOOST_TEST(attention_heads_last(g) == 1);
+    BOOST_REQUIRE_EQUAL(g.nodes.size(), 3u);  // attention, reshape, neg
+    BOOST_TEST((g.nodes[0].op == OpId::attention));
+    BOOST_TEST(g.nodes[0].attrs.keepdim);
+    BOOST_TEST(g.nodes[0].attrs.dim == 1);
+    BOOST_TEST(g.nodes[0].out.id == t);
+    BOOST_TEST((g.nodes[0].out.shape == Shape{2, 6, 4, 3}));
+    BOOST_TEST((g.nodes[1].op == OpId::reshape && g.nodes[1].inputs[0] == t));
+    auto shared = build(true, {0, 2, 1, 3}).first, other = build(false, {1, 0, 2, 3}).first;
+    BOOST_TEST(attention_heads_last(shared) == 0);  // the attention is also returned as it is
+    BOOST_TEST(attention_heads_last(other) == 0);   // not the heads' permute
+}
+
 BOOST_AUTO_TEST_CASE(matmul_is_blas_then_its_epilogue_kernel) {
     GraphBuilder b;
     int x = b.input({16, 8}, "x"), w = b.input({8, 4}, "w"), bias = b.input({4}, "bias");

@@ -5,8 +5,10 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include "codegen/cuda_backend.h"
+#include "codegen/emit_eager_cuda.h"
 #include "kiln.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
@@ -143,6 +145,87 @@ BOOST_AUTO_TEST_CASE(max_pool2d_on_cuda_equals_the_cpu_and_is_captured_in_a_cuda
     BOOST_TEST(after.captures - before.captures == 1);
     BOOST_TEST(after.not_captured == before.not_captured,
                "not captured: " << after.last_not_captured.substr(0, 300));
+}
+
+BOOST_AUTO_TEST_CASE(attention_kernel_sources_compile_with_nvrtc) {
+    if (!cuda::detail::nvrtc_unavailable_reason().empty()) {
+        std::cout << "cuda models: SKIPPED compile-only test ("
+                  << cuda::detail::nvrtc_unavailable_reason() << ")\n";
+        return;
+    }
+    // GPT's heads, odd feature counts (the guards on every 4th feature), the largest, float64's
+    // smaller key tiles.
+    for (auto [dtype, d, dv] : {std::tuple{DType::float32, 64, 64}, {DType::float32, 3, 5},
+                                {DType::float32, 128, 128}, {DType::float64, 128, 128},
+                                {DType::float64, 1, 33}})
+        BOOST_TEST_CONTEXT(dtype << " d " << d << " dv " << dv) {
+            BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(codegen::eager_cuda_attention(dtype, d, dv),
+                                                             "kiln_attention", 90, /*ptx_only=*/true));
+        }
+    BOOST_CHECK_THROW(codegen::eager_cuda_attention(DType::float32, 129, 4), Error);
+}
+
+// The attention kernel against the CPU's composition (matmul, mask, softmax, matmul): sizes
+// around its tiles of 32 queries and 32 keys, causal with more queries than keys and fewer,
+// q, k and v read in place from a packed projection's heads (strided) or broadcast over the
+// batch, the heads-last result, float64; without a gradient scaled_dot_product_attention is
+// this one launch.
+BOOST_AUTO_TEST_CASE(the_attention_kernel_equals_the_composition_on_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    manual_seed(23);
+    for (bool causal : {false, true})
+        for (auto [L, S, d, dv] : {std::tuple{1, 1, 1, 1}, {31, 33, 3, 5}, {32, 32, 64, 64},
+                                   {100, 70, 64, 16}, {70, 100, 16, 64}, {130, 129, 128, 128}})
+            for (DType dtype : {DType::float32, DType::float64})
+                BOOST_TEST_CONTEXT("causal " << causal << " L " << L << " S " << S << " d " << d
+                                             << " dv " << dv << " " << dtype) {
+                    Tensor q = randn({2, 3, L, d}).to(dtype), k = randn({2, 3, S, d}).to(dtype),
+                           v = randn({1, 3, S, dv}).to(dtype);
+                    double scale = 1.0 / std::sqrt(double(d));
+                    Tensor want = attention(q, k, v, scale, causal);  // the CPU's composition
+                    double tol = dtype == DType::float64 ? 1e-12 : 2e-5;
+                    BOOST_TEST(max_relative(attention(q.cuda(), k.cuda(), v.cuda(), scale, causal), want) < tol);
+                    Attrs heads_last{.dim = causal, .scalar = scale, .keepdim = true};
+                    Tensor hl = dispatch(OpId::attention, {q.cuda(), k.cuda(), v.cuda()}, heads_last);
+                    BOOST_TEST((hl.shape() == Shape{2, L, 3, dv}));
+                    BOOST_TEST(max_relative(hl.transpose(1, 2), want) < tol);
+                }
+    // A packed projection's heads, [B, L, 3, H, d] viewed as three [B, H, L, d]: read in place.
+    Tensor packed = randn({2, 40, 3, 4, 16});
+    auto head = [](const Tensor& p, int64_t i) { return p.select(2, i).transpose(1, 2); };
+    Tensor want = attention(head(packed, 0), head(packed, 1), head(packed, 2), 0.25, true);
+    Tensor on_gpu = packed.cuda();
+    BOOST_TEST(max_relative(attention(head(on_gpu, 0), head(on_gpu, 1), head(on_gpu, 2), 0.25, true), want) < 2e-5);
+    {
+        autograd::NoGradGuard no_grad;
+        Tensor qg = head(on_gpu, 0), kg = head(on_gpu, 1), vg = head(on_gpu, 2);
+        F::scaled_dot_product_attention(qg, kg, vg, {}, true);  // compiles the kernel
+        int64_t before = cuda::detail::operations_issued();
+        Tensor out = F::scaled_dot_product_attention(qg, kg, vg, {}, true);
+        BOOST_TEST(cuda::detail::operations_issued() - before == 1);  // one kernel, no copies
+        BOOST_TEST(max_relative(out, want) < 2e-5);
+    }
+    // With a gradient to record it is the composition (its backward saves the weights).
+    check_forward_backward(
+        "causal attention with gradients", {randn({2, 3, 40, 8}), randn({2, 3, 40, 8}), randn({2, 3, 40, 8})},
+        [](const auto& t) { return attention(t[0], t[1], t[2], 0.3, true); });
+}
+
+// GPT's compiled inference on the GPU (the attention op, heads-last, the packed projection)
+// equals the CPU's eager forward.
+BOOST_AUTO_TEST_CASE(compiled_gpt_inference_on_the_gpu_equals_eager_on_the_cpu,
+                     *utf::precondition(kiln_test::NeedsGpu{"cuda models"})) {
+    models::GptConfig c{.vocab_size = 50, .max_positions = 40, .layers = 2, .d_model = 64, .heads = 2};
+    manual_seed(6);
+    models::Gpt net(c);
+    net.eval();
+    Tensor tokens = randint(0, 50, {3, 37});
+    autograd::NoGradGuard no_grad;
+    Tensor want = net.forward(tokens);
+    net.to(kCuda);
+    auto compiled = compile([&](const Tensor& t) { return net.forward(t); }, {.choose_faster = false});
+    for (int call = 0; call < 2; ++call) BOOST_TEST(max_relative(compiled(tokens.cuda()), want) < 1e-4);
+    BOOST_TEST(max_relative(net.forward(tokens.cuda()), want) < 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(indexing_losses_norms_and_attention_match_the_cpu,

@@ -297,4 +297,74 @@ BOOST_AUTO_TEST_CASE(batch_norm_momentum_none_and_no_running_stats) {
                "BatchNorm2d(2, eps=1e-05, momentum=None, affine=True, track_running_stats=True)");
 }
 
+// The table op attention (what scaled_dot_product_attention calls on CUDA) against loops in
+// double written from the definition: batch dims broadcast, causal with more queries than
+// keys and fewer, the heads-last result; its recomputing gradient against finite differences;
+// compiled (where the inductor makes it write heads-last) against eager.
+BOOST_AUTO_TEST_CASE(the_attention_op_equals_the_definition_and_its_gradient_finite_differences) {
+    manual_seed(35);
+    auto reference = [](const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+        // q [B, H, L, d], k [B or 1, H, S, d], v [B or 1, H, S, dv] (batch 1 broadcast)
+        int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), d = q.size(3), dv = v.size(3);
+        Tensor qd = q.to(float64).contiguous(), kd = k.to(float64).contiguous(), vd = v.to(float64).contiguous();
+        const double *qp = qd.data_ptr<double>(), *kp = kd.data_ptr<double>(), *vp = vd.data_ptr<double>();
+        Tensor out = zeros({B, H, L, dv}, {.dtype = float64});
+        double* o = out.data_ptr<double>();
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t i = 0; i < L; ++i) {
+                    int64_t kb = k.size(0) == 1 ? 0 : b, vb = v.size(0) == 1 ? 0 : b;
+                    std::vector<double> w(size_t(S), 0.0);
+                    double top = -INFINITY, total = 0;
+                    for (int64_t j = 0; j < S; ++j) {
+                        if (causal && j > i) continue;
+                        double dot = 0;
+                        for (int64_t c = 0; c < d; ++c)
+                            dot += qp[((b * H + h) * L + i) * d + c] * kp[((kb * H + h) * S + j) * d + c];
+                        w[size_t(j)] = dot * scale, top = std::max(top, dot * scale);
+                    }
+                    for (int64_t j = 0; j < S; ++j)
+                        if (!(causal && j > i)) total += w[size_t(j)] = std::exp(w[size_t(j)] - top);
+                    for (int64_t j = 0; j < S; ++j)
+                        if (!(causal && j > i))
+                            for (int64_t c = 0; c < dv; ++c)
+                                o[((b * H + h) * L + i) * dv + c] += w[size_t(j)] / total * vp[((vb * H + h) * S + j) * dv + c];
+                }
+        return out;
+    };
+    for (bool causal : {false, true})
+        for (auto [L, S] : {std::pair<int64_t, int64_t>{5, 5}, {7, 4}, {3, 6}})
+            BOOST_TEST_CONTEXT("causal " << causal << ", L " << L << ", S " << S) {
+                Tensor q = randn({2, 3, L, 4}), k = randn({1, 3, S, 4}), v = randn({2, 3, S, 5});
+                Tensor out = attention(q, k, v, 0.7, causal);
+                BOOST_TEST((out.shape() == Shape{2, 3, L, 5}));
+                BOOST_TEST(allclose(out.to(float64), reference(q, k, v, 0.7, causal), 1e-5, 1e-6));
+                Tensor heads_last = dispatch(OpId::attention, {q, k, v}, {.dim = causal, .scalar = 0.7, .keepdim = true});
+                BOOST_TEST((heads_last.shape() == Shape{2, L, 3, 5}));
+                BOOST_TEST(allclose(heads_last.transpose(1, 2), out, 0, 0));
+                BOOST_TEST(gradcheck(
+                    [&](const std::vector<Tensor>& in) { return attention(in[0], in[1], in[2], 0.7, causal); },
+                    {q.to(float64), k.to(float64), v.to(float64)}));
+                BOOST_TEST(gradcheck(
+                    [&](const std::vector<Tensor>& in) {
+                        return dispatch(OpId::attention, {in[0], in[1], in[2]}, {.dim = causal, .scalar = 0.7, .keepdim = true});
+                    },
+                    {q.to(float64), k.to(float64), v.to(float64)}));
+            }
+    // Mismatched features or positions, mixed dtypes: errors naming the op.
+    BOOST_CHECK_THROW(attention(randn({2, 4}), randn({3, 5}), randn({3, 4}), 1, false), Error);
+    BOOST_CHECK_THROW(attention(randn({2, 4}), randn({3, 4}), randn({2, 4}), 1, false), Error);
+    BOOST_CHECK_THROW(attention(randn({2, 4}), randn({3, 4}).to(float64), randn({3, 4}), 1, false), Error);
+
+    // Compiled: the heads' transpose back folds into the op (codegen/lower_graph.h).
+    Tensor wq = randn({8, 8}) * 0.3;
+    auto block = [&](const Tensor& x) {
+        Tensor y = matmul(x, wq).reshape({2, 6, 2, 4}).transpose(1, 2);  // [B, H, L, d] heads
+        return attention(y, y, y, 0.5, true).transpose(1, 2).reshape({2, 6, 8}).relu();
+    };
+    Tensor x = randn({2, 6, 8});
+    auto compiled = compile(block, {.choose_faster = false});
+    for (int call = 0; call < 2; ++call) BOOST_TEST(allclose(compiled(x), block(x), 1e-5, 1e-6));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -526,6 +526,8 @@ BOOST_AUTO_TEST_CASE(every_table_op_has_a_test) {
         {"conv2d_input_grad", "test_conv.cpp conv2d_and_both_gradients_*"},
         {"conv2d_weight_grad", "test_conv.cpp conv2d_and_both_gradients_*"},
         {"conv2d_fused", "tests/codegen/test_fuse_conv.cpp (vs conv2d and its ops)"},
+        {"attention", "tests/nn/test_norm_attention.cpp the_attention_op_* (loops in double, gradcheck); "
+                      "on a GPU tests/cuda/test_cuda_models.cpp the_attention_kernel_*"},
         {"gather", "test_index.cpp"},
         {"scatter_add", "test_index.cpp"},
         {"cat", "test_shape.cpp cat_*"},
