@@ -1,6 +1,7 @@
 // Eager CUDA's kernel sources, the first rung of the CUDA dialect (codegen/emit_eager_cuda.h).
 #include "codegen/emit_eager_cuda.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "codegen/cuda_dialect.h"
@@ -250,7 +251,7 @@ std::string eager_cuda_index(DType dtype, bool scatter_add) {
     return s.str();
 }
 
-std::string eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
+AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
     KILN_CHECK(dtype == DType::float32 || dtype == DType::float64,
                "attention on CUDA: expected float32 or float64, got ", dtype);
     KILN_CHECK(d > 0 && dv > 0 && d <= kAttentionMaxFeatures && dv <= kAttentionMaxFeatures,
@@ -258,85 +259,139 @@ std::string eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
                " and v ", dv);
     const char* t = type(dtype);
     const int64_t bytes = dtype == DType::float64 ? 8 : 4;
-    // Key tiles of 32 while K's and V's tiles fit the 48 KB of static shared memory, else 16.
-    const int64_t bn = 32 * (d + dv) * bytes <= 48 * 1024 ? 32 : 16;
+    const int64_t dvp = (dv + 7) / 8 * 8;  // V's columns padded to the 8 column groups
+    // The largest tiles whose shared arrays fit 46 KB of the 48 KB of static shared memory:
+    // Q [D][BM + 1], K [D][BN + 1] (whose space P [BM][BN + 1] takes after the scores), V [BN][DVP].
+    int64_t bm = 32, bn = 64;
+    auto fits = [&] {
+        return (d * (bm + 1) + std::max(d, bm) * (bn + 1) + bn * dvp) * bytes <= 46 * 1024;
+    };
+    while (!fits() && bn > 8) bn /= 2;
+    if (!fits()) bm = 16, bn = 64;
+    while (!fits() && bn > 8) bn /= 2;
+    KILN_CHECK(fits(), "attention on CUDA: no tiles fit shared memory for d ", d, " and dv ", dv);
     std::ostringstream s;
-    s << "#define T " << t << "\n#define D " << d << "\n#define DV " << dv << "\n#define BN " << bn
-      << "\n#define EXP " << (dtype == DType::float64 ? "exp" : "expf")
-      << "\n#define BM 32\n#define R 4\n#define DQ ((D + R - 1) / R)\n#define DO ((DV + R - 1) / R)\n"
-      << "struct AttentionArgs { long long B1, L, S, tiles; long long q[4], k[4], v[4], o[4]; "
-         "double scale; int causal; };\n"
-      << "extern \"C\" __global__ void __launch_bounds__(128) kiln_attention(AttentionArgs a, "
-         "const T* q, const T* k, const T* v, T* o) {\n"
-      << "    __shared__ T ks[BN][D];\n"
-      << "    __shared__ T vs[BN][DV];\n"
-      << "    const T neg_inf = -(T)1e300 * (T)1e300;\n"
-      << "    const int tid = threadIdx.x, row = tid / R, sub = tid % R;\n"
-      << "    const long long tile = blockIdx.x % a.tiles, b = blockIdx.x / a.tiles;\n"
-      << "    const long long b1 = b % a.B1, b0 = b / a.B1, i = tile * BM + row;\n"
-      << "    const bool active = i < a.L;\n"
-      << "    const T* qb = q + b0 * a.q[0] + b1 * a.q[1];\n"
-      << "    const T* kb = k + b0 * a.k[0] + b1 * a.k[1];\n"
-      << "    const T* vb = v + b0 * a.v[0] + b1 * a.v[1];\n"
-      << "    T qr[DQ], acc[DO];\n"
-      << "#pragma unroll\n"
-      << "    for (int c = 0; c < DQ; ++c) {\n"
-      << "        const int f = c * R + sub;\n"
-      << "        qr[c] = active && f < D ? qb[i * a.q[2] + f * a.q[3]] * (T)a.scale : (T)0;\n"
-      << "    }\n"
-      << "#pragma unroll\n"
-      << "    for (int c = 0; c < DO; ++c) acc[c] = 0;\n"
-      << "    T m = neg_inf, l = 0;\n"
-      << "    long long last = a.S;  // keys after the block's last query are masked for all of it\n"
-      << "    if (a.causal && (tile + 1) * BM < last) last = (tile + 1) * BM;\n"
-      << "    for (long long j0 = 0; j0 < last; j0 += BN) {\n"
-      << "        __syncthreads();  // the previous tile is read\n"
-      << "        for (int e = tid; e < BN * D; e += 128) {\n"
-      << "            const long long j = j0 + e / D;\n"
-      << "            ks[e / D][e % D] = j < a.S ? kb[j * a.k[2] + (e % D) * a.k[3]] : (T)0;\n"
-      << "        }\n"
-      << "        for (int e = tid; e < BN * DV; e += 128) {\n"
-      << "            const long long j = j0 + e / DV;\n"
-      << "            vs[e / DV][e % DV] = j < a.S ? vb[j * a.v[2] + (e % DV) * a.v[3]] : (T)0;\n"
-      << "        }\n"
-      << "        __syncthreads();\n"
-      << "        T s[BN], tile_max = neg_inf;\n"
-      << "#pragma unroll\n"
-      << "        for (int jj = 0; jj < BN; ++jj) {\n"
-      << "            T part = 0;\n"
-      << "#pragma unroll\n"
-      << "            for (int c = 0; c < DQ; ++c)\n"
-      << "                if (c * R + sub < D) part += qr[c] * ks[jj][c * R + sub];\n"
-      << "            part += __shfl_xor_sync(0xffffffffu, part, 1);\n"
-      << "            part += __shfl_xor_sync(0xffffffffu, part, 2);\n"
-      << "            const long long j = j0 + jj;\n"
-      << "            s[jj] = j < a.S && !(a.causal && j > i) ? part : neg_inf;\n"
-      << "            tile_max = s[jj] > tile_max ? s[jj] : tile_max;\n"
-      << "        }\n"
-      << "        const T m_new = tile_max > m ? tile_max : m;\n"
-      << "        if (m_new != neg_inf) {  // else every key so far is masked for this query\n"
-      << "            const T correction = EXP(m - m_new);\n"
-      << "            l *= correction;\n"
-      << "#pragma unroll\n"
-      << "            for (int c = 0; c < DO; ++c) acc[c] *= correction;\n"
-      << "#pragma unroll\n"
-      << "            for (int jj = 0; jj < BN; ++jj) {\n"
-      << "                const T p = EXP(s[jj] - m_new);\n"
-      << "                l += p;\n"
-      << "#pragma unroll\n"
-      << "                for (int c = 0; c < DO; ++c)\n"
-      << "                    if (c * R + sub < DV) acc[c] += p * vs[jj][c * R + sub];\n"
-      << "            }\n"
-      << "            m = m_new;\n"
-      << "        }\n"
-      << "    }\n"
-      << "    if (!active) return;\n"
-      << "    T* ob = o + b0 * a.o[0] + b1 * a.o[1] + i * a.o[2];\n"
-      << "#pragma unroll\n"
-      << "    for (int c = 0; c < DO; ++c)\n"
-      << "        if (c * R + sub < DV) ob[(c * R + sub) * a.o[3]] = l > 0 ? acc[c] / l : (T)0;\n"
-      << "}\n";
-    return s.str();
+    s << "#define T " << t << "\n#define D " << d << "\n#define DV " << dv << "\n#define DVP " << dvp
+      << "\n#define BM " << bm << "\n#define BN " << bn
+      << "\n#define EXP " << (dtype == DType::float64 ? "exp" : "expf") << "\n"
+      << R"(#define TR (BM / 16)
+#define TC (BN / 8)
+#define OC (DVP / 8)
+#define KROWS (D > BM ? D : BM)
+struct AttentionArgs { long long B1, L, S, tiles; long long q[4], k[4], v[4], o[4]; double scale; int causal; };
+// 128 threads: 16 row groups of TR queries x 8 column groups (a column group: keys, then
+// output features, cg, cg + 8, ...). The 8 threads of a row group are adjacent lanes, so a
+// row's maximum and sum are three shuffles.
+extern "C" __global__ void __launch_bounds__(128) kiln_attention(AttentionArgs a, const T* q, const T* k, const T* v, T* o) {
+    __shared__ T qs[D][BM + 1];      // q * scale, feature-major
+    __shared__ T kp[KROWS][BN + 1];  // k feature-major [D][BN], then the weights P [BM][BN]
+    __shared__ T vs[BN][DVP];
+    const T neg_inf = -(T)1e300 * (T)1e300;
+    const int tid = threadIdx.x, rg = tid / 8, cg = tid % 8;
+    const long long tile = blockIdx.x % a.tiles, b = blockIdx.x / a.tiles;
+    const long long b1 = b % a.B1, b0 = b / a.B1, i0 = tile * BM;
+    const T* qb = q + b0 * a.q[0] + b1 * a.q[1];
+    const T* kb = k + b0 * a.k[0] + b1 * a.k[1];
+    const T* vb = v + b0 * a.v[0] + b1 * a.v[1];
+    for (int e = tid; e < BM * D; e += 128) {
+        const int r = e / D, c = e % D;
+        qs[c][r] = i0 + r < a.L ? qb[(i0 + r) * a.q[2] + c * a.q[3]] * (T)a.scale : (T)0;
+    }
+    T acc[TR][OC], m[TR], l[TR];
+#pragma unroll
+    for (int i = 0; i < TR; ++i) {
+        m[i] = neg_inf, l[i] = 0;
+#pragma unroll
+        for (int c = 0; c < OC; ++c) acc[i][c] = 0;
+    }
+    long long last = a.S;  // keys after the block's last query are masked for all of it
+    if (a.causal && i0 + BM < last) last = i0 + BM;
+    for (long long j0 = 0; j0 < last; j0 += BN) {
+        __syncthreads();  // the previous tile's P and V are read
+        for (int e = tid; e < BN * D; e += 128) {
+            const int j = e / D, c = e % D;
+            kp[c][j] = j0 + j < a.S ? kb[(j0 + j) * a.k[2] + c * a.k[3]] : (T)0;
+        }
+        for (int e = tid; e < BN * DVP; e += 128) {
+            const int j = e / DVP, c = e % DVP;
+            vs[j][c] = j0 + j < a.S && c < DV ? vb[(j0 + j) * a.v[2] + c * a.v[3]] : (T)0;
+        }
+        __syncthreads();
+        T s[TR][TC];
+#pragma unroll
+        for (int i = 0; i < TR; ++i)
+#pragma unroll
+            for (int t = 0; t < TC; ++t) s[i][t] = 0;
+#pragma unroll 4
+        for (int c = 0; c < D; ++c) {
+            T qv[TR], kv[TC];
+#pragma unroll
+            for (int i = 0; i < TR; ++i) qv[i] = qs[c][rg * TR + i];
+#pragma unroll
+            for (int t = 0; t < TC; ++t) kv[t] = kp[c][cg + 8 * t];
+#pragma unroll
+            for (int i = 0; i < TR; ++i)
+#pragma unroll
+                for (int t = 0; t < TC; ++t) s[i][t] += qv[i] * kv[t];
+        }
+        __syncthreads();  // K is read: its space takes P
+#pragma unroll
+        for (int i = 0; i < TR; ++i) {
+            const long long qi = i0 + rg * TR + i;
+            T top = neg_inf;
+#pragma unroll
+            for (int t = 0; t < TC; ++t) {
+                const long long j = j0 + cg + 8 * t;
+                if (j >= a.S || (a.causal && j > qi)) s[i][t] = neg_inf;
+                top = s[i][t] > top ? s[i][t] : top;
+            }
+#pragma unroll
+            for (int x = 1; x < 8; x <<= 1) {
+                const T other = __shfl_xor_sync(0xffffffffu, top, x);
+                top = other > top ? other : top;
+            }
+            const T m_new = top > m[i] ? top : m[i];
+            T sum = 0;
+#pragma unroll
+            for (int t = 0; t < TC; ++t) {
+                const T p = m_new == neg_inf ? (T)0 : EXP(s[i][t] - m_new);
+                kp[rg * TR + i][cg + 8 * t] = p;
+                sum += p;
+            }
+#pragma unroll
+            for (int x = 1; x < 8; x <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);
+            const T correction = m_new == neg_inf ? (T)1 : EXP(m[i] - m_new);
+            l[i] = l[i] * correction + sum;
+            m[i] = m_new;
+#pragma unroll
+            for (int c = 0; c < OC; ++c) acc[i][c] *= correction;
+        }
+        __syncthreads();  // P is written
+#pragma unroll 4
+        for (int j = 0; j < BN; ++j) {
+            T pv[TR];
+#pragma unroll
+            for (int i = 0; i < TR; ++i) pv[i] = kp[rg * TR + i][j];
+#pragma unroll
+            for (int c = 0; c < OC; ++c) {
+                const T vv = vs[j][cg + 8 * c];
+#pragma unroll
+                for (int i = 0; i < TR; ++i) acc[i][c] += pv[i] * vv;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < TR; ++i) {
+        const long long qi = i0 + rg * TR + i;
+        if (qi >= a.L) continue;
+        T* ob = o + b0 * a.o[0] + b1 * a.o[1] + qi * a.o[2];
+#pragma unroll
+        for (int c = 0; c < OC; ++c)
+            if (cg + 8 * c < DV) ob[(cg + 8 * c) * a.o[3]] = l[i] > 0 ? acc[i][c] / l[i] : (T)0;
+    }
+}
+)";
+    return {s.str(), bm};
 }
 
 }  // namespace kiln::codegen

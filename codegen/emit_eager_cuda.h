@@ -76,17 +76,21 @@ std::string eager_cuda_max_pool2d_index(DType dtype);
 // (bad may be null where the caller made the index in range: tensor/kernels.h, kIndexInRange).
 std::string eager_cuda_index(DType dtype, bool scatter_add);
 
-// Rows of attention at once (flash attention's online softmax): `kiln_attention(AttentionArgs
-// a, const T* q, const T* k, const T* v, T* o)` with struct AttentionArgs { long long B1, L, S,
+// Attention over tiles (flash attention's online softmax): `kiln_attention(AttentionArgs a,
+// const T* q, const T* k, const T* v, T* o)` with struct AttentionArgs { long long B1, L, S,
 // tiles; long long q[4], k[4], v[4], o[4]; double scale; int causal; } (tensor/
 // kernels_cuda_attention.cpp): each array's element strides over (batch 0, batch 1, position,
-// feature). A block of 128 threads takes 32 queries of one batch entry (4 threads a query, each
-// holding every 4th feature of q and of the output) and walks the keys 32 (double: 16) at a
-// time through shared memory: scores, the running maximum and sum, and the output's
-// accumulators stay in registers, so no [L, S] matrix is written. `causal`: key j > query i is
-// masked (and the key tiles after a block's last query are not read). `d`: q's and k's
-// features, `dv`: v's, each at most kAttentionMaxFeatures (tensor/ops.h). T is `dtype`
-// (float32, float64).
-std::string eager_cuda_attention(DType dtype, int64_t d, int64_t dv);
+// feature). A block of 128 threads takes `queries_per_block` queries of one batch entry and
+// walks the keys a tile at a time through shared memory, the scores and the output computed
+// as small GEMMs (each thread a block of rows by every 8th column, GEMM-style register tiles);
+// the running maximum and sum stay in registers, so no [L, S] matrix is written. `causal`: key
+// j > query i is masked, and the key tiles after a block's last query are not read. `d`: q's
+// and k's features, `dv`: v's, each at most kAttentionMaxFeatures (tensor/ops.h); the tiles
+// are the largest that fit static shared memory. T is `dtype` (float32, float64).
+struct AttentionSource {
+    std::string source;
+    int64_t queries_per_block;  // grid: one block per this many queries of each batch entry
+};
+AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv);
 
 }  // namespace kiln::codegen

@@ -76,6 +76,9 @@ Tensor cuda_max_pool2d_index(const Tensor& x, const Shape& window, int64_t OH, i
 // [B0, B1, S, dv], any strides (0 where broadcast), into `out` ([B0, B1, L, dv] through its
 // strides, any layout).
 void cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, double scale, bool causal);
+// Its kernel's source for a dtype and feature counts, and the queries each block takes
+// (kernels_cuda.cpp, from the CUDA dialect's first rung).
+std::pair<std::string, int64_t> cuda_attention_source(DType dtype, int64_t d, int64_t dv);
 Tensor cuda_fold2d(const Tensor& cols, const Shape& window, int64_t C, int64_t H, int64_t W,
                    int64_t OH, int64_t OW);
 Tensor cuda_gather(const Tensor& x, const Tensor& index, const IndexSizes& sizes);

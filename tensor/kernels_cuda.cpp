@@ -342,6 +342,11 @@ std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources() {
     return out;
 }
 
+std::pair<std::string, int64_t> cuda_attention_source(DType dtype, int64_t d, int64_t dv) {
+    codegen::AttentionSource k = codegen::eager_cuda_attention(dtype, d, dv);
+    return {std::move(k.source), k.queries_per_block};
+}
+
 Tensor cuda_arange(const Attrs& a);  // below, beside the other factories
 
 Tensor cuda_forward(OpId op, std::span<const Tensor> raw, const Attrs& a) {

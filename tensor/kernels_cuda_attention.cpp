@@ -1,12 +1,11 @@
 // attention on the device: one launch of the kernel codegen/emit_eager_cuda.h writes
 // (`kiln_attention`, compiled by NVRTC once per dtype and feature counts), 128 threads for each
-// 32 queries of each batch entry. kernels_attention.cpp checks the arguments and picks it.
+// 32 (or, where the tiles are large, 16) queries of each batch entry. kernels_attention.cpp checks the arguments and picks it.
 #include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
 
-#include "codegen/emit_eager_cuda.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/kernels.h"
 
@@ -21,16 +20,17 @@ struct AttentionArgs {
     int causal;
 };
 
-constexpr int64_t kQueriesPerBlock = 32;  // the kernel's BM
-
-// The kernel for a dtype and feature counts, its source made once.
-void* attention_kernel(DType dtype, int64_t d, int64_t dv) {
+// The kernel for a dtype and feature counts (its source made once), and its queries per block.
+std::pair<void*, int64_t> attention_kernel(DType dtype, int64_t d, int64_t dv) {
     static std::mutex mu;
-    static auto* kernels = new std::map<std::tuple<DType, int64_t, int64_t>, void*>;  // leaked, as the other caches
+    static auto* kernels = new std::map<std::tuple<DType, int64_t, int64_t>, std::pair<void*, int64_t>>;  // leaked, as the other caches
     std::lock_guard lock(mu);
-    void*& fn = (*kernels)[{dtype, d, dv}];
-    if (!fn) fn = cuda::detail::kernel(codegen::eager_cuda_attention(dtype, d, dv), "kiln_attention");
-    return fn;
+    auto& entry = (*kernels)[{dtype, d, dv}];
+    if (!entry.first) {
+        auto [source, queries] = cuda_attention_source(dtype, d, dv);
+        entry = {cuda::detail::kernel(source, "kiln_attention"), queries};
+    }
+    return entry;
 }
 
 void* data(const Tensor& t) { return t.numel() ? t.raw_data() : nullptr; }
@@ -45,7 +45,8 @@ void cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
     a.B1 = q.size(1);
     a.L = q.size(2);
     a.S = k.size(2);
-    a.tiles = (a.L + kQueriesPerBlock - 1) / kQueriesPerBlock;
+    auto [fn, queries] = attention_kernel(q.dtype(), q.size(3), v.size(3));
+    a.tiles = (a.L + queries - 1) / queries;
     for (int d = 0; d < 4; ++d) {
         a.q[d] = q.strides()[size_t(d)], a.k[d] = k.strides()[size_t(d)];
         a.v[d] = v.strides()[size_t(d)], a.o[d] = out.strides()[size_t(d)];
@@ -56,7 +57,6 @@ void cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
     if (blocks == 0) return;
     KILN_CHECK(blocks <= std::numeric_limits<int>::max(), "attention on CUDA: ", blocks,
                " blocks of queries are more than one launch takes");
-    void* fn = attention_kernel(q.dtype(), q.size(3), v.size(3));
     const void *qp = data(q), *kp = data(k), *vp = data(v);
     void* op = data(out);
     void* args[] = {&a, &qp, &kp, &vp, &op};

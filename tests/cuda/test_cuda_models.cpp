@@ -159,7 +159,7 @@ BOOST_AUTO_TEST_CASE(attention_kernel_sources_compile_with_nvrtc) {
                                 {DType::float32, 128, 128}, {DType::float64, 128, 128},
                                 {DType::float64, 1, 33}})
         BOOST_TEST_CONTEXT(dtype << " d " << d << " dv " << dv) {
-            BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(codegen::eager_cuda_attention(dtype, d, dv),
+            BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(codegen::eager_cuda_attention(dtype, d, dv).source,
                                                              "kiln_attention", 90, /*ptx_only=*/true));
         }
     BOOST_CHECK_THROW(codegen::eager_cuda_attention(DType::float32, 129, 4), Error);
