@@ -278,6 +278,9 @@ AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
 #define TC (BN / 8)
 #define OC (DVP / 8)
 #define KROWS (D > BM ? D : BM)
+#define QN ((BM * D + 127) / 128)
+#define KN ((BN * D + 127) / 128)
+#define VN ((BN * DVP + 127) / 128)
 struct AttentionArgs { long long B1, L, S, tiles; long long q[4], k[4], v[4], o[4]; double scale; int causal; };
 // 128 threads: 16 row groups of TR queries x 8 column groups (a column group: keys, then
 // output features, cg, cg + 8, ...). The 8 threads of a row group are adjacent lanes, so a
@@ -293,9 +296,18 @@ extern "C" __global__ void __launch_bounds__(128) kiln_attention(AttentionArgs a
     const T* qb = q + b0 * a.q[0] + b1 * a.q[1];
     const T* kb = k + b0 * a.k[0] + b1 * a.k[1];
     const T* vb = v + b0 * a.v[0] + b1 * a.v[1];
-    for (int e = tid; e < BM * D; e += 128) {
-        const int r = e / D, c = e % D;
-        qs[c][r] = i0 + r < a.L ? qb[(i0 + r) * a.q[2] + c * a.q[3]] * (T)a.scale : (T)0;
+    // Global loads go to registers first, all issued before any is stored: a thread's loads
+    // are in flight together, not one memory latency each.
+    T qr[QN], kr[KN], vr[VN];
+#pragma unroll
+    for (int x = 0; x < QN; ++x) {
+        const int e = tid + 128 * x, r = e / D, c = e % D;
+        qr[x] = e < BM * D && i0 + r < a.L ? qb[(i0 + r) * a.q[2] + c * a.q[3]] : (T)0;
+    }
+#pragma unroll
+    for (int x = 0; x < QN; ++x) {
+        const int e = tid + 128 * x;
+        if (e < BM * D) qs[e % D][e / D] = qr[x] * (T)a.scale;
     }
     T acc[TR][OC], m[TR], l[TR];
 #pragma unroll
@@ -306,17 +318,34 @@ extern "C" __global__ void __launch_bounds__(128) kiln_attention(AttentionArgs a
     }
     long long last = a.S;  // keys after the block's last query are masked for all of it
     if (a.causal && i0 + BM < last) last = i0 + BM;
+    // A tile's K and V, loaded into registers (the next tile's while this one's math runs).
+    auto load = [&](long long j0) {
+#pragma unroll
+        for (int x = 0; x < KN; ++x) {
+            const int e = tid + 128 * x, j = e / D, c = e % D;
+            kr[x] = e < BN * D && j0 + j < a.S ? kb[(j0 + j) * a.k[2] + c * a.k[3]] : (T)0;
+        }
+#pragma unroll
+        for (int x = 0; x < VN; ++x) {
+            const int e = tid + 128 * x, j = e / DVP, c = e % DVP;
+            vr[x] = e < BN * DVP && j0 + j < a.S && c < DV ? vb[(j0 + j) * a.v[2] + c * a.v[3]] : (T)0;
+        }
+    };
+    if (last > 0) load(0);
     for (long long j0 = 0; j0 < last; j0 += BN) {
         __syncthreads();  // the previous tile's P and V are read
-        for (int e = tid; e < BN * D; e += 128) {
-            const int j = e / D, c = e % D;
-            kp[c][j] = j0 + j < a.S ? kb[(j0 + j) * a.k[2] + c * a.k[3]] : (T)0;
+#pragma unroll
+        for (int x = 0; x < KN; ++x) {
+            const int e = tid + 128 * x;
+            if (e < BN * D) kp[e % D][e / D] = kr[x];
         }
-        for (int e = tid; e < BN * DVP; e += 128) {
-            const int j = e / DVP, c = e % DVP;
-            vs[j][c] = j0 + j < a.S && c < DV ? vb[(j0 + j) * a.v[2] + c * a.v[3]] : (T)0;
+#pragma unroll
+        for (int x = 0; x < VN; ++x) {
+            const int e = tid + 128 * x;
+            if (e < BN * DVP) vs[e / DVP][e % DVP] = vr[x];
         }
         __syncthreads();
+        if (j0 + BN < last) load(j0 + BN);
         T s[TR][TC];
 #pragma unroll
         for (int i = 0; i < TR; ++i)
