@@ -46,6 +46,7 @@
 #include "models/gpt.h"
 #include "models/resnet.h"
 #include "tensor/cuda.h"
+#include "tensor/cuda_runtime.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -339,6 +340,37 @@ void run_all(Check& check, bool full, int n_iters) {
     // wins little where the convolutions dominate (cuDNN's on a GPU, in both columns too).
     // The decoder's layernorms, GELU and softmax become one kernel each. On a GPU every eager
     // op is a launch: fusion removes launches as well as memory traffic, and the speedups grow.
+
+    // Attention on the GPU. PyTorch's scaled_dot_product_attention picks a fused kernel on CUDA
+    // (flash or memory-efficient attention); kiln's does too in inference (no mask tensor,
+    // dropout or gradient): the table op attention, one kernel whose online softmax keeps a
+    // running maximum and sum per query, so the [L, S] weights are never written. The CPU,
+    // and training, keep matmul, softmax, matmul (the weights saved for the backward).
+    if (on_gpu) {
+        autograd::NoGradGuard no_grad;
+        int64_t heads = gc.heads, d = gc.d_model / gc.heads;
+        Tensor q = randn({batch, heads, tokens, d}).to(device), k = randn({batch, heads, tokens, d}).to(device),
+               v = randn({batch, heads, tokens, d}).to(device);
+        auto launches = [&](const std::function<Tensor()>& f) {
+            f();  // its kernels compiled
+            cuda::synchronize();
+            int64_t before = cuda::detail::operations_issued();
+            Tensor out = f();
+            int64_t n = cuda::detail::operations_issued() - before;
+            cuda::synchronize();
+            return std::pair{n, out};
+        };
+        auto [fused, a] = launches([&] { return nn::functional::scaled_dot_product_attention(q, k, v, {}, true); });
+        auto [composed, b] = launches(
+            [&] { return matmul(nn::functional::attention_weights(q, k, {}, true), v); });
+        Tensor gap = (a - b).abs().amax();
+        double diff = gap.item<double>();
+        std::printf("\nattention of %lld heads over %lld tokens, causal: fused %lld launch(es), "
+                    "matmul-softmax-matmul %lld; largest difference %.2e\n",
+                    (long long)(batch * heads), (long long)tokens, (long long)fused, (long long)composed, diff);
+        check(fused == 1 && diff < 1e-4,
+              "attention on CUDA is one kernel and equals matmul-softmax-matmul");
+    }
 }
 
 }  // namespace
