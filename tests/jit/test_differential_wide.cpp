@@ -38,7 +38,7 @@ enum class Ins {
     arg_add_,    // an in-place write into an argument
     output,      // an extra output
     return_arg,  // returns an argument (or a view of it) as an output
-    library,     // softmax, log_softmax, amax, argmax, clamp, matmul
+    library,     // softmax, log_softmax, amax, argmax, clamp, matmul, attention
     last = library
 };
 
@@ -124,7 +124,7 @@ std::vector<Tensor> run(const Program& p, Tensor x, Tensor y, Tensor row) {
             case Ins::output: outs.push_back(reg(st.a)); break;
             case Ins::library: {
                 const Tensor& u = reg(st.a);
-                switch (st.k % 6) {
+                switch (st.k % 7) {
                     case 0: r.push_back(softmax(u, -1)); break;
                     case 1: r.push_back(log_softmax(u * 0.5, -1)); break;
                     case 2: r.push_back(u - u.amax({-1}, true)); break;
@@ -136,6 +136,11 @@ std::vector<Tensor> run(const Program& p, Tensor x, Tensor y, Tensor row) {
                     }
                     case 4: r.push_back(clamp(u, -0.5, st.s)); break;
                     case 5: r.push_back(matmul(u, row.unsqueeze(0) * eye(p.cols, -1, {.dtype = p.dtype, .device = x.device()}))); break;
+                    case 6: {  // the attention op (on CUDA its kernel where cols <= 128), causal or not
+                        const Tensor& w = reg(st.b);
+                        r.push_back(attention(u, w, w * 0.5 - 0.25, 1.0 / double(p.cols), st.k % 2 == 0));
+                        break;
+                    }
                 }
                 break;
             }
