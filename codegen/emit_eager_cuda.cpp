@@ -251,7 +251,7 @@ std::string eager_cuda_index(DType dtype, bool scatter_add) {
     return s.str();
 }
 
-AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
+AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv, int64_t queries) {
     KILN_CHECK(dtype == DType::float32 || dtype == DType::float64,
                "attention on CUDA: expected float32 or float64, got ", dtype);
     KILN_CHECK(d > 0 && dv > 0 && d <= kAttentionMaxFeatures && dv <= kAttentionMaxFeatures,
@@ -262,7 +262,8 @@ AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv) {
     const int64_t dvp = (dv + 7) / 8 * 8;  // V's columns padded to the 8 column groups
     // The largest tiles whose shared arrays fit 46 KB of the 48 KB of static shared memory:
     // Q [D][BM + 1], K [D][BN + 1] (whose space P [BM][BN + 1] takes after the scores), V [BN][DVP].
-    int64_t bm = 32, bn = 64;
+    KILN_CHECK(queries == 16 || queries == 32, "attention on CUDA: 16 or 32 queries a block, got ", queries);
+    int64_t bm = queries, bn = 64;
     auto fits = [&] {
         return (d * (bm + 1) + std::max(d, bm) * (bn + 1) + bn * dvp) * bytes <= 46 * 1024;
     };

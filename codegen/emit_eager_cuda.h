@@ -86,11 +86,12 @@ std::string eager_cuda_index(DType dtype, bool scatter_add);
 // the running maximum and sum stay in registers, so no [L, S] matrix is written. `causal`: key
 // j > query i is masked, and the key tiles after a block's last query are not read. `d`: q's
 // and k's features, `dv`: v's, each at most kAttentionMaxFeatures (tensor/ops.h); the tiles
-// are the largest that fit static shared memory. T is `dtype` (float32, float64).
+// are the largest that fit static shared memory, `queries` (16 or 32) a block where they fit.
+// T is `dtype` (float32, float64).
 struct AttentionSource {
     std::string source;
     int64_t queries_per_block;  // grid: one block per this many queries of each batch entry
 };
-AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv);
+AttentionSource eager_cuda_attention(DType dtype, int64_t d, int64_t dv, int64_t queries = 32);
 
 }  // namespace kiln::codegen

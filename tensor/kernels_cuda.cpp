@@ -8,7 +8,9 @@
 // View ops need no kernel: their CPU forward only rewrites shape and strides, and the copies
 // they may need (contiguous, cat, slice_backward) go through strided_copy, which comes here.
 #include <cmath>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "autograd/node.h"
 #include "codegen/emit_eager_cuda.h"
@@ -343,7 +345,12 @@ std::vector<std::pair<std::string, std::string>> cuda_index_kernel_sources() {
 }
 
 std::pair<std::string, int64_t> cuda_attention_source(DType dtype, int64_t d, int64_t dv) {
-    codegen::AttentionSource k = codegen::eager_cuda_attention(dtype, d, dv);
+    // KILN_ATTENTION_QUERIES=16: blocks of 16 queries (twice the blocks, each thread one query
+    // row) instead of 32; docs/env.md.
+    const char* e = std::getenv("KILN_ATTENTION_QUERIES");
+    std::string_view v = e ? e : "";
+    KILN_CHECK(v.empty() || v == "16" || v == "32", "KILN_ATTENTION_QUERIES: expected 16 or 32, got '", v, "'");
+    codegen::AttentionSource k = codegen::eager_cuda_attention(dtype, d, dv, v == "16" ? 16 : 32);
     return {std::move(k.source), k.queries_per_block};
 }
 

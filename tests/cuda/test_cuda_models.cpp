@@ -162,7 +162,12 @@ BOOST_AUTO_TEST_CASE(attention_kernel_sources_compile_with_nvrtc) {
             BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(codegen::eager_cuda_attention(dtype, d, dv).source,
                                                              "kiln_attention", 90, /*ptx_only=*/true));
         }
+    BOOST_CHECK_NO_THROW(cuda::detail::compile_cubin(codegen::eager_cuda_attention(DType::float32, 64, 64, 16).source,
+                                                     "kiln_attention", 90, /*ptx_only=*/true));  // KILN_ATTENTION_QUERIES=16
+    BOOST_TEST(codegen::eager_cuda_attention(DType::float32, 64, 64, 16).queries_per_block == 16);
+    BOOST_TEST(codegen::eager_cuda_attention(DType::float64, 128, 128).queries_per_block == 16);  // 32 do not fit
     BOOST_CHECK_THROW(codegen::eager_cuda_attention(DType::float32, 129, 4), Error);
+    BOOST_CHECK_THROW(codegen::eager_cuda_attention(DType::float32, 64, 64, 8), Error);
 }
 
 // The attention kernel against the CPU's composition (matmul, mask, softmax, matmul): sizes
