@@ -168,7 +168,7 @@ Program make_program(std::mt19937& rng) {
     p.rows[1] = kRows[pick(6)];
     int n = 2 + pick(8);
     for (int i = 0; i < n; ++i)
-        p.steps.push_back({.ins = Ins(pick(int(Ins::last) + 1)), .a = pick(8), .b = pick(8), .k = pick(6), .s = double(pick(9) - 4) * 0.5});
+        p.steps.push_back({.ins = Ins(pick(int(Ins::last) + 1)), .a = pick(8), .b = pick(8), .k = pick(7), .s = double(pick(9) - 4) * 0.5});
     return p;
 }
 

@@ -214,6 +214,32 @@ BOOST_AUTO_TEST_CASE(backward_through_the_joint_graph) {
     BOOST_CHECK(fs.empty());
 }
 
+// The attention op's shape rule (jit/fake.cpp): its result, and its recomputing gradient,
+// recorded with fake tensors as with real ones; a batch that grows (symbolic), the heads-last
+// form, and broadcast key batches (no rule: real tensors, said in explain).
+BOOST_AUTO_TEST_CASE(the_attention_op_records_the_same_graphs) {
+    Make grow = [](int call) {
+        manual_seed(300 + call);
+        int64_t n = 2 + call;
+        return std::vector<Tensor>{randn({n, 2, 5, 4}, {.requires_grad = true}), randn({n, 2, 3, 4}),
+                                   randn({n, 2, 3, 6})};
+    };
+    auto fs = check_both_ways(
+        "attention",
+        [](std::vector<Tensor> a) {
+            Tensor out = attention(a[0] * 2.0, a[1], a[2], 0.5, true);
+            Tensor heads_last = dispatch(OpId::attention, {a[0], a[1], a[2]}, {.scalar = 0.3, .keepdim = true});
+            return out.transpose(1, 2) + heads_last.relu();
+        },
+        grow, 3, true);
+    BOOST_CHECK(fs.empty());
+    auto broadcast = check_both_ways(
+        "attention over a broadcast key batch",
+        [](std::vector<Tensor> a) { return attention(a[0], a[1], a[2], 0.5, false).sum({-1}); },
+        inputs({{3, 5, 4}, {1, 6, 4}, {1, 6, 2}}));
+    BOOST_CHECK(!broadcast.empty());
+}
+
 BOOST_AUTO_TEST_CASE(an_op_without_a_shape_rule_falls_back_to_real_tensors_and_says_so) {
     struct RuleOff {  // gather as an op with no shape rule
         RuleOff() { jit::set_fake_rule(OpId::gather, false); }
