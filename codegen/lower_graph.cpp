@@ -206,14 +206,31 @@ int transpose_gemm_outputs(LGraph& graph) {
 }  // namespace kiln::codegen
 
 namespace kiln::codegen {
+namespace {
 
-int slice_backwards_to_cat(LGraph& graph) {
-    std::map<int, int> uses, producer;  // value id -> readers (outputs count); -> node index
+// Each value id's readers (a graph output counts as one) and the index of the node making it.
+std::pair<std::map<int, int>, std::map<int, int>> readers_and_producers(const LGraph& graph) {
+    std::map<int, int> uses, producer;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
         for (int in : graph.nodes[i].inputs) ++uses[in];
         producer[graph.nodes[i].out.id] = int(i);
     }
     for (int id : graph.outputs) ++uses[id];
+    return {uses, producer};
+}
+
+// The nodes marked dead taken out, the others kept in order.
+void drop(LGraph& graph, const std::vector<bool>& dead) {
+    std::vector<LNode> nodes;
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
+    graph.nodes = std::move(nodes);
+}
+
+}  // namespace
+
+int slice_backwards_to_cat(LGraph& graph) {
+    auto [uses, producer] = readers_and_producers(graph);
     struct Piece {
         int64_t start, end;
         int grad;  // the slice's gradient: the cat's operand
@@ -277,25 +294,12 @@ int slice_backwards_to_cat(LGraph& graph) {
         root = std::move(cat);
         ++rewritten;
     }
-    if (!rewritten) return 0;
-    std::vector<LNode> nodes;
-    for (size_t i = 0; i < graph.nodes.size(); ++i)
-        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
-    graph.nodes = std::move(nodes);
+    drop(graph, dead);
     return rewritten;
 }
 
-}  // namespace kiln::codegen
-
-namespace kiln::codegen {
-
 int attention_heads_last(LGraph& graph) {
-    std::map<int, int> uses, producer;  // value id -> readers (outputs count); -> node index
-    for (size_t i = 0; i < graph.nodes.size(); ++i) {
-        for (int in : graph.nodes[i].inputs) ++uses[in];
-        producer[graph.nodes[i].out.id] = int(i);
-    }
-    for (int id : graph.outputs) ++uses[id];
+    auto [uses, producer] = readers_and_producers(graph);
     std::vector<bool> dead(graph.nodes.size(), false);
     int rewritten = 0;
     for (LNode& t : graph.nodes) {
@@ -312,11 +316,7 @@ int attention_heads_last(LGraph& graph) {
         t = std::move(moved);
         ++rewritten;
     }
-    if (!rewritten) return 0;
-    std::vector<LNode> nodes;
-    for (size_t i = 0; i < graph.nodes.size(); ++i)
-        if (!dead[i]) nodes.push_back(std::move(graph.nodes[i]));
-    graph.nodes = std::move(nodes);
+    drop(graph, dead);
     return rewritten;
 }
 
