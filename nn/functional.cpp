@@ -247,6 +247,7 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_ma
     double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
     Tensor scores = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
     int64_t L = q.size(-2), S = k.size(-2);
+    if (S == 0) return scores;  // no key: no weights, and attention's result is zeros (PyTorch's)
     if (is_causal) {
         TensorOptions on = {.device = scores.device()};
         Tensor above = arange(double(L), on).unsqueeze(1) < arange(double(S), on).unsqueeze(0);  // key after the query

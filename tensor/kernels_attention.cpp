@@ -47,6 +47,7 @@ AttentionShape check_attention(std::span<const Tensor> in, const Attrs& a) {
 // softmax(q k^T * scale), key j > query i masked where causal: the weights [..., L, S].
 Tensor attention_weights(const Tensor& q, const Tensor& k, double scale, bool causal) {
     Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;
+    if (k.size(-2) == 0) return scores;  // no key: no weights, and the result is zeros
     if (causal) {
         TensorOptions on = {.device = scores.device()};
         Tensor above = arange(double(q.size(-2)), on).unsqueeze(1) < arange(double(k.size(-2)), on).unsqueeze(0);

@@ -355,6 +355,28 @@ BOOST_AUTO_TEST_CASE(the_attention_op_equals_the_definition_and_its_gradient_fin
     BOOST_CHECK_THROW(attention(randn({2, 4}), randn({3, 5}), randn({3, 4}), 1, false), Error);
     BOOST_CHECK_THROW(attention(randn({2, 4}), randn({3, 4}), randn({2, 4}), 1, false), Error);
     BOOST_CHECK_THROW(attention(randn({2, 4}), randn({3, 4}).to(float64), randn({3, 4}), 1, false), Error);
+    auto message = [](const std::function<void()>& f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    BOOST_TEST(message([] { attention(randn({4}), randn({3, 4}), randn({3, 4}), 1, false); }).find("attention: expected q, k, v with at least 2 dims") == 0u);
+    BOOST_TEST(message([] { attention(randn({2, 3, 4}), randn({3, 3, 4}), randn({3, 3, 4}), 1, false); }).find("attention: shapes [2] and [3] cannot be broadcast") == 0u);
+    BOOST_TEST(message([] { attention(randint(0, 3, {3, 4}), randint(0, 3, {3, 4}), randint(0, 3, {3, 4}), 1, false); }).find("attention: expected q, k, v of one float dtype") == 0u);
+    BOOST_TEST(message([] { dispatch(OpId::attention, {randn({2, 3, 4}), randn({2, 3, 4}), randn({2, 3, 4})}, {.keepdim = true}); }).find("attention: the heads-last result needs") == 0u);
+    // No key at all: zeros, as matmul-softmax-matmul over an empty dim (PyTorch's), and zero
+    // gradients; no query: an empty result. The functional form agrees.
+    Tensor lone = randn({2, 4}, {.requires_grad = true});
+    Tensor none = attention(lone, randn({0, 4}), randn({0, 3}), 1, true);
+    BOOST_TEST((none.shape() == Shape{2, 3}));
+    BOOST_TEST(none.abs().sum().item<float>() == 0.0f);
+    none.sum().backward();
+    BOOST_TEST(lone.grad().abs().sum().item<float>() == 0.0f);
+    BOOST_TEST((attention(randn({0, 4}), randn({2, 4}), randn({2, 3}), 1, true).shape() == Shape{0, 3}));
+    BOOST_TEST(F::scaled_dot_product_attention(randn({2, 4}), randn({0, 4}), randn({0, 3})).abs().sum().item<float>() == 0.0f);
 
     // Compiled: the heads' transpose back folds into the op (codegen/lower_graph.h).
     Tensor wq = randn({8, 8}) * 0.3;
