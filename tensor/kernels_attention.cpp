@@ -53,10 +53,7 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, double scale, bool ca
         Tensor above = arange(double(q.size(-2)), on).unsqueeze(1) < arange(double(k.size(-2)), on).unsqueeze(0);
         scores = masked_fill(scores, above, -INFINITY);
     }
-    // softmax, spelled out: Tensor::softmax detaches its row maximum (a new tensor no op
-    // made), which a derivative formula recorded into AOT's joint graph may not use.
-    Tensor e = exp(scores - amax(scores, {-1}, true));
-    return e / sum(e, {-1}, true);
+    return softmax(scores, -1);
 }
 
 // t with its batch dims made [B0, B1] (views where they merge): the kernel's four dims.

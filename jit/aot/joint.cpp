@@ -33,6 +33,12 @@ class JointRecorder final : public DispatchHook {
         if (!out.defined()) throw NoShapeRule{op};
         return add(out, b_.call(op, attrs, std::move(args), out, true)), out;
     }
+    // A formula's detach() (Tensor::softmax detaches its row maximum): a detach node, as the
+    // forward's. Only while formulas run: the forward part adds its detach nodes itself.
+    void detached(const Tensor& src, const Tensor& out) override {
+        if (in_formulas_) add(out, b_.detach(id_of(src, "detach"), out));
+    }
+    void begin_formulas() { in_formulas_ = true; }
     void assign(const Tensor& t, const Tensor&) override {
         fail("aot: a derivative formula wrote a tensor in place (shape ", t.shape(), "); formulas must be out of place");
     }
@@ -47,6 +53,7 @@ class JointRecorder final : public DispatchHook {
    private:
     GraphBuilder& b_;
     bool fake_;
+    bool in_formulas_ = false;
     std::unordered_map<TensorImpl*, int> ids_;
     std::vector<Tensor> keep_;
 };
@@ -107,6 +114,7 @@ JointGraph build_joint_as(const Graph& fw, std::span<const Tensor> example_input
         j.tangent_of.back() = rec.add(tangent, b.placeholder("tangents_" + std::to_string(j.tangent_of.size()), meta_of(tangent), "tangent"));
         accumulate(grads[o], tangent);
     }
+    rec.begin_formulas();
     for (int i = int(nodes.size()) - 1; i >= 0; --i) {
         const Node& n = nodes[i];
         if (n.kind != NodeKind::call || !needs[i] || !grads[i].defined()) continue;

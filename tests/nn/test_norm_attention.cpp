@@ -389,4 +389,46 @@ BOOST_AUTO_TEST_CASE(the_attention_op_equals_the_definition_and_its_gradient_fin
     for (int call = 0; call < 2; ++call) BOOST_TEST(allclose(compiled(x), block(x), 1e-5, 1e-6));
 }
 
+// The attention op inside everything at once: heads read as strided views of one projection,
+// q scaled by a tensor changed in place, a data-dependent graph break after the op, the heads-last
+// way back, batches 2, 3 and 5 (a symbolic recompile), backward, under every backend: loss
+// and weight gradient equal eager's.
+BOOST_AUTO_TEST_CASE(the_attention_op_with_in_place_views_a_break_dynamic_batches_and_backward_equals_eager) {
+    manual_seed(36);
+    Tensor w = (randn({8, 24}) * 0.3).requires_grad_();
+    auto f = [&](const Tensor& x) {
+        int64_t B = x.size(0), L = x.size(1);
+        Tensor heads = matmul(x, w).reshape({B, L, 3, 2, 4});  // q, k, v of 2 heads of 4
+        Tensor gain = full({1}, 1.0);  // written in place (no autograd history: functionalized)
+        gain.mul_(1.5);
+        Tensor q = heads.select(2, 0).transpose(1, 2) * gain;
+        Tensor k = heads.select(2, 1).transpose(1, 2), v = heads.select(2, 2).transpose(1, 2);
+        Tensor out = attention(q, k, v, 0.5, true);
+        if (out.sum() > 0.0) out = out * 2.0; else out = out - 1.0;  // a data-dependent graph break
+        return out.transpose(1, 2).reshape({B, L, 8}).tanh().sum();
+    };
+    for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+        jit::reset();
+        auto compiled = compile(f, {.backend = backend, .choose_faster = false});
+        for (int64_t B : {2, 3, 5})
+            BOOST_TEST_CONTEXT(backend << ", batch " << B) {
+                Tensor x = randn({B, 6, 8});
+                w.zero_grad();
+                Tensor want = f(x);
+                want.backward();
+                Tensor want_grad = w.grad().clone();
+                w.zero_grad();
+                Tensor got = compiled(x);
+                got.backward();
+                BOOST_TEST(std::abs(got.item<double>() - want.item<double>()) < 1e-4 * (1 + std::abs(want.item<double>())));
+                BOOST_TEST(allclose(w.grad(), want_grad, 1e-4, 1e-5));
+            }
+        jit::Counters c = jit::counters();
+        BOOST_TEST(c.graph_breaks >= 1, backend);     // the break was taken
+        BOOST_TEST(c.graphs_compiled >= 2, backend);  // graphs on both sides of it, not eager runs
+        BOOST_TEST(c.eager_runs == 0, backend);
+        BOOST_TEST(c.compiles >= 2, backend);         // the batches recompiled
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
