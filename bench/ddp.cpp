@@ -75,7 +75,11 @@ int worker(const Args& a) {
     std::optional<nn::DistributedDataParallel::NoSync> local_only;
     if (a.no_sync) local_only.emplace(ddp);
     optim::SGD opt(ddp.parameters(), 0.01, 0.9);
-    std::vector<double> waits, buffer_syncs;
+    std::vector<double> waits, buffer_syncs, gpu_ms, launch_ms;
+    // On CUDA, each step's GPU time (events on kiln's stream around it) and the host's time to
+    // issue it (before the wait): with wall time they tell a slower GPU from a slower host.
+    std::optional<cuda::Event> started, ended;
+    if (dev.type == DeviceType::cuda) started.emplace(), ended.emplace();
     auto train = [&] {
         opt.zero_grad();
         Tensor out = ddp(x);
@@ -96,27 +100,39 @@ int worker(const Args& a) {
             },
             cuda::GraphedStepOptions{.warmup = a.warmup - 1});
     auto step = [&] {
+        auto issue = std::chrono::steady_clock::now();
+        if (started) started->record();
         if (graphed)
             (*graphed)();
         else
             train();
-        if (dev.type == DeviceType::cuda) cuda::synchronize();
+        if (ended) ended->record();
+        launch_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - issue)
+                .count());
+        if (dev.type == DeviceType::cuda) {
+            cuda::synchronize();
+            gpu_ms.push_back(started->elapsed_ms(*ended));
+        }
         waits.push_back(graphed ? -1.0 : ddp.last_wait_seconds() * 1e3);
         buffer_syncs.push_back(graphed ? -1.0 : ddp.last_timeline().buffer_sync_us / 1e3);
     };
     double ms = kiln_bench::median_ms(step, a.steps, a.warmup);
-    std::sort(waits.begin() + a.warmup, waits.end());
-    std::sort(buffer_syncs.begin() + a.warmup, buffer_syncs.end());
-    double wait_ms = waits[size_t(a.warmup) + size_t(a.steps) / 2];
-    double buffer_ms = buffer_syncs[size_t(a.warmup) + size_t(a.steps) / 2];
+    auto timed_median = [&](std::vector<double>& v) {
+        if (v.empty()) return -1.0;
+        std::sort(v.begin() + a.warmup, v.end());
+        return v[size_t(a.warmup) + size_t(a.steps) / 2];
+    };
+    double wait_ms = timed_median(waits), buffer_ms = timed_median(buffer_syncs);
+    double gpu = timed_median(gpu_ms), launch = timed_median(launch_ms);
     KILN_CHECK(!graphed || graphed->replays() >= a.steps,
                "bench_ddp: the timed steps were not replays (", graphed ? graphed->replays() : 0,
                " replays for ", a.steps, " steps)");
     if (dist::get_rank() == 0)
         std::printf(
             "{\"world_size\": %d, \"step_ms\": %.3f, \"allreduce_wait_ms\": %.3f, "
-            "\"buffer_sync_ms\": %.3f}\n",
-            dist::get_world_size(), ms, wait_ms, buffer_ms);
+            "\"buffer_sync_ms\": %.3f, \"gpu_ms\": %.3f, \"issue_ms\": %.3f}\n",
+            dist::get_world_size(), ms, wait_ms, buffer_ms, gpu, launch);
     return 0;
 }
 

@@ -4,12 +4,15 @@
 #   tests/gpu/run.sh             # dependencies installed system-wide
 #   tests/gpu/run.sh DEPS_DIR    # dependencies packed by shared/gpu/pack-deps.sh (no apt there)
 #   KILN_GPU_TARGETS="test_cuda bench_gpu" tests/gpu/run.sh DEPS_DIR   # build only these, run no tests
+#   KILN_GPU_TARGETS=all tests/gpu/run.sh DEPS_DIR; KILN_GPU_REUSE=1 tests/gpu/run.sh DEPS_DIR
+#       # the build in one call and the tests in the next (a device call lasts 10 minutes at most):
+#       # KILN_GPU_REUSE=1 keeps the build directory, so only what changed is built again
 # CPATH is deliberately not set: generated kernels must find xsimd through the include
 # directories CMake found (codegen/cpu_backend.cpp), as for a user with a conda or source install.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KILN_GPU_BUILD:-$root/build-gpu-check}
-rm -rf "$build"
+[ "${KILN_GPU_REUSE:-0}" = 1 ] || rm -rf "$build"
 flags=(-DCMAKE_BUILD_TYPE=Release)
 if [ -n "${1:-}" ]; then
   deps=$(cd "$1" && pwd)
