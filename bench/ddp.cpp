@@ -9,6 +9,10 @@
 // replayed; allreduce_wait_ms and buffer_sync_ms are then -1 (no host code runs per step).
 // --no-sync: no all-reduce at all (DDP's no_sync() around every step), to tell the cost of
 // communication from the cost of running N ranks on one host.
+// --no-ddp: the same step with no DDP at all (each rank trains alone; the process group is
+// initialised but nothing is broadcast, so the engine, NCCL or MPI, is never started), and
+// --no-ddp --touch-engine: the same after one all_reduce of one number (the engine started,
+// idle during the steps): with --no-sync they tell which of DDP and the engine costs what.
 // Efficiency at N ranks = step time at 1 / step time at N (1.0: perfect). docs/distributed.md.
 #include <unistd.h>
 
@@ -34,7 +38,8 @@ struct Args {
     int64_t batch = 32, image = 224, seq = 128;
     int steps = 10, warmup = 3;
     double bucket_cap_mb = 25, first_bucket_cap_mb = 1, last_bucket_cap_mb = 1;
-    bool compiled = false, worker = false, graph = false, no_sync = false;
+    bool compiled = false, worker = false, graph = false, no_sync = false, no_ddp = false,
+         touch_engine = false;
 };
 
 std::shared_ptr<nn::Module> make_model(const Args& a) {
@@ -69,12 +74,14 @@ int worker(const Args& a) {
         auto f = std::make_shared<decltype(compile(*net))>(compile(*net));
         options.forward = [f](const Tensor& t) { return (*f)(t); };
     }
-    nn::DistributedDataParallel ddp(net, options);
+    std::unique_ptr<nn::DistributedDataParallel> ddp;
+    if (!a.no_ddp) ddp = std::make_unique<nn::DistributedDataParallel>(net, options);
+    if (a.touch_engine) dist::all_reduce(ones({1}).to(dev));
     // --no-sync: every step under DDP's no_sync(), so no bucket is copied or all-reduced: the
     // step's cost at N ranks without communication, beside the same run with it.
     std::optional<nn::DistributedDataParallel::NoSync> local_only;
-    if (a.no_sync) local_only.emplace(ddp);
-    optim::SGD opt(ddp.parameters(), 0.01, 0.9);
+    if (a.no_sync && ddp) local_only.emplace(*ddp);
+    optim::SGD opt(ddp ? ddp->parameters() : net->parameters(), 0.01, 0.9);
     std::vector<double> waits, buffer_syncs, gpu_ms, launch_ms;
     // On CUDA, each step's GPU time (events on kiln's stream around it) and the host's time to
     // issue it (before the wait): with wall time they tell a slower GPU from a slower host.
@@ -82,7 +89,7 @@ int worker(const Args& a) {
     if (dev.type == DeviceType::cuda) started.emplace(), ended.emplace();
     auto train = [&] {
         opt.zero_grad();
-        Tensor out = ddp(x);
+        Tensor out = ddp ? (*ddp)(x) : options.forward ? options.forward(x) : (*net)(x);
         if (a.model == "gpt") out = out.reshape({-1, out.size(-1)});
         nn::functional::cross_entropy(out, y).backward();
         opt.step();
@@ -114,8 +121,8 @@ int worker(const Args& a) {
             cuda::synchronize();
             gpu_ms.push_back(started->elapsed_ms(*ended));
         }
-        waits.push_back(graphed ? -1.0 : ddp.last_wait_seconds() * 1e3);
-        buffer_syncs.push_back(graphed ? -1.0 : ddp.last_timeline().buffer_sync_us / 1e3);
+        waits.push_back(graphed || !ddp ? -1.0 : ddp->last_wait_seconds() * 1e3);
+        buffer_syncs.push_back(graphed || !ddp ? -1.0 : ddp->last_timeline().buffer_sync_us / 1e3);
     };
     double ms = kiln_bench::median_ms(step, a.steps, a.warmup);
     auto timed_median = [&](std::vector<double>& v) {
@@ -158,6 +165,10 @@ int main(int argc, char** argv) {
     app.add_flag("--compiled", a.compiled, "a compiled model inside DDP");
     app.add_flag("--no-sync", a.no_sync,
                  "every step under DDP's no_sync(): no all-reduce (the cost of N ranks without communication)");
+    app.add_flag("--no-ddp", a.no_ddp,
+                 "no DDP: each rank trains alone (the engine is never started)");
+    app.add_flag("--touch-engine", a.touch_engine,
+                 "one all_reduce of one number before the steps (starts the engine)");
     app.add_flag(
         "--graph", a.graph,
         "capture each rank's whole step as one CUDA graph (cuda::GraphedStep) and replay it");
@@ -182,7 +193,8 @@ int main(int argc, char** argv) {
             << " --bucket-cap-mb " << a.bucket_cap_mb << " --first-bucket-cap-mb "
             << a.first_bucket_cap_mb << " --last-bucket-cap-mb " << a.last_bucket_cap_mb
             << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "")
-            << (a.no_sync ? " --no-sync" : "");
+            << (a.no_sync ? " --no-sync" : "") << (a.no_ddp ? " --no-ddp" : "")
+            << (a.touch_engine ? " --touch-engine" : "");
         FILE* p = popen(cmd.str().c_str(), "r");
         char line[512] = {};
         std::string got;
@@ -204,10 +216,11 @@ int main(int argc, char** argv) {
             eff << (eff.tellp() ? ", " : "") << "\"" << n << "\": " << times[0].second / ms;
     std::printf(
         "{\"bench\": \"ddp\", \"model\": \"%s\", \"device\": \"%s\", \"compiled\": %s, "
-        "\"graph\": %s, \"no_sync\": %s, \"batch_per_rank\": %lld, "
+        "\"graph\": %s, \"no_sync\": %s, \"no_ddp\": %s, \"batch_per_rank\": %lld, "
         "\"runs\": [%s], \"scaling_efficiency\": {%s}}\n",
         a.model.c_str(), a.device.c_str(), a.compiled ? "true" : "false",
-        a.graph ? "true" : "false", a.no_sync ? "true" : "false", (long long)a.batch,
+        a.graph ? "true" : "false", a.no_sync ? "true" : "false", a.no_ddp ? "true" : "false",
+        (long long)a.batch,
         runs.str().c_str(), eff.str().c_str());
     return 0;
 }
