@@ -39,7 +39,8 @@ struct Args {
     int steps = 10, warmup = 3;
     double bucket_cap_mb = 25, first_bucket_cap_mb = 1, last_bucket_cap_mb = 1;
     bool compiled = false, worker = false, graph = false, no_sync = false, no_ddp = false,
-         touch_engine = false;
+         touch_engine = false, empty_cache = false;
+    std::string touch_params;
 };
 
 std::shared_ptr<nn::Module> make_model(const Args& a) {
@@ -77,6 +78,15 @@ int worker(const Args& a) {
     std::unique_ptr<nn::DistributedDataParallel> ddp;
     if (!a.no_ddp) ddp = std::make_unique<nn::DistributedDataParallel>(net, options);
     if (a.touch_engine) dist::all_reduce(ones({1}).to(dev));
+    if (!a.touch_params.empty()) {  // what DDP's constructor does: rank 0's state to every rank
+        NoGradGuard no_grad;
+        for (const auto& [name, t] : net->state_dict()) {
+            if (a.touch_params == "broadcast") dist::broadcast(t, 0);
+            if (a.touch_params == "copies") dist::broadcast(t.clone(), 0);
+            if (a.touch_params == "write") Tensor(t).copy_(t.clone());
+        }
+    }
+    if (a.empty_cache && dev.type == DeviceType::cuda) cuda::empty_cache();
     // --no-sync: every step under DDP's no_sync(), so no bucket is copied or all-reduced: the
     // step's cost at N ranks without communication, beside the same run with it.
     std::optional<nn::DistributedDataParallel::NoSync> local_only;
@@ -169,6 +179,11 @@ int main(int argc, char** argv) {
                  "no DDP: each rank trains alone (the engine is never started)");
     app.add_flag("--touch-engine", a.touch_engine,
                  "one all_reduce of one number before the steps (starts the engine)");
+    app.add_option("--touch-params", a.touch_params,
+                   "broadcast: the model's state from rank 0 first, as DDP's constructor does; "
+                   "copies: copies of it; write: each tensor written in place, no broadcast");
+    app.add_flag("--empty-cache", a.empty_cache,
+                 "give the CUDA allocator's cached blocks back before the first step");
     app.add_flag(
         "--graph", a.graph,
         "capture each rank's whole step as one CUDA graph (cuda::GraphedStep) and replay it");
@@ -194,7 +209,8 @@ int main(int argc, char** argv) {
             << a.first_bucket_cap_mb << " --last-bucket-cap-mb " << a.last_bucket_cap_mb
             << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "")
             << (a.no_sync ? " --no-sync" : "") << (a.no_ddp ? " --no-ddp" : "")
-            << (a.touch_engine ? " --touch-engine" : "");
+            << (a.touch_engine ? " --touch-engine" : "") << (a.touch_params.empty() ? "" : " --touch-params " + a.touch_params)
+            << (a.empty_cache ? " --empty-cache" : "");
         FILE* p = popen(cmd.str().c_str(), "r");
         char line[512] = {};
         std::string got;

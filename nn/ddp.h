@@ -125,6 +125,7 @@ class DistributedDataParallel : public Module {
     const DDPTimeline& last_timeline() const { return timeline_; }
 
    private:
+    void sync_module_states();  // rank 0's state to every rank, when built
     struct Bucket {
         std::vector<size_t> params;  // indices into params_
         size_t ready = 0;            // gradients in, this backward

@@ -10,6 +10,7 @@ function(kiln_launch_test name)
 endfunction()
 kiln_launch_test(dist.2ranks.collectives $<TARGET_FILE:test_dist> --run_test=dist_collectives --report_level=short)
 kiln_launch_test(dist.2ranks.shape_mismatch $<TARGET_FILE:test_dist> --run_test=dist_faults/a_shape_mismatch_names_both_ranks)
+kiln_launch_test(dist.2ranks.ddp_replicas_differ $<TARGET_FILE:test_dist> --run_test=dist_faults/ddp_of_replicas_that_differ_names_the_tensor_and_both_ranks)
 # After its timeout rank 0 cannot finalize MPI cleanly (the collective it gave up on is still
 # pending), so mpirun reports its exit as improper and the launcher's status is not 0: the
 # entry passes on rank 0's own verdict, printed by Boost.Test.

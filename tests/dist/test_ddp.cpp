@@ -331,6 +331,27 @@ BOOST_AUTO_TEST_CASE(batch_norm_statistics_come_from_rank_0) {
 // one broadcast per dtype, without a shape comparison each: one broadcast per buffer made 36
 // engine calls per forward here (a comparison and a broadcast each), 120 for ResNet-18, each
 // waiting for the device. Rank 0's values, the int64 counters included, reach every rank.
+// DDP's constructor: every replica gets rank 0's parameters and buffers (replicas seeded
+// differently here), through one layout comparison and one coalesced broadcast per dtype
+// (MPI), not two engine calls per tensor.
+BOOST_AUTO_TEST_CASE(ddp_starts_every_replica_from_rank_0s_state_in_a_few_engine_calls) {
+    join();
+    int world = dist::get_world_size();
+    manual_seed(40 + dist::get_rank());
+    auto net = std::make_shared<SmallResNet>();
+    int64_t before = dist::engine_calls();
+    nn::DistributedDataParallel ddp(net);
+    int64_t calls = dist::engine_calls() - before;
+    // The comparison (its all_gather, checked itself: 2), then float32 and int64 (2).
+    BOOST_CHECK_EQUAL(calls, world > 1 ? 4 : 0);
+    for (const auto& [name, t] : net->state_dict()) {
+        Tensor all = dist::all_gather(t);
+        for (int r = 1; r < world; ++r)
+            BOOST_CHECK_MESSAGE(allclose(all[r], all[0], 0, 0),
+                                name << " on rank " << r << " is not rank 0's");
+    }
+}
+
 BOOST_AUTO_TEST_CASE(buffers_travel_in_one_broadcast_per_dtype) {
     join();
     int world = dist::get_world_size();

@@ -11,6 +11,8 @@
 
 #include "dist/dist.h"
 #include "dist/watchdog.h"
+#include "nn/ddp.h"
+#include "nn/layers.h"
 #include "tensor/ops.h"
 
 using namespace kiln;
@@ -67,6 +69,20 @@ BOOST_AUTO_TEST_CASE(a_shape_mismatch_names_both_ranks) {
         return says(e, "ranks disagree") &&
                says(e, "rank 0 called all_reduce with float32 [2, 3]") &&
                says(e, "rank 1 called all_reduce with float32 [3, 3]");
+    });
+}
+
+// Replicas that differ (rank 1's layer is wider): DDP's constructor names the first tensor
+// that differs and what each rank has, on every rank, instead of broadcasting into it.
+BOOST_AUTO_TEST_CASE(ddp_of_replicas_that_differ_names_the_tensor_and_both_ranks) {
+    dist::init_process_group();
+    int rank = dist::get_rank();
+    auto net = std::make_shared<nn::Sequential>(
+        nn::sequential(nn::Linear(4, 4), nn::ReLU(), nn::Linear(4, 3 + 2 * rank)));
+    BOOST_CHECK_EXCEPTION(nn::DistributedDataParallel ddp(net), Error, [](const Error& e) {
+        return says(e, "DistributedDataParallel: the replicas differ at '0.2.weight'") &&
+               says(e, "rank 0 called broadcast with float32 [3, 4]") &&
+               says(e, "rank 1 called broadcast with float32 [5, 4]");
     });
 }
 
