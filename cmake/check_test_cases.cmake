@@ -1,7 +1,8 @@
 # Run as `cmake -DBINARY=test_x -DEXPECTED="suite/case;..." -P check_test_cases.cmake`:
 # fails unless the Boost.Test binary's own list of test cases (--list_content) is exactly
 # EXPECTED, the cases that cmake/tests.cmake registered one CTest entry each. A case the
-# source scan missed would otherwise never run, and nothing would say so.
+# source scan missed would otherwise never run, and nothing would say so. With -DTOP_LEVEL=ON
+# EXPECTED is the top-level suites and cases, one CTest entry each (a folder split by suite).
 execute_process(COMMAND ${BINARY} --list_content OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${BINARY} --list_content failed (exit ${rc}):\n${out}${err}")
@@ -33,6 +34,10 @@ foreach(line ${lines})
 endforeach()
 if(previous_depth GREATER_EQUAL 0)
   list(APPEND found ${previous_path})
+endif()
+if(TOP_LEVEL)
+  list(TRANSFORM found REPLACE "/.*" "")
+  list(REMOVE_DUPLICATES found)
 endif()
 list(SORT found)
 set(expected ${EXPECTED})
