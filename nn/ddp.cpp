@@ -158,10 +158,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
 
 // Every replica starts from rank 0's state, as PyTorch's _sync_module_states: the state's
 // layout (each tensor's dtype and shape, in order) is compared between ranks once, through a
-// fingerprint all-gathered, then the state goes as one coalesced broadcast per device (NCCL:
-// one group; MPI: one flat tensor per dtype), two engine calls and a host wait in all. One
-// broadcast per tensor, each with its own comparison, took two engine calls per tensor (60
-// for GPT) and left every later step of GPT's on 4 H100s 0.14 ms slower (docs/perf.md, "The
+// fingerprint all-gathered, then the state goes as one coalesced broadcast (NCCL: one group;
+// MPI: one flat tensor per dtype): the all_gather and its own comparison, then one engine
+// call (NCCL) or one per dtype (MPI). One broadcast per tensor, each with its own comparison,
+// took two engine calls per tensor (60 for GPT) and left every later step of GPT's on 4 H100s 0.14 ms slower (docs/perf.md, "The
 // cost of N ranks with no communication"). Where the fingerprints differ, or a tensor is not
 // contiguous, the tensors go one by one, and the first that differs between ranks is named.
 void DistributedDataParallel::sync_module_states() {
@@ -178,7 +178,8 @@ void DistributedDataParallel::sync_module_states() {
         for (int64_t d : t.shape()) mix(d);
         coalesce = coalesce && t.is_contiguous() && t.device() == state[0].second.device();
         bool seen = false;
-        for (const Tensor& u : tensors) seen = seen || u.raw_data() == t.raw_data();
+        for (const Tensor& u : tensors)
+            seen = seen || (u.raw_data() == t.raw_data() && u.numel() == t.numel());
         if (!seen) tensors.push_back(t);
     }
     Tensor mine = tensor(std::vector<int64_t>{int64_t(state.size()), int64_t(fingerprint >> 1),

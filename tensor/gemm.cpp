@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "jit/log.h"
 #include "tensor/blas_library.h"
 #include "tensor/kernels.h"
 #include "tensor/onednn_signals.h"
@@ -67,6 +68,84 @@ bool can_fold_batch(const GemmPlan& p) {
 // within 1% on one and 10% slower on one (docs/perf-models.md, "GPT's GEMMs through oneDNN").
 constexpr int64_t kOneDnnMinWork = int64_t(1) << 19;
 
+#ifdef KILN_HAVE_DNNL
+// ---- choosing by measurement
+//
+// Which library runs a shape faster depends on the CPU. On the AVX-512 Xeon these libraries
+// were first measured on, oneDNN's dnnl_sgemm matched or beat OpenBLAS on GPT's shapes, and
+// its packed weights (below) beat both; on an AVX2 EPYC (Zen 3) oneDNN took twice OpenBLAS's
+// time on the weight gradients (a^T @ b: 15.4 against 8.1 ms at 1024x256x1024) and the packed
+// primitive made GPT's inference 15% slower (docs/perf-models.md, "GEMMs on an AVX2 EPYC").
+// So where KILN_GEMM is auto, a float32 GEMM of at least kOneDnnMinWork multiply-adds is timed
+// on both libraries the first time its shape (sizes, transposes, strides, kiln's thread count)
+// is planned, on the call's own operands into a scratch output, one untimed and one timed run
+// each, and that shape keeps the faster for the process; packing is chosen the same way
+// (find_packed_b). Shapes of fake tensors (shape-only tracing) are not measured.
+struct ChoiceKey {
+    int64_t M, N, K, lda, ldb;
+    bool ta, tb, packed;
+    int threads;
+    auto operator<=>(const ChoiceKey&) const = default;
+};
+struct Choices {
+    std::mutex mu;
+    std::map<ChoiceKey, bool> first_faster;  // the first candidate won
+};
+Choices& choices() {
+    static Choices* c = new Choices;  // leaked: a matmul may run while statics are destroyed
+    return *c;
+}
+ChoiceKey choice_key(const GemmPlan& p, bool packed) {
+    return {p.M, p.N, p.K, p.ga.ld, p.gb.ld, p.ga.trans, p.gb.trans, packed, num_threads()};
+}
+bool measurable(const GemmPlan& p) {
+    for (const Tensor* t : {&p.a, &p.b}) {
+        const std::shared_ptr<Storage>& st = t->impl()->storage;
+        if (!st || st->fake || st->device != cpu || !st->data) return false;
+    }
+    return !in_parallel_for();
+}
+// ms of call 0 of `q` into `scratch`, after one untimed run (a library's first call of a
+// shape may generate its kernel).
+double time_call(const GemmPlan& q, float* scratch) {
+    sync_blas_threads();
+    gemm_rows(q, 0, 0, q.M, scratch);
+    auto t0 = std::chrono::steady_clock::now();
+    gemm_rows(q, 0, 0, q.M, scratch);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+// Whether `first` runs the plan's shape faster than `second`, measured once per key.
+bool first_faster(const GemmPlan& first, const GemmPlan& second, const ChoiceKey& key,
+                  const char* first_name, const char* second_name) {
+    Choices& c = choices();
+    {
+        std::lock_guard lock(c.mu);
+        if (auto it = c.first_faster.find(key); it != c.first_faster.end()) return it->second;
+    }
+    Tensor scratch = empty({std::max<int64_t>(first.M * first.N, 1)}, DType::float32);
+    float* out = static_cast<float*>(scratch.raw_data());
+    double a = time_call(first, out), b = time_call(second, out);
+    bool won = a <= b;
+    if (log_enabled("gemm"))
+        log_event("gemm", "matmul " + std::to_string(key.M) + "x" + std::to_string(key.N) + "x" +
+                              std::to_string(key.K) + (key.ta ? " (a^T)" : "") +
+                              (key.tb ? " (b^T)" : "") + " at " + std::to_string(key.threads) +
+                              " thread(s): " + first_name + " " + std::to_string(a) + " ms, " +
+                              second_name + " " + std::to_string(b) + " ms -> " +
+                              (won ? first_name : second_name));
+    std::lock_guard lock(c.mu);
+    return c.first_faster.emplace(key, won).first->second;
+}
+
+// Whether `key` was measured and its first candidate lost.
+bool measured_slower(const ChoiceKey& key) {
+    Choices& c = choices();
+    std::lock_guard lock(c.mu);
+    auto it = c.first_faster.find(key);
+    return it != c.first_faster.end() && !it->second;
+}
+#endif
+
 GemmLibrary choose_library(const GemmPlan& p) {
     const char* env = std::getenv("KILN_GEMM");
     std::string_view want = env ? env : "";
@@ -74,8 +153,14 @@ GemmLibrary choose_library(const GemmPlan& p) {
                "matmul: KILN_GEMM must be auto, openblas or onednn, got '", want, "'");
     if (want == "openblas" || p.a.dtype() != DType::float32) return GemmLibrary::blas;
 #ifdef KILN_HAVE_DNNL
-    if (want == "onednn" || p.M * p.N * p.K >= kOneDnnMinWork) return GemmLibrary::onednn;
-    return GemmLibrary::blas;
+    if (want == "onednn") return GemmLibrary::onednn;
+    if (p.M * p.N * p.K < kOneDnnMinWork) return GemmLibrary::blas;
+    if (!measurable(p)) return GemmLibrary::onednn;
+    GemmPlan onednn = p, blas = p;
+    onednn.library = GemmLibrary::onednn, blas.library = GemmLibrary::blas;
+    return first_faster(onednn, blas, choice_key(p, false), "oneDNN", "OpenBLAS")
+               ? GemmLibrary::onednn
+               : GemmLibrary::blas;
 #else
     KILN_CHECK(want != "onednn",
                "matmul: KILN_GEMM=onednn, but this kiln was built without oneDNN");
@@ -182,12 +267,15 @@ constexpr size_t kPackCacheBytes = size_t(512) << 20;
 constexpr int64_t kPackMinRows = 64;
 constexpr size_t kPackCacheEntries = 4096;
 
-bool packing_enabled() {
+// KILN_GEMM_PACK: 0 never, 1 always (where a plan qualifies), unset or auto: where measured
+// faster for the shape (choosing by measurement, above).
+enum class Packing { never, always, measured };
+Packing packing_mode() {
     const char* e = std::getenv("KILN_GEMM_PACK");
     std::string_view v = e ? e : "";
-    KILN_CHECK(v.empty() || v == "0" || v == "1", "matmul: KILN_GEMM_PACK must be 0 or 1, got '", v,
-               "'");
-    return v != "0";
+    KILN_CHECK(v.empty() || v == "0" || v == "1" || v == "auto",
+               "matmul: KILN_GEMM_PACK must be 0, 1 or auto, got '", v, "'");
+    return v == "0" ? Packing::never : v == "1" ? Packing::always : Packing::measured;
 }
 
 std::shared_ptr<const detail::PackedWeights> pack(const GemmPlan& p, const float* b) {
@@ -209,8 +297,10 @@ std::shared_ptr<const detail::PackedWeights> pack(const GemmPlan& p, const float
 std::shared_ptr<const detail::PackedWeights> find_packed_b(const GemmPlan& p) {
     const std::shared_ptr<Storage>& storage = p.b.impl()->storage;
     if (p.batches != 1 || p.ga.trans || p.M < kPackMinRows || p.N < 1 || p.K < 1 || !storage ||
-        !storage->owned || storage->fake || storage->device != cpu || !packing_enabled())
+        !storage->owned || storage->fake || storage->device != cpu)
         return nullptr;
+    Packing mode = packing_mode();
+    if (mode == Packing::never) return nullptr;
     const float* b = static_cast<const float*>(storage->data) + batch_offset(p, p.b, 0);
     PackKey key{storage.get(), b - static_cast<const float*>(storage->data), p.K, p.N, p.gb.ld,
                 p.gb.trans};
@@ -244,7 +334,15 @@ std::shared_ptr<const detail::PackedWeights> find_packed_b(const GemmPlan& p) {
     c.lru.splice(c.lru.begin(), c.lru, it);
     if (!it->second.packed) {
         // Packed under the lock: two threads planning the same b pack it once.
-        it->second.packed = pack(p, b);
+        if (mode == Packing::measured && measured_slower(choice_key(p, true))) return nullptr;
+        auto packed = pack(p, b);
+        if (mode == Packing::measured && measurable(p)) {
+            GemmPlan with = p, without = p;
+            with.packed_b = packed;
+            if (!first_faster(with, without, choice_key(p, true), "packed b", "plain b"))
+                return nullptr;  // this shape runs faster unpacked: the entry stays unpacked
+        }
+        it->second.packed = std::move(packed);
         c.bytes += it->second.packed->desc.get_size();
         ++c.packs;
     }
@@ -343,6 +441,16 @@ detail::GemmPackStats detail::gemm_pack_stats() {
     return {c.hits, c.packs, c.packed_parts.load(), int64_t(c.lru.size())};
 #else
     return {};
+#endif
+}
+
+int64_t detail::gemm_choices() {
+#ifdef KILN_HAVE_DNNL
+    Choices& c = choices();
+    std::lock_guard lock(c.mu);
+    return int64_t(c.first_faster.size());
+#else
+    return 0;
 #endif
 }
 

@@ -75,11 +75,14 @@ namespace detail {
 int onednn_gemm_threads();
 // The packed-b cache (GemmPlan::packed_b): hits (a plan given packed b), packs made, and GEMM
 // parts run on the packed b through oneDNN's matmul primitive. KILN_GEMM_PACK=0 (read at every
-// plan) turns packing off.
+// plan) turns packing off, 1 packs wherever a plan qualifies, auto (default) where measured faster.
 struct GemmPackStats {
     int64_t hits = 0, packs = 0, packed_parts = 0, entries = 0;
 };
 GemmPackStats gemm_pack_stats();
+// Shapes timed so far under KILN_GEMM=auto / KILN_GEMM_PACK=auto (tensor/gemm.cpp, "choosing
+// by measurement"): each is timed once per process, its faster kept.
+int64_t gemm_choices();
 void gemm_pack_clear();
 }  // namespace detail
 

@@ -130,6 +130,9 @@ BOOST_AUTO_TEST_CASE(compiled_gpt_on_each_gemm_library_agrees) {
 // (dnnl_sgemm), at 1 and 2 threads, and so do they after every weight is written in place
 // (a load_state_dict-style copy_), which must not leave the old packed weights in use.
 BOOST_AUTO_TEST_CASE(compiled_inference_on_packed_weights_equals_eager) {
+    // The packed path itself: on oneDNN, packed wherever a plan qualifies (under auto each is
+    // taken only where measured faster, which depends on the CPU).
+    kiln_test::ScopedEnv onednn("KILN_GEMM", "onednn"), always("KILN_GEMM_PACK", "1");
     manual_seed(54);
     models::Gpt net(
         {.vocab_size = 64, .max_positions = 64, .layers = 2, .d_model = 128, .heads = 2});
