@@ -10,6 +10,17 @@
 using namespace kiln;
 namespace F = kiln::nn::functional;
 
+namespace {
+// f(x) and w's gradient from its backward (w's gradient cleared first).
+template <class Fn>
+std::pair<Tensor, Tensor> loss_and_grad(Fn&& f, const Tensor& x, Tensor& w) {
+    w.zero_grad();
+    Tensor loss = f(x);
+    loss.backward();
+    return {loss, w.grad().clone()};
+}
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(norm_attention)
 
 BOOST_AUTO_TEST_CASE(batch_norm_normalizes_per_channel_and_tracks_running_statistics) {
@@ -118,15 +129,10 @@ BOOST_AUTO_TEST_CASE(compiled_causal_attention_equals_eager_with_gradients) {
     };
     auto compiled = compile(block);
     Tensor x = randn({2, 6, 16});
-    w.zero_grad();
-    Tensor l = block(x);
-    l.backward();
-    Tensor g = w.grad().clone();
-    w.zero_grad();
-    Tensor lc = compiled(x);
-    lc.backward();
+    auto [l, g] = loss_and_grad(block, x, w);
+    auto [lc, gc] = loss_and_grad(compiled, x, w);
     BOOST_TEST(std::abs(l.item<float>() - lc.item<float>()) < 1e-4);
-    BOOST_TEST(allclose(w.grad(), g, 1e-4, 1e-5));
+    BOOST_TEST(allclose(gc, g, 1e-4, 1e-5));
 }
 
 // Self-attention (query, key and value the same tensor) without a gradient projects with one
@@ -413,15 +419,10 @@ BOOST_AUTO_TEST_CASE(the_attention_op_with_in_place_views_a_break_dynamic_batche
         for (int64_t B : {2, 3, 5})
             BOOST_TEST_CONTEXT(backend << ", batch " << B) {
                 Tensor x = randn({B, 6, 8});
-                w.zero_grad();
-                Tensor want = f(x);
-                want.backward();
-                Tensor want_grad = w.grad().clone();
-                w.zero_grad();
-                Tensor got = compiled(x);
-                got.backward();
+                auto [want, want_grad] = loss_and_grad(f, x, w);
+                auto [got, got_grad] = loss_and_grad(compiled, x, w);
                 BOOST_TEST(std::abs(got.item<double>() - want.item<double>()) < 1e-4 * (1 + std::abs(want.item<double>())));
-                BOOST_TEST(allclose(w.grad(), want_grad, 1e-4, 1e-5));
+                BOOST_TEST(allclose(got_grad, want_grad, 1e-4, 1e-5));
             }
         jit::Counters c = jit::counters();
         BOOST_TEST(c.graph_breaks >= 1, backend);     // the break was taken

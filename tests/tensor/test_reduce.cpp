@@ -388,6 +388,35 @@ BOOST_AUTO_TEST_CASE(a_b_multiplied_again_is_packed_once_and_matches_naive_loops
     kiln::set_num_threads(0);
 }
 
+// Under auto for both the library and packing (the defaults), whatever the timings choose on
+// this CPU: a weight multiplied again and again (the packing decision timed at its second call)
+// gives naive loops' values at every call, at 1 and 2 threads, also after in-place writes to
+// it (a new version) and through its transpose; each decision is timed once and kept.
+BOOST_AUTO_TEST_CASE(measured_choices_give_naive_loops_values_on_a_reused_weight) {
+    kiln_test::ScopedEnv library("KILN_GEMM", "auto"), packing("KILN_GEMM_PACK", "auto");
+    Ref a = random_ref({300, 96}, -1, 1), w = random_ref({96, 200}, -1, 1);
+    Tensor x = make(a);
+    for (int threads : {1, 2}) {
+        kiln::set_num_threads(threads);
+        Tensor weight = make(w);
+        Ref current = w;
+        int64_t timed = -1;
+        for (int call = 0; call < 6; ++call) {
+            std::string what = std::to_string(threads) + " threads, call " + std::to_string(call);
+            if (call == 3) {  // in place: a new version, the old packed values must not serve
+                weight.mul_(-0.5);
+                for (double& v : current.v) v *= -0.5;
+            }
+            check_close(kiln::matmul(x, weight), matmul_ref(a, current), 1e-4, 1e-5, what);
+            check_close(kiln::matmul(x, weight.t().contiguous().t()), matmul_ref(a, current),
+                        1e-4, 1e-5, what + ", a transposed copy");
+            if (call == 2) timed = kiln::detail::gemm_choices();
+            if (call > 2) BOOST_TEST(kiln::detail::gemm_choices() == timed, what);  // kept
+        }
+    }
+    kiln::set_num_threads(0);
+}
+
 // A packed b is good only while its storage keeps the version it was packed at: an in-place
 // write (copy_, add_), the storage freed and its memory serving another tensor, each gives
 // the new values, never the packed old ones. KILN_GEMM_PACK=0 packs nothing; another value
