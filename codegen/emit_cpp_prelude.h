@@ -364,14 +364,30 @@ inline void for_chunks(ParallelFn parallel, int64_t chunks, F&& body) {
 // scalar conversion per lane, which was 40% of GPT's causal softmax row kernel
 // (docs/perf-models.md, "GPT at 2 threads"). clang's __builtin_convertvector is the
 // vector instruction already.
+// The W bytes enter the 16-byte register as one integer of W bytes (vmovq): copying them into
+// a zeroed 16-byte vector in memory made a load that spans two stores, which the core cannot
+// forward, a stall per batch that made the AVX2 causal softmax 3.6x slower (5.6 against 1.6
+// ns per element; docs/perf-models.md, "Bool masks on AVX2"). With AVX-512, W is 16.
 typedef char BoolBytes16 __attribute__((vector_size(16)));
+typedef long long BoolWords16 __attribute__((vector_size(16)));
+typedef int BoolHalves16 __attribute__((vector_size(16)));
 typedef unsigned char BoolBytes __attribute__((vector_size(W)));
 typedef int32_t BoolInts __attribute__((vector_size(4 * W)));
 typedef float BoolFloats __attribute__((vector_size(4 * W)));
 inline BB load_bool(const bool* p) {
 #if !defined(__clang__) && (defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE4_1__))
-    BoolBytes16 bytes{};
-    __builtin_memcpy(&bytes, p, W);
+    BoolBytes16 bytes;
+    if constexpr (W == 16) {
+        __builtin_memcpy(&bytes, p, 16);
+    } else if constexpr (W == 8) {
+        long long word;
+        __builtin_memcpy(&word, p, 8);
+        bytes = reinterpret_cast<BoolBytes16>(BoolWords16{word, 0});
+    } else {
+        int word;
+        __builtin_memcpy(&word, p, 4);
+        bytes = reinterpret_cast<BoolBytes16>(BoolHalves16{word, 0, 0, 0});
+    }
 #if defined(__AVX512F__)
     const BoolInts ints = __builtin_ia32_pmovzxbd512_mask(bytes, BoolInts{}, static_cast<unsigned short>(-1));
 #elif defined(__AVX2__)
