@@ -37,7 +37,8 @@ struct Args {
     std::string model = "mlp", device = "cpu", nproc = "1,2";
     int64_t batch = 32, image = 224, seq = 128;
     int steps = 10, warmup = 3;
-    double bucket_cap_mb = 25, first_bucket_cap_mb = 1, last_bucket_cap_mb = 1;
+    double bucket_cap_mb = 25;
+    std::optional<double> first_bucket_cap_mb, last_bucket_cap_mb;  // unset: DDP's default
     bool compiled = false, worker = false, graph = false, no_sync = false, no_ddp = false,
          touch_engine = false, empty_cache = false;
     std::string touch_params;
@@ -168,8 +169,9 @@ int main(int argc, char** argv) {
     app.add_option("--warmup", a.warmup, "untimed steps first (compiling)");
     app.add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP's bucket size");
     app.add_option("--first-bucket-cap-mb", a.first_bucket_cap_mb,
-                   "DDP's first bucket (the last layers'); 25 with --last-bucket-cap-mb 25: "
-                   "plain 25 MB buckets");
+                   "DDP's first bucket (the last layers'); unset: DDP's default (1 MiB when the "
+                   "gradients need more than one bucket, else one bucket); 25 with "
+                   "--last-bucket-cap-mb 25: plain 25 MB buckets");
     app.add_option("--last-bucket-cap-mb", a.last_bucket_cap_mb,
                    "DDP's last bucket (the first layers')");
     app.add_flag("--compiled", a.compiled, "a compiled model inside DDP");
@@ -205,8 +207,9 @@ int main(int argc, char** argv) {
         cmd << kiln << " launch --nproc " << n << " " << self << " --worker --model " << a.model
             << " --device " << a.device << " --batch " << a.batch << " --image " << a.image
             << " --seq " << a.seq << " --steps " << a.steps << " --warmup " << a.warmup
-            << " --bucket-cap-mb " << a.bucket_cap_mb << " --first-bucket-cap-mb "
-            << a.first_bucket_cap_mb << " --last-bucket-cap-mb " << a.last_bucket_cap_mb
+            << " --bucket-cap-mb " << a.bucket_cap_mb
+            << (a.first_bucket_cap_mb ? " --first-bucket-cap-mb " + std::to_string(*a.first_bucket_cap_mb) : "")
+            << (a.last_bucket_cap_mb ? " --last-bucket-cap-mb " + std::to_string(*a.last_bucket_cap_mb) : "")
             << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "")
             << (a.no_sync ? " --no-sync" : "") << (a.no_ddp ? " --no-ddp" : "")
             << (a.touch_engine ? " --touch-engine" : "") << (a.touch_params.empty() ? "" : " --touch-params " + a.touch_params)

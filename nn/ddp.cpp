@@ -84,13 +84,22 @@ double DistributedDataParallel::since_first_hook_us() const {
 
 std::vector<std::vector<size_t>> ddp_bucket_assignment(const std::vector<size_t>& bytes,
                                                        const DDPOptions& o) {
-    KILN_CHECK(o.bucket_cap_mb > 0 && o.first_bucket_cap_mb >= 0 && o.last_bucket_cap_mb >= 0,
+    const double first_mb = o.first_bucket_cap_mb.value_or(1), last_mb = o.last_bucket_cap_mb.value_or(1);
+    KILN_CHECK(o.bucket_cap_mb > 0 && first_mb >= 0 && last_mb >= 0,
                "DistributedDataParallel: bucket_cap_mb ", o.bucket_cap_mb,
-               " must be positive, first_bucket_cap_mb ", o.first_bucket_cap_mb,
-               " and last_bucket_cap_mb ", o.last_bucket_cap_mb, " not negative");
+               " must be positive, first_bucket_cap_mb ", first_mb, " and last_bucket_cap_mb ",
+               last_mb, " not negative");
     const double mb = 1024 * 1024, cap = o.bucket_cap_mb * mb;
-    const double first_cap = std::min(cap, o.first_bucket_cap_mb * mb);
-    const double last_cap = std::min(cap, o.last_bucket_cap_mb * mb);
+    double total = 0;
+    for (size_t b : bytes) total += double(b);
+    // Unset small caps apply only to gradients that need more than one bucket anyway.
+    const bool one_bucket_fits = total <= cap;
+    auto small_cap = [&](const std::optional<double>& set) {
+        if (set) return std::min(cap, *set * mb);
+        return one_bucket_fits ? cap : std::min(cap, mb);
+    };
+    const double first_cap = small_cap(o.first_bucket_cap_mb);
+    const double last_cap = small_cap(o.last_bucket_cap_mb);
     std::vector<std::vector<size_t>> buckets;
     double filled = 0;
     for (size_t k = bytes.size(); k-- > 0;) {
