@@ -367,7 +367,8 @@ inline void for_chunks(ParallelFn parallel, int64_t chunks, F&& body) {
 // The W bytes enter the 16-byte register as one integer of W bytes (vmovq): copying them into
 // a zeroed 16-byte vector in memory made a load that spans two stores, which the core cannot
 // forward, a stall per batch that made the AVX2 causal softmax 3.6x slower (5.6 against 1.6
-// ns per element; docs/perf-models.md, "Bool masks on AVX2"). With AVX-512, W is 16.
+// ns per element; docs/perf-models.md, "Bool masks on AVX2, and OpenBLAS's spinning
+// threads"). With AVX-512, W is 16.
 typedef char BoolBytes16 __attribute__((vector_size(16)));
 typedef long long BoolWords16 __attribute__((vector_size(16)));
 typedef int BoolHalves16 __attribute__((vector_size(16)));

@@ -143,8 +143,30 @@ void reopen_with_core(Opened& o, VectorLevel cpu, std::string& chosen_by) {
                 vector_level_name(cpu) + ", so kiln loaded it with OPENBLAS_CORETYPE=" + want;
 }
 
+// OpenBLAS's idle worker threads spin for 2^OPENBLAS_THREAD_TIMEOUT cycles after each GEMM
+// (default 28, about 0.1 s), calling sched_yield, before they sleep; the library reads the
+// variable when it is loaded. Between two GEMMs kiln's own threads run the generated kernels,
+// and with as many threads as cores the spinners take CPU from them: compiled GPT's training
+// step at 2 threads on the 2-core machine spent about 20% of its CPU in sched_yield. Unless the
+// user set it, kiln loads OpenBLAS with 4 (the minimum, 16 cycles), set for the loads only:
+// its threads sleep at once and are woken for the next GEMM (GPT at 2 threads: training 282–301
+// against 320–349 ms a step, inference 79–81 against 92–94; docs/perf-models.md, "Bool masks
+// on AVX2, and OpenBLAS's spinning threads").
+constexpr const char* kOpenblasThreadTimeout = "4";
+
+struct ThreadTimeoutForLoads {
+    bool set = std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr;
+    ThreadTimeoutForLoads() {
+        if (set) setenv("OPENBLAS_THREAD_TIMEOUT", kOpenblasThreadTimeout, 1);
+    }
+    ~ThreadTimeoutForLoads() {
+        if (set) unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    }
+};
+
 BlasLibrary load_blas() {
     std::string why;
+    ThreadTimeoutForLoads timeout;  // as OPENBLAS_CORETYPE below: the environment stays the user's
     Opened o = open_first(blas_candidates(), why);
     KILN_CHECK(o.lib, "matmul: no BLAS library could be opened (kiln opens it at run time; ",
                "KILN_BLAS_LIB=/path/to/libopenblas.so.0 names one). Tried:", why);
@@ -178,9 +200,16 @@ BlasLibrary load_blas() {
         reinterpret_cast<decltype(b.set_num_threads)>(dlsym(o.lib, "openblas_set_num_threads"));
     b.get_num_threads =
         reinterpret_cast<decltype(b.get_num_threads)>(dlsym(o.lib, "openblas_get_num_threads"));
-    log_event("blas", b.core.empty()
-                          ? "BLAS " + b.file + ": " + b.chosen_by
-                          : "OpenBLAS core " + b.core + " (" + b.chosen_by + ") from " + b.file);
+    using ThreadTimeout = int (*)();
+    if (auto read = reinterpret_cast<ThreadTimeout>(dlsym(o.lib, "openblas_thread_timeout")))
+        b.thread_timeout = read();
+    std::string idle = b.thread_timeout < 0 ? ""
+                       : ", idle threads sleep after 2^" + std::to_string(b.thread_timeout) +
+                             " cycles (" + (timeout.set ? "kiln's" : "the user's") +
+                             " OPENBLAS_THREAD_TIMEOUT)";
+    log_event("blas", b.core.empty() ? "BLAS " + b.file + ": " + b.chosen_by
+                                     : "OpenBLAS core " + b.core + " (" + b.chosen_by + ") from " +
+                                           b.file + idle);
     return b;
 }
 

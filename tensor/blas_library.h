@@ -25,6 +25,9 @@ struct BlasLibrary {
     decltype(&cblas_dgemm) dgemm = nullptr;
     void (*set_num_threads)(int) = nullptr;  // OpenBLAS only; null for another BLAS
     int (*get_num_threads)() = nullptr;      // OpenBLAS only
+    // OpenBLAS's idle threads spin 2^thread_timeout cycles before sleeping, as it read
+    // OPENBLAS_THREAD_TIMEOUT at its load (openblas_thread_timeout()); -1 for another BLAS.
+    int thread_timeout = -1;
 };
 
 // Opens the BLAS on the first call (thread-safe) and returns it from then on. Where:
@@ -32,7 +35,9 @@ struct BlasLibrary {
 // libopenblas.so.0, then libblas.so.3. Unless the user set OPENBLAS_CORETYPE, an OpenBLAS
 // whose own core uses narrower vectors than the CPU has (Prescott on an AVX-512 Xeon it does
 // not recognise) is closed and opened again with OPENBLAS_CORETYPE=SkylakeX (AVX-512) or
-// Haswell (AVX2+FMA), set for that load only. Raises kiln::Error naming each file tried when
+// Haswell (AVX2+FMA), set for that load only. Unless the user set OPENBLAS_THREAD_TIMEOUT,
+// OpenBLAS is loaded with it at 4, so its idle threads sleep at once instead of spinning
+// beside kiln's (tensor/blas_library.cpp). Raises kiln::Error naming each file tried when
 // none opens with cblas_sgemm in it.
 const BlasLibrary& blas();
 

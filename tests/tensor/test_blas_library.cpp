@@ -173,6 +173,9 @@ BOOST_AUTO_TEST_CASE(child_process_helper) {
     std::string file = std::filesystem::canonical(blas().file).string();
     std::cout << "blas=" << file << " mapped_before=" << before.count(file)
               << " mapped_after=" << mapped_files().count(file) << "\n";
+    const char* env = std::getenv("OPENBLAS_THREAD_TIMEOUT");
+    std::cout << "thread_timeout=" << blas().thread_timeout
+              << " env_after=" << (env ? env : "unset") << "\n";
 }
 
 // Neither the program's libraries (kiln's, oneDNN's, MPI's DT_NEEDED) nor a generated kernel's
@@ -185,6 +188,25 @@ BOOST_AUTO_TEST_CASE(nothing_loads_blas_before_the_first_matmul) {
                 c.output.find("kernels_mapped=0") == std::string::npos),
                c.output);
     BOOST_TEST(c.output.find(" mapped_before=0 mapped_after=1") != std::string::npos, c.output);
+}
+
+// OpenBLAS's idle threads sleep at once (OPENBLAS_THREAD_TIMEOUT=4 for kiln's load) instead of
+// spinning beside kiln's threads between GEMMs; the user's value is kept, and the variable is
+// the user's again after the load.
+BOOST_AUTO_TEST_CASE(openblas_threads_sleep_when_idle_unless_the_user_says) {
+    if (blas().thread_timeout < 0) {
+        BOOST_TEST_MESSAGE("not OpenBLAS (" << blas().file << "): no idle timeout to check");
+        return;
+    }
+    Child c = run_child("env -u OPENBLAS_THREAD_TIMEOUT KILN_BLAS_CHILD=1",
+                        "blas_library/child_process_helper");
+    BOOST_TEST(c.status == 0, c.output);
+    BOOST_TEST(c.output.find("thread_timeout=4 env_after=unset") != std::string::npos, c.output);
+    Child user = run_child("env OPENBLAS_THREAD_TIMEOUT=12 KILN_BLAS_CHILD=1",
+                           "blas_library/child_process_helper");
+    BOOST_TEST(user.status == 0, user.output);
+    BOOST_TEST(user.output.find("thread_timeout=12 env_after=12") != std::string::npos,
+               user.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_library_is_an_error_naming_it) {
