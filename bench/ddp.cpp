@@ -208,11 +208,16 @@ int main(int argc, char** argv) {
             << " --device " << a.device << " --batch " << a.batch << " --image " << a.image
             << " --seq " << a.seq << " --steps " << a.steps << " --warmup " << a.warmup
             << " --bucket-cap-mb " << a.bucket_cap_mb
-            << (a.first_bucket_cap_mb ? " --first-bucket-cap-mb " + std::to_string(*a.first_bucket_cap_mb) : "")
-            << (a.last_bucket_cap_mb ? " --last-bucket-cap-mb " + std::to_string(*a.last_bucket_cap_mb) : "")
+            << (a.first_bucket_cap_mb
+                    ? " --first-bucket-cap-mb " + std::to_string(*a.first_bucket_cap_mb)
+                    : "")
+            << (a.last_bucket_cap_mb
+                    ? " --last-bucket-cap-mb " + std::to_string(*a.last_bucket_cap_mb)
+                    : "")
             << (a.compiled ? " --compiled" : "") << (a.graph ? " --graph" : "")
             << (a.no_sync ? " --no-sync" : "") << (a.no_ddp ? " --no-ddp" : "")
-            << (a.touch_engine ? " --touch-engine" : "") << (a.touch_params.empty() ? "" : " --touch-params " + a.touch_params)
+            << (a.touch_engine ? " --touch-engine" : "")
+            << (a.touch_params.empty() ? "" : " --touch-params " + a.touch_params)
             << (a.empty_cache ? " --empty-cache" : "");
         FILE* p = popen(cmd.str().c_str(), "r");
         char line[512] = {};

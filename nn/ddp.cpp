@@ -84,7 +84,8 @@ double DistributedDataParallel::since_first_hook_us() const {
 
 std::vector<std::vector<size_t>> ddp_bucket_assignment(const std::vector<size_t>& bytes,
                                                        const DDPOptions& o) {
-    const double first_mb = o.first_bucket_cap_mb.value_or(1), last_mb = o.last_bucket_cap_mb.value_or(1);
+    const double first_mb = o.first_bucket_cap_mb.value_or(1),
+                 last_mb = o.last_bucket_cap_mb.value_or(1);
     KILN_CHECK(o.bucket_cap_mb > 0 && first_mb >= 0 && last_mb >= 0,
                "DistributedDataParallel: bucket_cap_mb ", o.bucket_cap_mb,
                " must be positive, first_bucket_cap_mb ", first_mb, " and last_bucket_cap_mb ",
@@ -170,9 +171,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
 // fingerprint all-gathered, then the state goes as one coalesced broadcast (NCCL: one group;
 // MPI: one flat tensor per dtype): the all_gather and its own comparison, then one engine
 // call (NCCL) or one per dtype (MPI). One broadcast per tensor, each with its own comparison,
-// took two engine calls per tensor (60 for GPT) and left every later step of GPT's on 4 H100s 0.14 ms slower (docs/perf.md, "The
-// cost of N ranks with no communication"). Where the fingerprints differ, or a tensor is not
-// contiguous, the tensors go one by one, and the first that differs between ranks is named.
+// took two engine calls per tensor (60 for GPT) and left every later step of GPT on 4 H100s
+// 0.14 ms slower (docs/perf.md, "The cost of N ranks with no communication"). Where the
+// fingerprints differ, or a tensor is not contiguous, the tensors go one by one, and the first
+// that differs between ranks is named.
 void DistributedDataParallel::sync_module_states() {
     NoGradGuard no_grad;
     auto state = module_->state_dict();

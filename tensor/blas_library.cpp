@@ -203,10 +203,13 @@ BlasLibrary load_blas() {
     using ThreadTimeout = int (*)();
     if (auto read = reinterpret_cast<ThreadTimeout>(dlsym(o.lib, "openblas_thread_timeout")))
         b.thread_timeout = read();
-    std::string idle = b.thread_timeout < 0 ? ""
-                       : ", idle threads sleep after 2^" + std::to_string(b.thread_timeout) +
-                             " cycles (" + (timeout.set ? "kiln's" : "the user's") +
-                             " OPENBLAS_THREAD_TIMEOUT)";
+    const char* whose = o.loaded_before ? "as the process loaded it before kiln"
+                        : timeout.set   ? "kiln's OPENBLAS_THREAD_TIMEOUT"
+                                        : "the user's OPENBLAS_THREAD_TIMEOUT";
+    std::string idle = b.thread_timeout < 0
+                           ? ""
+                           : ", idle threads sleep after 2^" + std::to_string(b.thread_timeout) +
+                                 " cycles (" + whose + ")";
     log_event("blas", b.core.empty() ? "BLAS " + b.file + ": " + b.chosen_by
                                      : "OpenBLAS core " + b.core + " (" + b.chosen_by + ") from " +
                                            b.file + idle);

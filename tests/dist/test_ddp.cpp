@@ -511,8 +511,9 @@ BOOST_AUTO_TEST_CASE(gradients_that_fit_one_bucket_get_one_bucket_unless_caps_ar
     using Layout = std::vector<std::vector<size_t>>;
     std::vector<size_t> ten(5, 2 * mib);  // 10 MiB
     BOOST_CHECK(nn::ddp_bucket_assignment(ten, {}) == (Layout{{4, 3, 2, 1, 0}}));
-    BOOST_CHECK(nn::ddp_bucket_assignment(ten, {.first_bucket_cap_mb = 1, .last_bucket_cap_mb = 1}) ==
-                (Layout{{4}, {3, 2, 1}, {0}}));
+    BOOST_CHECK(
+        nn::ddp_bucket_assignment(ten, {.first_bucket_cap_mb = 1, .last_bucket_cap_mb = 1}) ==
+        (Layout{{4}, {3, 2, 1}, {0}}));
     // 30 MiB: more than one bucket, so the unset caps are 1 MiB (a parameter alone past one).
     std::vector<size_t> thirty = {mib / 2, mib / 4, 9 * mib, 10 * mib, 10 * mib, mib / 4};
     BOOST_CHECK(nn::ddp_bucket_assignment(thirty, {}) == (Layout{{5}, {4, 3}, {2}, {1, 0}}));
