@@ -8,6 +8,7 @@
 #include <link.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -201,8 +202,10 @@ BlasLibrary load_blas() {
     b.get_num_threads =
         reinterpret_cast<decltype(b.get_num_threads)>(dlsym(o.lib, "openblas_get_num_threads"));
     using ThreadTimeout = int (*)();
-    if (auto read = reinterpret_cast<ThreadTimeout>(dlsym(o.lib, "openblas_thread_timeout")))
-        b.thread_timeout = read();
+    if (auto read = reinterpret_cast<ThreadTimeout>(dlsym(o.lib, "openblas_thread_timeout"))) {
+        int value = read();  // 0 where unset; blas_server.c then keeps its default, 2^28
+        b.thread_timeout = value <= 0 ? 28 : std::clamp(value, 4, 30);
+    }
     const char* whose = o.loaded_before ? "as the process loaded it before kiln"
                         : timeout.set   ? "kiln's OPENBLAS_THREAD_TIMEOUT"
                                         : "the user's OPENBLAS_THREAD_TIMEOUT";

@@ -25,8 +25,9 @@ struct BlasLibrary {
     decltype(&cblas_dgemm) dgemm = nullptr;
     void (*set_num_threads)(int) = nullptr;  // OpenBLAS only; null for another BLAS
     int (*get_num_threads)() = nullptr;      // OpenBLAS only
-    // OpenBLAS's idle threads spin 2^thread_timeout cycles before sleeping, as it read
-    // OPENBLAS_THREAD_TIMEOUT at its load (openblas_thread_timeout()); -1 for another BLAS.
+    // OpenBLAS's idle threads spin 2^thread_timeout cycles before sleeping: the
+    // OPENBLAS_THREAD_TIMEOUT it read at its load (openblas_thread_timeout()) clamped to
+    // [4, 30] as OpenBLAS does, 28 where it was unset; -1 for another BLAS.
     int thread_timeout = -1;
 };
 
